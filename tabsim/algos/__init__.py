@@ -1,0 +1,90 @@
+"""The GRPO family as a composition of small pure functions.
+
+An algorithm = advantage estimator x ratio level x surrogate x aggregation x KL (estimator and
+placement) x filter x reuse schedule x optimizer. :class:`AlgoSpec` names the static choices; the
+numeric knobs are traced fields of :class:`tabsim.params.Hyper`. Presets in
+:mod:`tabsim.algos.presets` are particular compositions.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from tabsim.algos.advantages import ESTIMATORS, register_estimator  # noqa: F401
+from tabsim.algos.aggregation import AGGREGATIONS, register_aggregation  # noqa: F401
+from tabsim.algos.kl import KL_ESTIMATORS, register_kl  # noqa: F401
+from tabsim.algos.ratios import RATIOS, register_ratio  # noqa: F401
+from tabsim.algos.surrogates import SURROGATES, clip_fraction, register_surrogate  # noqa: F401
+
+KL_PLACEMENTS = ("loss", "reward", "none")
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgoSpec:
+    """Static composition of a GRPO-family update (hashable: it keys the compilation cache)."""
+
+    estimator: str = "grpo"
+    ratio: str = "token"
+    surrogate: str = "clip"
+    aggregation: str = "token-mean"
+    kl: str = "k3"
+    kl_placement: str = "none"
+    epochs: int = 1  # mu: passes over each rollout batch
+    minibatches: int = 1  # sequential updates per pass
+    optimizer: str = "sgd"
+
+    def __post_init__(self):
+        for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
+                               ("aggregation", AGGREGATIONS), ("kl", KL_ESTIMATORS),
+                               ("kl_placement", KL_PLACEMENTS), ("optimizer", OPTIMIZERS)):
+            value = getattr(self, field)
+            if value not in allowed:
+                raise ValueError(f"algo.{field}: unknown value {value!r}; allowed: {sorted(allowed)}")
+        for field in ("epochs", "minibatches"):
+            if int(getattr(self, field)) < 1:
+                raise ValueError(f"algo.{field}: must be >= 1, got {getattr(self, field)}")
+
+
+def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp):
+    """Advantages ``[B, G]`` from the named estimator."""
+    return ESTIMATORS[spec.estimator](rewards, lengths=lengths, valid=valid, hp=hp)
+
+
+def zero_variance(rewards):
+    """``[B]`` 1.0 for groups whose rewards are all equal."""
+    return (jnp.max(rewards, -1) == jnp.min(rewards, -1)).astype(rewards.dtype)
+
+
+def take_logp(logq, tokens):
+    """Log-probability of the sampled tokens, ``[B, G, T]``, from ``logq [B, G, T, A]``."""
+    onehot = jax.nn.one_hot(tokens, logq.shape[-1], dtype=logq.dtype)
+    return (onehot * logq).sum(-1)
+
+
+def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp):
+    """The aggregated GRPO-family loss and diagnostics.
+
+    ``L = agg(surrogate(ratio(logp, logp_old), logp, A)) + beta agg(kl) - ent_coef agg(H)``
+
+    Args:
+      logq: ``[B, G, T, A]`` differentiable log next-token distribution at visited nodes.
+      tokens: ``[B, G, T]`` sampled actions; ``mask``: ``[B, G, T]`` (0 on padding and filtered groups).
+      adv: ``[B, G]``; ``logp_old``: ``[B, G, T]`` rollout-policy log-probs (constants).
+      logq_ref: ``[B, G, T, A]`` reference log distributions.
+    Returns:
+      ``(loss, {"clip_frac": ...})``.
+    """
+    logp = take_logp(logq, tokens)
+    log_ratio = RATIOS[spec.ratio](logp, logp_old, mask)
+    a = adv[..., None]
+    loss = AGGREGATIONS[spec.aggregation](SURROGATES[spec.surrogate](log_ratio, logp, a, hp), mask)
+    if spec.kl_placement == "loss":
+        logp_ref = take_logp(logq_ref, tokens)
+        kl = KL_ESTIMATORS[spec.kl](logp, logp_ref, logq, logq_ref)
+        loss = loss + hp.beta * AGGREGATIONS[spec.aggregation](kl, mask)
+    entropy = -(jnp.exp(logq) * logq).sum(-1)
+    loss = loss - hp.ent_coef * AGGREGATIONS[spec.aggregation](entropy, mask)
+    return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp)}

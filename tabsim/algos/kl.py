@@ -1,0 +1,56 @@
+"""KL-to-reference estimators, per token: ``kl(logp, logp_ref, logq, logq_ref) -> [B, G, T]``.
+
+``logp``/``logp_ref`` are the sampled tokens' log-probabilities under the policy and the reference;
+``logq``/``logq_ref`` are the full next-token log-distributions ``[B, G, T, A]`` at the visited
+nodes, which a tabular simulator has and so can use for the exact KL.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax.numpy as jnp
+
+KL_ESTIMATORS: dict[str, Callable] = {}
+
+
+def register_kl(name: str):
+    def deco(fn):
+        KL_ESTIMATORS[name] = fn
+        return fn
+
+    return deco
+
+
+@register_kl("k1")
+def k1(logp, logp_ref, logq, logq_ref):
+    """``k1 = l_ref = logp - logp_ref`` (unbiased, high variance; Schulman 2020)."""
+    return logp - logp_ref
+
+
+@register_kl("k2")
+def k2(logp, logp_ref, logq, logq_ref):
+    """``k2 = l_ref^2 / 2``."""
+    return 0.5 * (logp - logp_ref) ** 2
+
+
+@register_kl("k3")
+def k3(logp, logp_ref, logq, logq_ref):
+    """``k3 = exp(-l_ref) + l_ref - 1`` (verl ``low_var_kl``, DeepSeekMath)."""
+    l = logp - logp_ref
+    return jnp.exp(-l) + l - 1.0
+
+
+@register_kl("exact")
+def exact(logp, logp_ref, logq, logq_ref):
+    """Exact ``KL(pi || pi_ref)`` of the next-token distribution at each visited node."""
+    return (jnp.exp(logq) * (logq - logq_ref)).sum(-1)
+
+
+@register_kl("ref_ce")
+def ref_ce(logp, logp_ref, logq, logq_ref):
+    """Cross-entropy ``-sum pi_ref log pi`` at the node; its logit gradient is ``pi - pi_ref``.
+
+    This is the reference simulator's simplified KL surrogate ``-beta (pi - pi_ref)`` written as a
+    loss (it is the gradient of ``KL(pi_ref || pi)``, not of ``KL(pi || pi_ref)``).
+    """
+    return -(jnp.exp(logq_ref) * logq).sum(-1)

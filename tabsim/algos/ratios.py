@@ -1,0 +1,36 @@
+"""Importance log-ratios ``l = logp - logp_old`` at token or sequence level.
+
+Signature: ``ratio(logp, logp_old, mask) -> log_ratio`` with all arrays ``[B, G, T]``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax.numpy as jnp
+
+RATIOS: dict[str, Callable] = {}
+
+
+def register_ratio(name: str):
+    def deco(fn):
+        RATIOS[name] = fn
+        return fn
+
+    return deco
+
+
+@register_ratio("token")
+def token_ratio(logp, logp_old, mask):
+    """Per-token log-ratio ``l_t = logp_t - logp_old_t`` (PPO, GRPO, DAPO)."""
+    return (logp - logp_old) * mask
+
+
+@register_ratio("sequence")
+def sequence_ratio(logp, logp_old, mask):
+    """One log-ratio per answer, ``mean_t l_t``, broadcast to its tokens (GSPO, arXiv 2507.18071).
+
+    The gradient flows through every token: ``d s_i / d logp_t = s_i / |o_i|``.
+    """
+    n = jnp.maximum(mask.sum(-1, keepdims=True), 1.0)
+    seq = ((logp - logp_old) * mask).sum(-1, keepdims=True) / n
+    return jnp.broadcast_to(seq, logp.shape) * mask

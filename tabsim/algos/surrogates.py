@@ -1,0 +1,81 @@
+"""Per-token policy losses (minimised): ``surrogate(log_ratio, logp, adv, hp) -> [B, G, T]``.
+
+``log_ratio`` comes from :mod:`tabsim.algos.ratios`, ``adv`` is ``[B, G, 1]`` (broadcast over
+tokens) and ``logp`` the differentiable token log-probabilities, needed by the ratio-free losses.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+SURROGATES: dict[str, Callable] = {}
+
+
+def register_surrogate(name: str):
+    def deco(fn):
+        SURROGATES[name] = fn
+        return fn
+
+    return deco
+
+
+@register_surrogate("clip")
+def ppo_clip(log_ratio, logp, adv, hp):
+    """PPO clip: ``max(-A w, -A clip(w, 1 - eps_low, 1 + eps_high))`` (Schulman et al. 2017).
+
+    DAPO's clip-higher is ``eps_high > eps_low`` (arXiv 2503.14476).
+    """
+    w = jnp.exp(log_ratio)
+    return jnp.maximum(-adv * w, -adv * jnp.clip(w, 1.0 - hp.eps_low, 1.0 + hp.eps_high))
+
+
+@register_surrogate("dual_clip")
+def dual_clip(log_ratio, logp, adv, hp):
+    """PPO clip plus the dual clip: for ``A < 0`` the loss is capped at ``-A c`` (verl, c = 3).
+
+    Ye et al., arXiv 1912.09729.
+    """
+    clipped = ppo_clip(log_ratio, logp, adv, hp)
+    return jnp.where(adv < 0, jnp.minimum(clipped, -adv * hp.dual_clip_c), clipped)
+
+
+@register_surrogate("cispo")
+def cispo(log_ratio, logp, adv, hp):
+    """CISPO: ``-sg(clip(w, 1 - eps_low, 1 + eps_high)) A logp`` (MiniMax-M1, arXiv 2506.13585).
+
+    The weight is clipped and detached, so every token keeps a gradient.
+    """
+    w = jax.lax.stop_gradient(jnp.clip(jnp.exp(log_ratio), 1.0 - hp.eps_low, 1.0 + hp.eps_high))
+    return -w * adv * logp
+
+
+@register_surrogate("sapo")
+def sapo(log_ratio, logp, adv, hp):
+    """SAPO soft gate: ``-A (4 / tau) sigmoid(tau (w - 1))``, tau_pos for A > 0, tau_neg else.
+
+    The gate has slope 1 at ``w = 1``, so on-policy it equals the plain policy gradient.
+    """
+    w = jnp.exp(log_ratio)
+    tau = jnp.where(adv > 0, hp.sapo_tau_pos, hp.sapo_tau_neg)
+    return -adv * (4.0 / tau) * jax.nn.sigmoid(tau * (w - 1.0))
+
+
+@register_surrogate("importance")
+def importance(log_ratio, logp, adv, hp):
+    """Unclipped importance-weighted policy gradient ``-A w``."""
+    return -adv * jnp.exp(log_ratio)
+
+
+@register_surrogate("reinforce")
+def reinforce(log_ratio, logp, adv, hp):
+    """Plain REINFORCE / GPG: ``-A logp`` with no ratio (the reference simulator's update)."""
+    return -adv * logp
+
+
+def clip_fraction(log_ratio, adv, mask, hp):
+    """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed)."""
+    w = jnp.exp(log_ratio)
+    active = ((adv > 0) & (w > 1.0 + hp.eps_high)) | ((adv < 0) & (w < 1.0 - hp.eps_low))
+    return (active * mask).sum() / jnp.maximum(mask.sum(), 1.0)

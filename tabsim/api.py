@@ -1,0 +1,192 @@
+"""``run(config) -> Result``: the engine behind a tidy-frame interface.
+
+Conditions of the sweep grid are executed in chunks of equal size (one compilation for all chunks)
+through an :class:`Executor`, with a progress bar for long runs. Compiled programs are cached per
+static configuration for the life of the process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from tabsim.algos import AlgoSpec
+from tabsim.config import Config, resolve
+from tabsim.engine import Schedule, make_train
+from tabsim.io import provenance, read_frame, write_frame, write_json
+from tabsim.params import stack_hypers
+from tabsim.rng import seed_words
+
+_CACHE: dict = {}
+
+
+def make_env(cfg: Config):
+    """The environment object for ``cfg.task`` (static structure only)."""
+    from tabsim.envs import ENVS
+
+    t, tr = cfg.task, cfg.train
+    common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples, pass_k=tuple(tr.pass_k),
+                  maj_k=tuple(tr.maj_k), rng=tr.rng)
+    if t.env == "bandit":
+        return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
+                              heterogeneous=t.heterogeneity is not None, **common)
+    if "tree" not in ENVS:
+        raise ValueError("task.env: 'tree' is not available in this version; allowed: bandit")
+    return ENVS["tree"](n_prompts=t.n_prompts, heterogeneous=t.heterogeneity is not None, **t.tree, **common)
+
+
+def static_key(cfg: Config) -> tuple:
+    """Everything that fixes shapes or code paths; equal keys share one compiled program."""
+    t, tr = cfg.task, cfg.train
+    return (t.env, t.n_prompts, t.n_answers, t.n_correct, t.heterogeneity is not None,
+            tuple(sorted((k, str(v)) for k, v in t.tree.items())), cfg.arms.tie, cfg.arms.offline_samples,
+            tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng)
+
+
+def algo_spec(cfg: Config) -> AlgoSpec:
+    a = cfg.algo
+    return AlgoSpec(estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
+                    kl=a.kl, kl_placement=a.kl_placement, epochs=a.epochs, minibatches=a.minibatches,
+                    optimizer=a.optimizer)
+
+
+def schedule(cfg: Config) -> Schedule:
+    tr = cfg.train
+    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
+                    eval_every=tr.eval_every or tr.steps, replacement=tr.replacement)
+
+
+def compiled_train(cfg: Config):
+    """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure."""
+    key = static_key(cfg)
+    if key not in _CACHE:
+        _CACHE[key] = make_train(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms))
+    return _CACHE[key]
+
+
+class Executor(Protocol):
+    """Runs chunks of work; a distributed engine implements the same ``map``."""
+
+    def map(self, fn: Callable, chunks: Iterable) -> Iterable: ...
+
+
+class LocalExecutor:
+    """Runs chunks one after another in this process."""
+
+    def map(self, fn, chunks):
+        for c in chunks:
+            yield fn(c)
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="chunk", leave=False)
+
+
+@dataclasses.dataclass
+class Result:
+    """A run's tidy frame (one row per condition x seed x arm x eval step), config and provenance."""
+
+    frame: pd.DataFrame
+    config: dict
+    provenance: dict
+
+    @property
+    def factors(self) -> list[str]:
+        return list(self.config.get("sweep", {}))
+
+    def final(self) -> pd.DataFrame:
+        """Rows at the last evaluated step."""
+        return self.frame[self.frame["step"] == self.frame["step"].max()].reset_index(drop=True)
+
+    def save(self, out_dir: str | Path, fmt: str = "parquet") -> Path:
+        """Write ``results.<fmt>``, ``config.json`` and ``provenance.json`` (each atomically)."""
+        out = Path(out_dir)
+        write_frame(out / f"results.{fmt}", self.frame)
+        write_json(out / "config.json", self.config)
+        write_json(out / "provenance.json", self.provenance)
+        return out
+
+    @classmethod
+    def load(cls, out_dir: str | Path) -> "Result":
+        import json
+
+        out = Path(out_dir)
+        files = [p for p in (out / "results.parquet", out / "results.csv") if p.exists()]
+        if not files:
+            raise FileNotFoundError(f"{out}: no results.parquet or results.csv")
+        return cls(frame=read_frame(files[0]), config=json.loads((out / "config.json").read_text()),
+                   provenance=json.loads((out / "provenance.json").read_text()))
+
+
+def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps: list[int]) -> pd.DataFrame:
+    C, S, A, E = next(iter(hist.values())).shape
+    ci, si, ai, ei = (a.ravel() for a in np.meshgrid(np.arange(C), np.arange(S), np.arange(A), np.arange(E),
+                                                        indexing="ij"))
+    cols: dict = {}
+    for name in (grid[0] if grid else {}):
+        cols[name] = np.asarray([g[name] for g in grid], dtype=float)[ci]
+    cols["seed"] = np.asarray(seeds, dtype=np.int64)[si]
+    cols["arm"] = pd.Categorical(np.asarray(arms, dtype=object)[ai], categories=arms)
+    cols["step"] = np.asarray(steps, dtype=np.int64)[ei]
+    for k in sorted(hist):
+        cols[k] = np.asarray(hist[k], dtype=np.float64).reshape(-1)
+    return pd.DataFrame(cols)
+
+
+def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
+        **overrides) -> Result:
+    """Train every arm x seed x sweep condition of ``config`` and return a :class:`Result`.
+
+    Args:
+      config: a :class:`Config`, or a mapping validated with :func:`tabsim.config.resolve`.
+      progress: show a progress bar (default: when there is more than one chunk).
+      executor: where chunks run (default :class:`LocalExecutor`).
+      **overrides: nested config values, e.g. ``train={"seeds": 4}``.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(config, Config) or overrides:
+        base = config.model_dump() if isinstance(config, Config) else config
+        config = resolve(base, **overrides)
+    cfg = config
+    grid = cfg.grid()
+    seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+    seed_arr = jnp.stack([seed_words(s) for s in seeds])
+    values = [cfg.hyper_values(g) for g in grid]
+    train = compiled_train(cfg)
+    # chunks of equal size so every chunk reuses one compilation
+    n_cond = len(values)
+    per = cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, len(seeds))
+    per = min(per, n_cond)
+    n_chunks = math.ceil(n_cond / per)
+    padded = values + [values[-1]] * (n_chunks * per - n_cond)
+    chunks = [stack_hypers(padded[i * per:(i + 1) * per]) for i in range(n_chunks)]
+    ex = executor or LocalExecutor()
+    show = progress if progress is not None else n_chunks > 1
+    parts = []
+    with _progress(n_chunks, show, "tabsim run") as bar:
+        for out in ex.map(lambda hp: jax.device_get(train(seed_arr, hp)), chunks):
+            parts.append(out)
+            bar.update(1)
+    hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
+    ev = cfg.train.eval_every or cfg.train.steps
+    steps = list(range(0, cfg.train.steps + 1, ev))
+    frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
+    prov = provenance(config_hash=cfg.digest(), seeds=seeds, wall_seconds=round(time.perf_counter() - t0, 3),
+                      n_conditions=n_cond, n_chunks=n_chunks)
+    return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
+
+
+def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int) -> int:
+    """About 2e8 sampled answers per chunk: large enough to amortise dispatch, small enough for progress."""
+    per_cond = n_seeds * len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size
+    per_cond *= cfg.algo.epochs
+    return max(1, min(n_cond, int(2e8 // max(per_cond, 1))))

@@ -1,0 +1,171 @@
+"""The compiled training engine, in the shape of purejaxrl's ``make_train``.
+
+``make_train(env, algo, schedule, arms)`` fixes everything static (shapes, code paths) and returns
+``train(seeds, hypers) -> history``: one jit-compiled program that vmaps over conditions (a stacked
+:class:`~tabsim.params.Hyper`), seeds and arms, and runs training as a ``lax.scan``.
+
+Paired randomness: the arm axis is vmapped *inside* the seed axis with the seed held fixed, so every
+arm of a seed draws the same prompt batches, the same sampling uniforms and the same reward noise
+(common random numbers); arms differ only through their rewards and hence their policies.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from tabsim import arms as arms_mod
+from tabsim import rng as R
+from tabsim._pytree import pytree_dataclass
+from tabsim.algos import AlgoSpec, advantages, policy_loss, take_logp, zero_variance
+from tabsim.algos import KL_ESTIMATORS
+from tabsim.params import Hyper
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """Static training schedule."""
+
+    steps: int = 200
+    batch_size: int = 16  # prompts per rollout batch
+    group_size: int = 8  # G answers per prompt
+    eval_every: int = 200
+    replacement: bool = False  # draw each batch's prompts with replacement
+
+
+@pytree_dataclass
+class TrainState:
+    """The scan carry."""
+
+    logits: jax.Array  # policy table
+    opt_state: Any  # optimizer state (Adam moments; empty for SGD)
+    seed: jax.Array  # uint32[2] seed words
+    step: jax.Array  # int32 training step
+
+
+def _optimizer(algo: AlgoSpec, hp: Hyper):
+    if algo.optimizer == "adam":
+        return optax.scale_by_adam(b1=hp.adam_b1, b2=hp.adam_b2, eps=hp.adam_eps)
+    return optax.identity()
+
+
+def clip_by_global_norm(g, max_norm):
+    """Scale ``g`` so its norm is at most ``max_norm`` (``inf`` disables the clip)."""
+    norm = jnp.sqrt((g * g).sum())
+    return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
+
+
+def make_update(env, algo: AlgoSpec, schedule: Schedule):
+    """One rollout batch: sample, reward, advantage, then ``epochs x minibatches`` updates.
+
+    Returns ``update(state, task, arm, hp) -> (state, diagnostics)``.
+    """
+    B, G = schedule.batch_size, schedule.group_size
+    n_mb = algo.minibatches
+    mb = B // n_mb
+
+    def loss_fn(logits, idx, batch, hp):
+        logits_b = logits[idx]
+        logq = env.token_logq(logits_b, batch["rollout"])
+        return policy_loss(algo, logq, batch["rollout"].tokens, batch["mask"], batch["adv"],
+                           batch["logp_old"], batch["logq_ref"], hp)
+
+    grad_fn = jax.grad(loss_fn, has_aux=True)
+
+    def update(state: TrainState, task, arm, hp: Hyper):
+        seed, step = state.seed, state.step
+        n = env.n_prompts
+        if schedule.replacement:
+            u = R.uniform(seed, (B,), step=step, tag=R.BATCH, rng=env.rng)
+            idx = jnp.minimum((u * n).astype(jnp.int32), n - 1)
+        elif B == n:
+            idx = jnp.arange(n)
+        else:
+            idx = jax.lax.top_k(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), B)[1]
+        task_b = jax.tree_util.tree_map(lambda x: x[idx], task)
+        logits_b = state.logits[idx]
+        rollout = env.rollout(seed, step, logits_b, G)
+        logq_old = env.token_logq(logits_b, rollout)
+        logp_old = take_logp(logq_old, rollout.tokens)
+        ref_b = task_b.prior_logits
+        logq_ref = env.token_logq(ref_b, rollout)
+        rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp)
+        if algo.kl_placement == "reward":
+            kl_tok = KL_ESTIMATORS[algo.kl](logp_old, take_logp(logq_ref, rollout.tokens), logq_old, logq_ref)
+            rewards = rewards - hp.beta * (kl_tok * rollout.mask).sum(-1)
+        degenerate = zero_variance(rewards)
+        valid = 1.0 - hp.filter * degenerate
+        adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp)
+        mask = rollout.mask * valid[:, None, None]
+        batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
+        active = (arm != arms_mod.arm_id("frozen")).astype(jnp.float32)
+        opt = _optimizer(algo, hp)
+
+        def one_update(carry, j):
+            logits, opt_state = carry
+            if n_mb == 1:
+                sl_idx, sl = idx, batch
+            else:
+                start = (j % n_mb) * mb
+                take = lambda x: jax.lax.dynamic_slice_in_dim(x, start, mb, axis=0)  # noqa: E731
+                sl_idx, sl = take(idx), jax.tree_util.tree_map(take, batch)
+            g, aux = grad_fn(logits, sl_idx, sl, hp)
+            g = clip_by_global_norm(g, hp.max_grad_norm)
+            step, opt_state = opt.update(g, opt_state)
+            logits = logits - active * hp.lr * step
+            return (logits, opt_state), aux["clip_frac"]
+
+        n_updates = algo.epochs * n_mb
+        (logits, opt_state), clip_frac = jax.lax.scan(one_update, (state.logits, state.opt_state),
+                                                      jnp.arange(n_updates))
+        diag = {"reward_mean": rewards.mean(), "kept_frac": valid.mean(), "clip_frac": clip_frac.mean()}
+        return TrainState(logits=logits, opt_state=opt_state, seed=seed, step=step + 1), diag
+
+    return update
+
+
+def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
+    """Build ``train(seeds [S, 2], hypers [C]) -> history`` for a static configuration.
+
+    ``history`` maps each metric to an array ``[C, S, A, E + 1]`` (conditions, seeds, arms, eval
+    points at steps ``0, eval_every, ..., steps``).
+    """
+    if schedule.steps % schedule.eval_every:
+        raise ValueError(f"train.eval_every: must divide steps={schedule.steps}, got {schedule.eval_every}")
+    if schedule.batch_size % algo.minibatches:
+        raise ValueError(f"algo.minibatches: must divide batch_size={schedule.batch_size}, got {algo.minibatches}")
+    n_evals = schedule.steps // schedule.eval_every
+    update = make_update(env, algo, schedule)
+    arm_ids = jnp.asarray([arms_mod.arm_id(a) for a in arms], jnp.int32)
+
+    def train_one(seed, hp: Hyper, arm):
+        task = env.init_task(seed, hp)
+        logits = task.prior_logits
+        state = TrainState(logits=logits, opt_state=_optimizer(algo, hp).init(logits), seed=seed,
+                           step=jnp.zeros((), jnp.int32))
+        metrics0 = env.evaluate(logits, task, hp)
+        zero_diag = {"reward_mean": jnp.nan, "kept_frac": jnp.nan, "clip_frac": jnp.nan}
+
+        def chunk(state, _):
+            state, diag = jax.lax.scan(lambda s, _: update(s, task, arm, hp), state, None,
+                                       length=schedule.eval_every)
+            metrics = env.evaluate(state.logits, task, hp)
+            return state, {**metrics, **{k: v.mean() for k, v in diag.items()}}
+
+        _, hist = jax.lax.scan(chunk, state, None, length=n_evals)
+        first = {**metrics0, **zero_diag}
+        return {k: jnp.concatenate([jnp.asarray(first[k], jnp.float32)[None], v]) for k, v in hist.items()}
+
+    per_arm = jax.vmap(train_one, in_axes=(None, None, 0))  # same seed for every arm: paired
+    per_seed = jax.vmap(per_arm, in_axes=(0, None, None))
+    per_cond = jax.vmap(per_seed, in_axes=(None, 0, None))
+
+    @jax.jit
+    def train(seeds, hypers):
+        """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays."""
+        return per_cond(seeds, hypers, arm_ids)
+
+    return train

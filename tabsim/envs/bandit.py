@@ -1,0 +1,182 @@
+"""The contextual bandit task family: N prompts x K answers, k of them correct.
+
+Static structure (shapes, which exact metrics to compute) lives on the stateless :class:`BanditEnv`;
+numeric knobs (prior strength, format boost, heterogeneity) are traced fields of the hyperparameter
+pytree, so one compiled program serves a whole grid of priors.
+
+Prior (SPEC §3): logit ``log(p_s / k)`` on each correct answer, ``log((1 - p_s) / (K - k))`` on each
+wrong one, ``+ log(1 + f K)`` on the designated "format" answer (a wrong one), then normalised. With
+heterogeneity, each prompt's own ``p_s`` is drawn from ``Beta(m c, (1 - m) c)`` with mean ``m`` and
+concentration ``c``.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tabsim._pytree import pytree_dataclass
+from tabsim.envs import register_env
+from tabsim import rng as R
+
+
+@pytree_dataclass
+class BanditTask:
+    """One seed's task instance. Arrays are ``[N, K]`` or ``[N]``."""
+
+    prior_logits: jax.Array  # [N, K] normalised log-probabilities; also the KL reference
+    correct: jax.Array  # [N, K] float 0/1
+    format_answer: jax.Array  # [N] int index of the boosted wrong answer
+    offline_label: jax.Array  # [N] int offline majority label from m base-policy samples
+    prompt_strength: jax.Array  # [N] each prompt's own p_s
+
+
+@pytree_dataclass
+class Rollout:
+    """Sampled answers of a batch: ``answers [B, G]``, ``tokens``/``mask`` ``[B, G, T]``."""
+
+    answers: jax.Array
+    tokens: jax.Array
+    mask: jax.Array
+    lengths: jax.Array
+
+
+def compositions(k: int, K: int) -> np.ndarray:
+    """All count vectors of ``k`` draws over ``K`` answers, ``[C(k+K-1, K-1), K]``."""
+    out = []
+    for bars in itertools.combinations(range(k + K - 1), K - 1):
+        prev, counts = -1, []
+        for b in bars:
+            counts.append(b - prev - 1)
+            prev = b
+        counts.append(k + K - 1 - prev - 1)
+        out.append(counts)
+    return np.asarray(out, dtype=np.int64)
+
+
+def n_compositions(k: int, K: int) -> int:
+    return math.comb(k + K - 1, K - 1)
+
+
+MAX_COMPOSITIONS = 200_000
+
+
+def majority_tables(k: int, K: int, tie: str):
+    """Exact maj@k tables: counts ``[M, K]``, log multinomial coefficients ``[M]`` and the credit
+    ``[M, K]`` each answer gets when it is the plurality (split evenly over ties for ``random``,
+    all to the lowest index for ``lowest``)."""
+    counts = compositions(k, K)
+    lmc = math.lgamma(k + 1) - np.sum([[math.lgamma(c + 1) for c in row] for row in counts], axis=1)
+    is_max = counts == counts.max(axis=1, keepdims=True)
+    if tie == "random":
+        credit = is_max / is_max.sum(axis=1, keepdims=True)
+    else:
+        credit = np.zeros_like(is_max, dtype=float)
+        credit[np.arange(len(counts)), is_max.argmax(axis=1)] = 1.0
+    return counts.astype(np.float32), lmc.astype(np.float32), credit.astype(np.float32)
+
+
+def plurality(seed, step, tag, answers, n_answers: int, tie: str, rng: str = "fast"):
+    """Plurality answer of each row of ``answers [R, G]``; ties random or to the lowest index."""
+    counts = jax.nn.one_hot(answers, n_answers, dtype=jnp.float32).sum(-2)
+    if tie == "random":
+        counts = counts + 0.5 * R.uniform(seed, counts.shape, step=step, tag=tag, rng=rng)
+    return jnp.argmax(counts, axis=-1)
+
+
+@register_env("bandit")
+class BanditEnv:
+    """Stateless one-step bandit. Policy parameters are a logit table ``[N, K]``.
+
+    Args:
+      n_prompts, n_answers, n_correct: N, K and k.
+      heterogeneous: draw each prompt's p_s from a Beta (traced concentration ``heterogeneity``).
+      tie: majority tie rule, ``random`` or ``lowest``.
+      offline_samples: m, the base-policy samples that fix each prompt's offline majority label.
+      pass_k, maj_k: the k of the exact pass@k and maj@k metrics.
+      rng: hot-path generator (see :mod:`tabsim.rng`).
+    """
+
+    def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast"):
+        self.n_prompts, self.n_answers, self.n_correct = n_prompts, n_answers, n_correct
+        self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
+        self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
+        self.max_len = 1
+        self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in self.maj_k}
+
+    @property
+    def table_shape(self):
+        return (self.n_prompts, self.n_answers)
+
+    # -- task -------------------------------------------------------------------------------
+    def init_task(self, seed, params) -> BanditTask:
+        """Draw correct positions, the format answer, per-prompt strengths and the offline label.
+
+        ``seed`` is a seed's ``uint32[2]`` words; the task uses the reserved step ``TASK_STEP`` of its stream.
+        """
+        n, K, k = self.n_prompts, self.n_answers, self.n_correct
+        u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=self.rng)
+        rank = jnp.argsort(jnp.argsort(u_pos, axis=1), axis=1)
+        correct = (rank < k).astype(jnp.float32)
+        is_format = rank == k
+        p = jnp.full((n,), params.prior_strength, jnp.float32)
+        if self.heterogeneous:
+            c = params.heterogeneity
+            k_beta = jax.random.fold_in(jax.random.wrap_key_data(seed, impl="threefry2x32"), R.TASK_EXTRA)
+            p = jax.random.beta(k_beta, p * c, (1.0 - p) * c, (n,))
+            p = jnp.clip(p, 1e-6, 1.0 - 1e-6)
+        logits = jnp.where(correct > 0, jnp.log(p / k)[:, None], jnp.log((1.0 - p) / (K - k))[:, None])
+        logits = logits + jnp.where(is_format, jnp.log1p(params.format_boost * K), 0.0)
+        prior = jax.nn.log_softmax(logits, axis=-1)
+        base = R.categorical(seed, jnp.exp(prior), self.offline_samples, step=R.TASK_STEP, tag=R.OFFLINE, rng=self.rng)
+        label = plurality(seed, R.TASK_STEP, R.OFFLINE_TIE, base, K, self.tie, self.rng)
+        return BanditTask(prior_logits=prior, correct=correct, format_answer=jnp.argmax(is_format, axis=1),
+                          offline_label=label, prompt_strength=p)
+
+    # -- sampling and log-probabilities ---------------------------------------------------------
+    def rollout(self, seed, step, logits_b, group_size: int) -> Rollout:
+        """Sample ``G`` answers per prompt by inverse CDF: one uniform per answer."""
+        probs = jax.nn.softmax(logits_b, axis=-1)
+        answers = R.categorical(seed, probs, group_size, step=step, tag=R.ROLLOUT, rng=self.rng)
+        ones = jnp.ones(answers.shape + (1,), jnp.float32)
+        return Rollout(answers=answers, tokens=answers[..., None], mask=ones, lengths=ones[..., 0])
+
+    def token_logq(self, logits_b, rollout: Rollout):
+        """Log next-token distribution at every visited node, ``[B, G, T, A]``."""
+        logq = jax.nn.log_softmax(logits_b, axis=-1)
+        return jnp.broadcast_to(logq[:, None, None, :], rollout.tokens.shape + (self.n_answers,))
+
+    def answer_correct(self, task_b: BanditTask, answers):
+        """``[B, G]`` 0/1 correctness of sampled answers."""
+        return jnp.take_along_axis(task_b.correct, answers, axis=1)
+
+    def is_format(self, task_b: BanditTask, answers):
+        return (answers == task_b.format_answer[:, None]).astype(jnp.float32)
+
+    def answer_distribution(self, logits):
+        """Exact distribution over answers, ``[N, K]``."""
+        return jax.nn.softmax(logits, axis=-1)
+
+    # -- exact metrics --------------------------------------------------------------------------
+    def evaluate(self, logits, task: BanditTask, params) -> dict:
+        """Exact metrics of the policy (no sampling): pass@1, pass@k, maj@k, entropy, mode accuracy."""
+        logq = jax.nn.log_softmax(logits, axis=-1)
+        q = jnp.exp(logq)
+        p_correct = (q * task.correct).sum(-1)
+        out = {
+            "pass1": p_correct.mean(),
+            "entropy": -(q * logq).sum(-1).mean(),
+            "mode_correct": jnp.take_along_axis(task.correct, jnp.argmax(logq, -1)[:, None], 1).mean(),
+            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1).mean(),
+            "kl_ref": (q * (logq - task.prior_logits)).sum(-1).mean(),
+        }
+        for k in self.pass_k:
+            out[f"pass@{k}"] = (1.0 - (1.0 - p_correct) ** k).mean()
+        for k, (counts, lmc, credit) in self._maj.items():
+            logp_counts = lmc[None, :] + logq @ counts.T  # [N, M]
+            out[f"maj@{k}"] = (jnp.exp(logp_counts) * (task.correct @ credit.T)).sum(-1).mean()
+        return out

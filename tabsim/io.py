@@ -1,0 +1,104 @@
+"""Files: atomic writes, provenance, and saved results that load back to the same frame."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode())
+
+
+def write_json(path: str | Path, obj) -> Path:
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_frame(path: str | Path, frame: pd.DataFrame) -> Path:
+    """Write a frame as Parquet (``.parquet``) or CSV (``.csv``), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        if path.suffix == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        elif path.suffix == ".csv":
+            frame.to_csv(tmp, index=False)
+        else:
+            raise ValueError(f"unknown results format {path.suffix!r}; allowed: .parquet, .csv")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_frame(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    return pd.read_csv(path)
+
+
+def git_commit(cwd: str | Path | None = None) -> str | None:
+    """The current git commit of ``cwd`` (or of the package's folder), or None outside a checkout."""
+    cwd = Path(cwd) if cwd else Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def provenance(**extra) -> dict:
+    """Version, git commit, platform and UTC time, plus ``extra``."""
+    import jax
+
+    from tabsim import __version__
+
+    return {
+        "tabsim_version": __version__,
+        "git_commit": git_commit(Path.cwd()) or git_commit(),
+        "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "platform": platform.platform(),
+        **extra,
+    }

@@ -1,0 +1,50 @@
+"""The traced hyperparameters: one frozen pytree of scalars (or vmapped vectors).
+
+Everything numeric that does not fix an array shape or pick a code path lives here, so changing it
+never recompiles and any subset of it can be a ``vmap`` axis of a sweep.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+
+from tabsim._pytree import pytree_dataclass
+
+
+@pytree_dataclass
+class Hyper:
+    # task
+    prior_strength: float = 0.5  # p_s, mass on the correct answers before the format boost
+    format_boost: float = 0.2  # f: the format answer's prior mass is multiplied by (1 + f K)
+    heterogeneity: float = 20.0  # Beta concentration of per-prompt p_s (if heterogeneous)
+    # arms
+    gamma: float = 0.5  # random arm: P(reward = 1)
+    fpr: float = 0.0  # noisy arm: false-positive rate
+    fnr: float = 0.0  # noisy arm: false-negative rate
+    # update
+    lr: float = 0.05
+    beta: float = 0.01  # KL coefficient
+    std_eps: float = 1e-8
+    std_ddof: float = 0.0  # 0 population std, 1 Bessel
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    dual_clip_c: float = 3.0
+    sapo_tau_pos: float = 1.0
+    sapo_tau_neg: float = 1.05
+    ent_coef: float = 0.0
+    max_grad_norm: float = float("inf")  # inf = no gradient-norm clipping
+    filter: float = 1.0  # 1 = dynamic-sampling filter on (drop zero-variance groups)
+    adam_b1: float = 0.9
+    adam_b2: float = 0.999
+    adam_eps: float = 1e-8
+
+
+HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
+
+
+def stack_hypers(rows: list[dict]) -> Hyper:
+    """Stack per-condition dicts of hyperparameter values into one Hyper of ``[C]`` arrays."""
+    cols = {name: np.asarray([float(r[name]) for r in rows], dtype=np.float32) for name in HYPER_FIELDS}
+    return Hyper(**{k: jnp.asarray(v) for k, v in cols.items()})

@@ -1,0 +1,230 @@
+"""Confidence intervals over seeds: paired bootstrap, Student t and Fieller.
+
+Metrics are small pure functions of ``[seeds]`` arrays; the intervals around them come from a
+separate bootstrap with an explicit random state (rliable, Agarwal et al., arXiv 2108.13264).
+Seeds are the independent units: every arm of one seed shares its random numbers, so the arms are
+resampled together (a paired bootstrap over seed indices).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from tabsim.stats import _validate as v
+
+
+class Interval(NamedTuple):
+    """A point estimate with its standard error and two-sided interval."""
+
+    estimate: float
+    se: float
+    low: float
+    high: float
+
+
+class FiellerInterval(NamedTuple):
+    """Fieller interval of a ratio of means; ``bounded`` is False when it is the whole real line."""
+
+    estimate: float
+    low: float
+    high: float
+    bounded: bool
+
+
+def _as_seed_array(x, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a 1-D numeric array of per-seed values, got {type(x).__name__}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D [seeds], got shape {arr.shape}")
+    if arr.size < 2:
+        raise ValueError(f"{name} needs at least 2 seeds for an interval, got {arr.size}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite; it holds {int((~np.isfinite(arr)).sum())} NaN/inf value(s)")
+    return arr
+
+
+def paired_bootstrap(
+    data: Sequence[np.ndarray],
+    statistic: Callable[..., np.ndarray],
+    *,
+    ci: float = 0.95,
+    method: str = "bca",
+    n_resamples: int = 2000,
+    random_state=0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Paired bootstrap over seeds of a vector of statistics, via ``scipy.stats.bootstrap``.
+
+    The same resampled seed indices are applied to every array of ``data`` and to every output of
+    ``statistic``, so the terms of one resample are computed on one set of seeds.
+
+    Args:
+      data: arrays ``[seeds]`` of equal length, one per quantity (e.g. one per arm).
+      statistic: ``statistic(*arrays, axis=-1) -> [k, ...]``, vectorised along ``axis``.
+      ci: two-sided confidence level in (0, 1).
+      method: ``"bca"`` (bias-corrected and accelerated) or ``"percentile"``.
+      n_resamples: number of bootstrap resamples (>= 100).
+      random_state: int seed or ``numpy.random.Generator``.
+
+    Returns:
+      ``(estimate, se, low, high)``, each ``[k]``. Outputs that do not vary across resamples (all
+      seeds equal) get the degenerate interval ``[estimate, estimate]``.
+    """
+    level = v.check_level(ci)
+    method = v.check_method(method, v.BOOTSTRAP_METHODS)
+    n_resamples = v.check_int(n_resamples, "n_resamples", minimum=100)
+    arrays = tuple(_as_seed_array(x, f"data[{i}]") for i, x in enumerate(data))
+    if len({a.size for a in arrays}) != 1:
+        raise ValueError(f"data arrays must have one value per seed each, got sizes {[a.size for a in arrays]}")
+    rng = v.make_rng(random_state)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = np.atleast_1d(np.asarray(statistic(*arrays, axis=-1), dtype=float))
+        with warnings.catch_warnings():
+            # BCa is undefined for outputs with no spread; those are fixed up below.
+            warnings.simplefilter("ignore", sps.DegenerateDataWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = sps.bootstrap(
+                arrays,
+                lambda *a, axis=-1: np.atleast_1d(statistic(*a, axis=axis)),
+                n_resamples=n_resamples,
+                vectorized=True,
+                paired=True,
+                confidence_level=level,
+                method="BCa" if method == "bca" else "percentile",
+                rng=rng,
+            )
+    low = np.atleast_1d(np.asarray(res.confidence_interval.low, dtype=float)).copy()
+    high = np.atleast_1d(np.asarray(res.confidence_interval.high, dtype=float)).copy()
+    se = np.atleast_1d(np.asarray(res.standard_error, dtype=float)).copy()
+    dist = np.asarray(res.bootstrap_distribution, dtype=float).reshape(estimate.size, -1)
+    flat = np.all(dist == dist[:, :1], axis=1)
+    low[flat], high[flat], se[flat] = estimate[flat], estimate[flat], 0.0
+    return estimate, se, low, high
+
+
+def t_interval(x, *, ci: float = 0.95) -> Interval:
+    """Student-t interval of a mean over seeds.
+
+    ``mean +/- t_{n-1, (1+ci)/2} * s / sqrt(n)`` with ``s`` the Bessel-corrected standard deviation.
+
+    Args:
+      x: per-seed values ``[seeds]`` (at least 2).
+      ci: two-sided confidence level in (0, 1).
+
+    Returns:
+      :class:`Interval` ``(estimate, se, low, high)``.
+    """
+    level = v.check_level(ci)
+    arr = _as_seed_array(x, "x")
+    n = arr.size
+    est = float(arr.mean())
+    se = float(arr.std(ddof=1) / np.sqrt(n))
+    half = float(sps.t.ppf(0.5 + level / 2.0, n - 1)) * se
+    return Interval(est, se, est - half, est + half)
+
+
+def mean_interval(x, *, ci: float = 0.95, method: str = "bca", n_resamples: int = 2000, random_state=0) -> Interval:
+    """Interval of a mean over seeds by paired bootstrap (BCa, percentile) or Student t.
+
+    Args:
+      x: per-seed values ``[seeds]`` (at least 2).
+      ci: two-sided confidence level in (0, 1).
+      method: ``"bca"``, ``"percentile"`` or ``"t"``.
+      n_resamples: bootstrap resamples (ignored for ``"t"``).
+      random_state: int seed or ``numpy.random.Generator`` (ignored for ``"t"``).
+
+    Returns:
+      :class:`Interval` ``(estimate, se, low, high)``; ``se`` is the bootstrap standard error for
+      the bootstrap methods.
+    """
+    method = v.check_method(method)
+    if method == "t":
+        return t_interval(x, ci=ci)
+    est, se, lo, hi = paired_bootstrap(
+        (x,), lambda a, axis=-1: np.mean(a, axis=axis), ci=ci, method=method,
+        n_resamples=n_resamples, random_state=random_state,
+    )
+    return Interval(float(est[0]), float(se[0]), float(lo[0]), float(hi[0]))
+
+
+def fieller_interval(num, den, ci: float = 0.95) -> FiellerInterval:
+    """Fieller interval of the ratio of means ``rho = mean(num) / mean(den)`` for paired seeds.
+
+    The set ``{rho : (m_x - rho m_y)^2 <= t^2 (v_xx - 2 rho v_xy + rho^2 v_yy)}`` with ``m`` the
+    means, ``v`` the (co)variances of the means and ``t = t_{n-1, (1+ci)/2}``. It is a finite
+    interval only when the denominator mean is significantly non-zero, ``m_y^2 > t^2 v_yy``; else
+    it is unbounded and reported as ``(-inf, inf)`` (Fieller 1954, J. R. Stat. Soc. B 16:175).
+
+    Args:
+      num: per-seed numerator values ``[seeds]``.
+      den: per-seed denominator values ``[seeds]``, paired with ``num`` (same seed order).
+      ci: two-sided confidence level in (0, 1).
+
+    Returns:
+      :class:`FiellerInterval` ``(estimate, low, high, bounded)``.
+    """
+    level = v.check_level(ci)
+    x = _as_seed_array(num, "num")
+    y = _as_seed_array(den, "den")
+    if x.size != y.size:
+        raise ValueError(f"num and den must be paired per seed, got {x.size} and {y.size} values")
+    n = x.size
+    mx, my = x.mean(), y.mean()
+    cov = np.cov(x, y, ddof=1) / n
+    vxx, vyy, vxy = cov[0, 0], cov[1, 1], cov[0, 1]
+    t2 = float(sps.t.ppf(0.5 + level / 2.0, n - 1)) ** 2
+    estimate = float(mx / my) if my != 0 else float(np.copysign(np.inf, mx) if mx != 0 else np.nan)
+    a = my * my - t2 * vyy
+    b = -2.0 * (mx * my - t2 * vxy)
+    c = mx * mx - t2 * vxx
+    if a <= 0:
+        return FiellerInterval(estimate, -np.inf, np.inf, False)
+    disc = max(b * b - 4.0 * a * c, 0.0)  # >= 0 whenever a > 0: rho = mx/my is always inside
+    root = np.sqrt(disc)
+    lo, hi = (-b - root) / (2.0 * a), (-b + root) / (2.0 * a)
+    return FiellerInterval(estimate, float(lo), float(hi), True)
+
+
+def ratio_interval(
+    num, den, *, ci: float = 0.95, method: str = "bca", n_resamples: int = 2000, random_state=0
+) -> Interval:
+    """Interval of a ratio of means ``mean(num) / mean(den)`` over paired seeds.
+
+    Bootstrap methods resample seeds and recompute the ratio of means; ``"t"`` uses
+    :func:`fieller_interval` and a delta-method standard error
+    ``|rho| sqrt(v_xx/m_x^2 - 2 v_xy/(m_x m_y) + v_yy/m_y^2)``.
+
+    Args:
+      num: per-seed numerator values ``[seeds]``.
+      den: per-seed denominator values ``[seeds]``.
+      ci: two-sided confidence level in (0, 1).
+      method: ``"bca"``, ``"percentile"`` or ``"t"`` (Fieller).
+      n_resamples: bootstrap resamples (ignored for ``"t"``).
+      random_state: int seed or ``numpy.random.Generator``.
+
+    Returns:
+      :class:`Interval` ``(estimate, se, low, high)``; unbounded Fieller sets give ``(-inf, inf)``.
+    """
+    method = v.check_method(method)
+    if method == "t":
+        f = fieller_interval(num, den, ci)
+        return Interval(f.estimate, _delta_ratio_se(np.asarray(num, float), np.asarray(den, float)), f.low, f.high)
+    est, se, lo, hi = paired_bootstrap(
+        (num, den), lambda a, b, axis=-1: np.mean(a, axis=axis) / np.mean(b, axis=axis),
+        ci=ci, method=method, n_resamples=n_resamples, random_state=random_state,
+    )
+    return Interval(float(est[0]), float(se[0]), float(lo[0]), float(hi[0]))
+
+
+def _delta_ratio_se(x: np.ndarray, y: np.ndarray) -> float:
+    n = x.size
+    mx, my = x.mean(), y.mean()
+    if mx == 0 or my == 0:
+        return float("nan")
+    cov = np.cov(x, y, ddof=1) / n
+    rel = cov[0, 0] / mx**2 - 2.0 * cov[0, 1] / (mx * my) + cov[1, 1] / my**2
+    return float(abs(mx / my) * np.sqrt(max(rel, 0.0)))

@@ -1,0 +1,423 @@
+"""The telescoping partition of the training gain, per seed and summarised over seeds.
+
+With ``acc`` the final expected pass@1 of an arm (SPEC section 2)::
+
+    d_null   = acc(random)   - acc(frozen)
+    d_elicit = acc(majority) - acc(random)
+    d_rd     = acc(true)     - acc(majority)
+    d_total  = acc(true)     - acc(frozen)  = d_null + d_elicit + d_rd
+    d_naive  = acc(true)     - acc(random)  = d_elicit + d_rd
+
+The arms of one seed share their random numbers, so every term is first formed per seed and the
+seeds are the resampling unit of every interval.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from tabsim.stats import _validate as v
+from tabsim.stats import intervals
+
+ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy")
+MAJORITY_ARMS = ("majority", "majority_offline")
+ACC_COLUMNS = ("acc_frozen", "acc_random", "acc_majority", "acc_true")
+DIFFERENCE_TERMS = ("d_null", "d_elicit", "d_rd", "d_naive", "d_total")
+RATIO_TERMS = ("rd_fraction", "elicitation_share", "rd_share")
+SUMMARY_TERMS = DIFFERENCE_TERMS + ("bias",) + RATIO_TERMS
+IDENTITY_ATOL = 1e-9
+
+# term -> (numerator, denominator) as functions of the arm accuracies (f, r, m, t).
+_DIFFERENCES = {
+    "d_null": lambda f, r, m, t: r - f,
+    "d_elicit": lambda f, r, m, t: m - r,
+    "d_rd": lambda f, r, m, t: t - m,
+    "d_naive": lambda f, r, m, t: t - r,
+    "d_total": lambda f, r, m, t: t - f,
+    "bias": lambda f, r, m, t: m - r,
+}
+_RATIOS = {
+    "rd_fraction": (lambda f, r, m, t: t - m, lambda f, r, m, t: t - r),
+    "elicitation_share": (lambda f, r, m, t: m - f, lambda f, r, m, t: t - f),
+    "rd_share": (lambda f, r, m, t: t - m, lambda f, r, m, t: t - f),
+}
+
+
+def seed_partition(
+    df: pd.DataFrame,
+    *,
+    by: Sequence[str] = (),
+    metric: str = "pass1",
+    step="final",
+    majority_arm: str = "majority",
+) -> pd.DataFrame:
+    """Per-seed telescoping partition of the gain of TRUE over FROZEN.
+
+    ``d_total = d_null + d_elicit + d_rd`` with ``d_null = acc_random - acc_frozen``,
+    ``d_elicit = acc_majority - acc_random``, ``d_rd = acc_true - acc_majority``,
+    ``d_naive = acc_true - acc_random``; the identity is checked on every row to 1e-9.
+
+    Args:
+      df: tidy run results, one row per seed x arm x condition x step, with columns ``seed``,
+        ``arm``, ``step`` (unless ``step=None``), the ``by`` columns and ``metric``.
+      by: condition columns that define the groups (e.g. ``("prior_strength",)``). Every other
+        column must be constant within a (group, seed, arm), else the rows are ambiguous.
+      metric: the accuracy column (default ``"pass1"``).
+      step: ``"final"`` (each arm's largest step within its group; the trained arms must agree,
+        the FROZEN arm may be logged at fewer steps since it never changes), an int step, or
+        ``None`` when ``df`` has no step column.
+      majority_arm: ``"majority"`` (online) or ``"majority_offline"``; reported as ``acc_majority``.
+
+    Returns:
+      DataFrame with one row per (by..., seed) and columns ``*by, seed, [step,] acc_frozen,
+      acc_random, acc_majority, acc_true, d_null, d_elicit, d_rd, d_naive, d_total``.
+    """
+    v.check_frame(df)
+    by = v.as_tuple(by, "by")
+    if not isinstance(majority_arm, str) or majority_arm not in MAJORITY_ARMS:
+        raise ValueError(f"majority_arm must be one of {list(MAJORITY_ARMS)}, got {majority_arm!r}")
+    reserved = {"seed", "arm", "step", metric}
+    clash = [c for c in by if c in reserved]
+    if clash:
+        raise ValueError(f"by must name condition columns, not {clash} (seed, arm, step and the metric are fixed roles)")
+    v.check_columns(df, ("seed", "arm", metric, *by), role="seed, arm, metric and by columns")
+    arms = {"frozen": "acc_frozen", "random": "acc_random", majority_arm: "acc_majority", "true": "acc_true"}
+
+    rows = df[df["arm"].isin(list(arms))]
+    rows = v.select_step(rows, step, [*by, "arm"])
+    v.check_finite_column(rows, metric)
+
+    for key, sub in v.group_items(rows, by):
+        present = set(sub["arm"])
+        for arm in arms:
+            if arm not in present:
+                raise ValueError(
+                    f"arm {arm!r} is missing in {v.describe_group(key)}; the partition needs arms "
+                    f"{list(arms)}, found {sorted(present)}"
+                )
+        if step == "final":
+            trained = sub[sub["arm"] != "frozen"].groupby("arm")["step"].max()
+            if trained.nunique() > 1:
+                raise ValueError(
+                    f"the trained arms end at different steps in {v.describe_group(key)}: "
+                    f"{trained.to_dict()}; pass an explicit int step"
+                )
+    keys = [*by, "seed", "arm"]
+    dup = rows.duplicated(keys, keep=False)
+    if dup.any():
+        first_key, clashing = next(iter(rows[dup].groupby(keys, sort=False, dropna=False)))
+        varying = [c for c in rows.columns if c not in keys and clashing[c].nunique(dropna=False) > 1]
+        raise ValueError(
+            f"{len(clashing)} rows share (by..., seed, arm) = {first_key!r}; columns that vary "
+            f"among them: {varying}; add the condition columns to by or filter the frame"
+        )
+
+    wide = rows.pivot(index=[*by, "seed"], columns="arm", values=metric)
+    missing = wide[list(arms)].isna()
+    if missing.to_numpy().any():
+        where = missing.stack()
+        (idx, arm) = where[where].index[0]
+        raise ValueError(
+            f"seeds are not paired across arms: arm {arm!r} has no row for (by..., seed) = {idx!r}; "
+            f"every seed needs all of {list(arms)}"
+        )
+    out = wide[list(arms)].rename(columns=arms).reset_index()
+    out.columns.name = None
+    if step is not None:
+        final = (rows[rows["arm"] != "frozen"].groupby([*by, "seed"], dropna=False)["step"].max()
+                 .rename("step").reset_index())
+        out = out.merge(final, on=[*by, "seed"], how="left")
+        out = out[[*by, "seed", "step", *ACC_COLUMNS]]
+    f, r, m, t = (out[c].to_numpy(float) for c in ACC_COLUMNS)
+    out["d_null"] = r - f
+    out["d_elicit"] = m - r
+    out["d_rd"] = t - m
+    out["d_naive"] = t - r
+    out["d_total"] = t - f
+    out.attrs.update(metric=metric, majority_arm=majority_arm, by=list(by))
+    check_identity(out)
+    return out
+
+
+def check_identity(seed_df: pd.DataFrame, *, atol: float = IDENTITY_ATOL) -> None:
+    """Check the partition accounting on every seed row; raise if any row breaks it.
+
+    ``d_total = d_null + d_elicit + d_rd``, ``d_naive = d_elicit + d_rd``, and each term equals its
+    definition from the ``acc_*`` columns, all to absolute tolerance ``atol``.
+
+    Args:
+      seed_df: output of :func:`seed_partition` (or a frame with the same columns).
+      atol: absolute tolerance (> 0).
+
+    Returns:
+      None; raises ``ValueError`` naming the first violated relation and row.
+    """
+    v.check_frame(seed_df, "seed_df")
+    atol = v.check_positive(atol, "atol")
+    v.check_columns(seed_df, (*ACC_COLUMNS, *DIFFERENCE_TERMS), name="seed_df", role="partition columns")
+    col = {c: v.check_finite_column(seed_df, c, name="seed_df") for c in (*ACC_COLUMNS, *DIFFERENCE_TERMS)}
+    f, r, m, t = (col[c] for c in ACC_COLUMNS)
+    relations = {
+        "d_total == d_null + d_elicit + d_rd": col["d_total"] - (col["d_null"] + col["d_elicit"] + col["d_rd"]),
+        "d_naive == d_elicit + d_rd": col["d_naive"] - (col["d_elicit"] + col["d_rd"]),
+        "d_null == acc_random - acc_frozen": col["d_null"] - (r - f),
+        "d_elicit == acc_majority - acc_random": col["d_elicit"] - (m - r),
+        "d_rd == acc_true - acc_majority": col["d_rd"] - (t - m),
+        "d_total == acc_true - acc_frozen": col["d_total"] - (t - f),
+    }
+    for name, gap in relations.items():
+        bad = np.abs(gap) > atol
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"partition identity {name} violated on {int(bad.sum())} row(s); first at index "
+                f"{seed_df.index[i]!r} with gap {gap[i]:.3g} (tolerance {atol:g})"
+            )
+
+
+def _group_arrays(sub: pd.DataFrame, key: dict) -> tuple[np.ndarray, ...]:
+    if sub["seed"].duplicated().any():
+        seed = sub.loc[sub["seed"].duplicated(), "seed"].iloc[0]
+        raise ValueError(
+            f"seed {seed!r} appears more than once in {v.describe_group(key)}; pass the condition "
+            f"columns that distinguish those rows in by"
+        )
+    sub = sub.sort_values("seed")
+    return tuple(sub[c].to_numpy(float) for c in ACC_COLUMNS)
+
+
+def _summary_statistic(f, r, m, t, axis=-1):
+    mf, mr, mm, mt = (np.mean(a, axis=axis) for a in (f, r, m, t))
+    out = [_DIFFERENCES[k](mf, mr, mm, mt) for k in DIFFERENCE_TERMS + ("bias",)]
+    out += [num(mf, mr, mm, mt) / den(mf, mr, mm, mt) for num, den in (_RATIOS[k] for k in RATIO_TERMS)]
+    return np.stack(out, axis=0)
+
+
+def summarize_partition(
+    seed_df: pd.DataFrame,
+    *,
+    by: Sequence[str] = (),
+    ci: float = 0.95,
+    method: str = "bca",
+    n_resamples: int = 2000,
+    random_state=0,
+) -> pd.DataFrame:
+    """Estimates and paired-over-seeds intervals of every partition term, per group.
+
+    Estimates come from the seed means of the arm accuracies; ratio terms are ratios of means:
+    ``rd_fraction = d_rd / d_naive``, ``elicitation_share = (acc_majority - acc_frozen) / d_total``,
+    ``rd_share = d_rd / d_total``, and ``bias = d_elicit`` (the bias of ``d_naive`` for ``d_rd``).
+
+    Args:
+      seed_df: output of :func:`seed_partition`.
+      by: group columns of ``seed_df``; seeds must be unique within a group.
+      ci: two-sided confidence level in (0, 1).
+      method: ``"bca"`` or ``"percentile"`` (paired bootstrap over seeds with
+        ``scipy.stats.bootstrap``; all terms of one resample share its seeds), or ``"t"`` (Student
+        t for the differences, :func:`tabsim.stats.fieller_interval` for the ratios, reported as
+        ``(-inf, inf)`` when the denominator is not significant).
+      n_resamples: bootstrap resamples (>= 100; ignored for ``"t"``).
+      random_state: int seed or ``numpy.random.Generator``. With an int every group is resampled
+        from the same seed, so a group's interval does not depend on the other groups.
+
+    Returns:
+      Tidy DataFrame, one row per (by..., term), columns ``*by, term, estimate, se, ci_low,
+      ci_high, ci_level, method, n_seeds``; terms in the order ``d_null, d_elicit, d_rd, d_naive,
+      d_total, bias, rd_fraction, elicitation_share, rd_share``.
+    """
+    v.check_frame(seed_df, "seed_df")
+    by = v.as_tuple(by, "by")
+    level = v.check_level(ci)
+    method = v.check_method(method)
+    n_resamples = v.check_int(n_resamples, "n_resamples", minimum=100)
+    v.make_rng(random_state)
+    v.check_columns(seed_df, ("seed", *by), name="seed_df", role="seed and by columns")
+    check_identity(seed_df)
+
+    records = []
+    for key, sub in v.group_items(seed_df, by):
+        arrays = _group_arrays(sub, key)
+        n = arrays[0].size
+        if n < 2:
+            raise ValueError(f"{v.describe_group(key)} has {n} seed; an interval needs at least 2")
+        if method == "t":
+            rows = []
+            for term in DIFFERENCE_TERMS + ("bias",):
+                iv = intervals.t_interval(_DIFFERENCES[term](*arrays), ci=level)
+                rows.append((term, iv.estimate, iv.se, iv.low, iv.high))
+            for term in RATIO_TERMS:
+                num, den = _RATIOS[term]
+                iv = intervals.ratio_interval(num(*arrays), den(*arrays), ci=level, method="t")
+                rows.append((term, iv.estimate, iv.se, iv.low, iv.high))
+        else:
+            rng = random_state if isinstance(random_state, np.random.Generator) else v.make_rng(random_state)
+            est, se, lo, hi = intervals.paired_bootstrap(
+                arrays, _summary_statistic, ci=level, method=method, n_resamples=n_resamples, random_state=rng
+            )
+            rows = list(zip(SUMMARY_TERMS, est, se, lo, hi))
+        for term, est_, se_, lo_, hi_ in rows:
+            records.append({**key, "term": term, "estimate": float(est_), "se": float(se_),
+                            "ci_low": float(lo_), "ci_high": float(hi_), "ci_level": level,
+                            "method": method, "n_seeds": n})
+    out = pd.DataFrame.from_records(records)
+    out.attrs.update(n_resamples=n_resamples if method != "t" else 0, by=list(by))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossoverResult:
+    """Location of the self-consistency crossover and its bootstrap interval.
+
+    Attributes:
+      estimate: root of the mean curve on the grid (NaN when the mean curve has no sign change).
+      ci_low, ci_high: percentile bounds; NaN where the bound falls among resamples with no root.
+      ci_level: confidence level.
+      root_fraction: fraction of resamples whose mean curve has a root on the grid.
+      frac_below_grid, frac_above_grid: fractions of resamples with no root whose curve places the
+        root below / above the grid (by the direction of the mean curve; NaN when it has no root).
+      direction: ``"increasing"`` (negative below the root) or ``"decreasing"``; None without root.
+      n_resamples: bootstrap resamples.
+      curve: DataFrame ``[prior_col, mean_<term>, n_seeds]`` of the mean curve on the grid.
+    """
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    root_fraction: float
+    frac_below_grid: float
+    frac_above_grid: float
+    direction: Optional[str]
+    n_resamples: int
+    curve: pd.DataFrame
+
+
+def _first_roots(grid: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First root of each row of ``means [B, P]`` by linear interpolation on ``grid [P]``."""
+    zero = means == 0
+    change = np.zeros_like(zero)
+    change[:, :-1] = means[:, :-1] * means[:, 1:] < 0
+    event = zero | change
+    has = event.any(axis=1)
+    first = np.argmax(event, axis=1)
+    nxt = np.minimum(first + 1, grid.size - 1)
+    rows = np.arange(means.shape[0])
+    m0, m1 = means[rows, first], means[rows, nxt]
+    p0, p1 = grid[first], grid[nxt]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        interp = p0 - m0 * (p1 - p0) / (m1 - m0)
+    root = np.where(zero[rows, first], p0, interp)
+    return np.where(has, root, np.nan), has
+
+
+def locate_crossover(
+    seed_df_by_prior: pd.DataFrame,
+    *,
+    prior_col: str = "prior_strength",
+    grid: Optional[Sequence[float]] = None,
+    term: str = "d_elicit",
+    ci: float = 0.95,
+    n_resamples: int = 2000,
+    random_state=0,
+    paired: bool = False,
+) -> CrossoverResult:
+    """Prior strength where the mean of ``term`` (default ``d_elicit``) first changes sign.
+
+    On the sorted grid ``p_1 < ... < p_P`` with seed means ``m_j``, the first ``j`` with ``m_j = 0``
+    gives ``p_j``, else the first ``m_j m_{j+1} < 0`` gives
+    ``p_j - m_j (p_{j+1} - p_j) / (m_{j+1} - m_j)``. The percentile interval resamples seeds within
+    each prior; resamples with no root count as lying below or above the grid (by the direction of
+    the mean curve) and a bound that falls among them is NaN.
+
+    Args:
+      seed_df_by_prior: output of :func:`seed_partition` with ``by`` including ``prior_col``; other
+        conditions must be filtered out (seeds unique per prior).
+      prior_col: the prior-strength column.
+      grid: prior values to use (each must be present); default all values in the frame.
+      term: the per-seed column whose mean curve is searched (default ``"d_elicit"``).
+      ci: two-sided confidence level in (0, 1).
+      n_resamples: bootstrap resamples (>= 100).
+      random_state: int seed or ``numpy.random.Generator``.
+      paired: resample the same seed indices at every prior (common random numbers across priors;
+        needs the same seeds at every grid point). Default False: independent within each prior.
+
+    Returns:
+      :class:`CrossoverResult`.
+    """
+    df = seed_df_by_prior
+    v.check_frame(df, "seed_df_by_prior")
+    if not isinstance(term, str):
+        raise ValueError(f"term must be a column name, got {term!r}")
+    v.check_columns(df, ("seed", prior_col, term), name="seed_df_by_prior", role="seed, prior and term")
+    level = v.check_level(ci)
+    n_resamples = v.check_int(n_resamples, "n_resamples", minimum=100)
+    rng = v.make_rng(random_state)
+    if set(ACC_COLUMNS + DIFFERENCE_TERMS) <= set(df.columns):
+        check_identity(df)
+    priors = v.check_finite_column(df, prior_col, name="seed_df_by_prior")
+    values = v.check_finite_column(df, term, name="seed_df_by_prior")
+    present = np.unique(priors)
+    if grid is None:
+        grid_arr = present
+    else:
+        grid_arr = np.unique(np.asarray(list(grid), dtype=float))
+        absent = [g for g in grid_arr if not np.isclose(present, g, rtol=0, atol=1e-12).any()]
+        if absent:
+            raise ValueError(f"grid values {absent} are not in seed_df_by_prior[{prior_col!r}]; present: {present.tolist()}")
+    if grid_arr.size < 2:
+        raise ValueError(f"grid needs at least 2 prior values, got {grid_arr.tolist()}")
+
+    per_prior, seed_sets = [], []
+    for g in grid_arr:
+        mask = np.isclose(priors, g, rtol=0, atol=1e-12)
+        sub = df.loc[mask, ["seed"]].assign(_value=values[mask]).sort_values("seed")
+        if sub["seed"].duplicated().any():
+            raise ValueError(
+                f"seeds repeat at {prior_col}={g!r}; filter the other conditions out before locating the crossover"
+            )
+        if len(sub) < 2:
+            raise ValueError(f"{prior_col}={g!r} has {len(sub)} seed; at least 2 are needed")
+        per_prior.append(sub["_value"].to_numpy())
+        seed_sets.append(tuple(sub["seed"]))
+    if paired and len(set(seed_sets)) != 1:
+        raise ValueError("paired=True needs the same seeds at every prior value of the grid")
+
+    point = np.array([x.mean() for x in per_prior])
+    est_arr, has_point = _first_roots(grid_arr, point[None, :])
+    estimate = float(est_arr[0])
+
+    boot = np.empty((n_resamples, grid_arr.size))
+    shared = rng.integers(0, per_prior[0].size, size=(n_resamples, per_prior[0].size)) if paired else None
+    for j, x in enumerate(per_prior):
+        idx = shared if paired else rng.integers(0, x.size, size=(n_resamples, x.size))
+        boot[:, j] = x[idx].mean(axis=1)
+    roots, has = _first_roots(grid_arr, boot)
+
+    direction = None
+    frac_below = frac_above = float("nan")
+    lo = hi = float("nan")
+    if has_point[0]:
+        nonzero = point[point != 0]
+        # The sign at the low end of the grid tells which side a root-free resample's root is on.
+        low_sign = np.sign(nonzero[0]) if nonzero.size else 0.0
+        direction = "increasing" if low_sign < 0 else "decreasing" if low_sign > 0 else None
+        positive = np.all(boot > 0, axis=1) & ~has
+        negative = np.all(boot < 0, axis=1) & ~has
+        below = positive if low_sign < 0 else negative
+        above = negative if low_sign < 0 else positive
+        frac_below, frac_above = float(below.mean()), float(above.mean())
+        censored = np.where(below, -np.inf, np.where(above, np.inf, roots))
+        if low_sign != 0 and np.isfinite(censored[has]).all():
+            alpha = 1.0 - level
+            with np.errstate(invalid="ignore"):
+                q = np.quantile(censored, [alpha / 2.0, 1.0 - alpha / 2.0])
+            lo, hi = (float(b) if np.isfinite(b) else float("nan") for b in q)
+    curve = pd.DataFrame({prior_col: grid_arr, f"mean_{term}": point, "n_seeds": [x.size for x in per_prior]})
+    return CrossoverResult(
+        estimate=estimate, ci_low=lo, ci_high=hi, ci_level=level, root_fraction=float(has.mean()),
+        frac_below_grid=frac_below, frac_above_grid=frac_above, direction=direction,
+        n_resamples=n_resamples, curve=curve,
+    )
