@@ -54,7 +54,7 @@ def algo_spec(cfg: Config) -> AlgoSpec:
     a = cfg.algo
     return AlgoSpec(estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
                     kl=a.kl, kl_placement=a.kl_placement, epochs=a.epochs, minibatches=a.minibatches,
-                    optimizer=a.optimizer)
+                    optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep)
 
 
 def schedule(cfg: Config) -> Schedule:

@@ -1,8 +1,8 @@
 """Reward arms. Every arm sees the same sampled answers and the same reward noise (paired).
 
-``rewards(arm_id, seed, step, env, task_b, answers, params) -> [B, G]``: all arms' rewards are computed from
-one set of uniforms and the arm is picked with ``lax.switch``-free indexing, so under ``vmap`` over
-arms the only thing that differs between arms is the reward itself (common random numbers).
+``rewards(arm, seed, step, env, task_b, answers, params, arms) -> [B, G]``: the rewards of the run's arms
+are computed from one set of uniforms and the arm is picked by indexing, so under ``vmap`` over arms
+the only thing that differs between arms is the reward itself (common random numbers).
 """
 from __future__ import annotations
 
@@ -29,27 +29,37 @@ def arm_id(name: str) -> int:
     return ARMS.index(name)
 
 
-def all_rewards(seed, step, env, task_b, answers, params):
-    """Rewards of every arm, stacked ``[len(ARMS), B, G]`` (the same noise for all)."""
-    u = R.uniform(seed, answers.shape, step=step, tag=R.REWARD, rng=env.rng)
+def arm_rewards(name, seed, step, env, task_b, answers, params, u):
+    """Rewards ``[B, G]`` of the named arm; ``u`` are the shared reward uniforms ``[B, G]``."""
+    if name == "frozen":  # never used for an update
+        return jnp.zeros(answers.shape, jnp.float32)
+    if name == "random":
+        return (u < params.gamma).astype(jnp.float32)
+    if name == "majority":
+        label = plurality(seed, step, R.TIE, answers, env.n_answers, env.tie, env.rng)
+        return (answers == label[:, None]).astype(jnp.float32)
+    if name in ("majority_offline", "incorrect"):
+        off = (answers == task_b.offline_label[:, None]).astype(jnp.float32)
+        if name == "majority_offline":
+            return off
+        return off * (1.0 - jnp.take_along_axis(task_b.correct, task_b.offline_label[:, None], 1))
+    if name == "format":
+        return env.is_format(task_b, answers)
     correct = env.answer_correct(task_b, answers)
-    label = plurality(seed, step, R.TIE, answers, env.n_answers, env.tie, env.rng)
-    majority = (answers == label[:, None]).astype(jnp.float32)
-    off = (answers == task_b.offline_label[:, None]).astype(jnp.float32)
-    off_wrong = 1.0 - jnp.take_along_axis(task_b.correct, task_b.offline_label[:, None], 1)
-    noisy = jnp.where(correct > 0, (u >= params.fnr), (u < params.fpr)).astype(jnp.float32)
-    return jnp.stack([
-        jnp.zeros_like(correct),  # frozen: never used for an update
-        (u < params.gamma).astype(jnp.float32),
-        majority,
-        off,
-        off * off_wrong,
-        env.is_format(task_b, answers),
-        correct,
-        noisy,
-    ])
+    if name == "true":
+        return correct
+    if name == "noisy":
+        return jnp.where(correct > 0, (u >= params.fnr), (u < params.fpr)).astype(jnp.float32)
+    raise ValueError(f"unknown arm {name!r}; allowed: {', '.join(ARMS)}")
 
 
-def rewards(arm, seed, step, env, task_b, answers, params):
-    """Rewards ``[B, G]`` of arm index ``arm`` (a traced integer)."""
-    return all_rewards(seed, step, env, task_b, answers, params)[arm]
+def all_rewards(seed, step, env, task_b, answers, params, arms=ARMS):
+    """Rewards of the listed arms, stacked ``[len(arms), B, G]``, all from the same noise."""
+    u = R.uniform(seed, answers.shape, step=step, tag=R.REWARD, rng=env.rng)
+    return jnp.stack([arm_rewards(a, seed, step, env, task_b, answers, params, u) for a in arms])
+
+
+def rewards(arm, seed, step, env, task_b, answers, params, arms=ARMS):
+    """Rewards ``[B, G]`` of ``arms[arm]`` (``arm`` a traced position in ``arms``)."""
+    stacked = all_rewards(seed, step, env, task_b, answers, params, arms)
+    return stacked[arm] if len(arms) > 1 else stacked[0]

@@ -58,11 +58,13 @@ def clip_by_global_norm(g, max_norm):
     return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
 
 
-def make_update(env, algo: AlgoSpec, schedule: Schedule):
+def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] = arms_mod.ARMS):
     """One rollout batch: sample, reward, advantage, then ``epochs x minibatches`` updates.
 
-    Returns ``update(state, task, arm, hp) -> (state, diagnostics)``.
+    Returns ``update(state, task, arm, hp) -> (state, diagnostics)`` where ``arm`` is a position in
+    ``arms``.
     """
+    frozen = arms.index("frozen") if "frozen" in arms else -1
     B, G = schedule.batch_size, schedule.group_size
     n_mb = algo.minibatches
     mb = B // n_mb
@@ -92,7 +94,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule):
         logp_old = take_logp(logq_old, rollout.tokens)
         ref_b = task_b.prior_logits
         logq_ref = env.token_logq(ref_b, rollout)
-        rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp)
+        rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp, arms)
         if algo.kl_placement == "reward":
             kl_tok = KL_ESTIMATORS[algo.kl](logp_old, take_logp(logq_ref, rollout.tokens), logq_old, logq_ref)
             rewards = rewards - hp.beta * (kl_tok * rollout.mask).sum(-1)
@@ -101,7 +103,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule):
         adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp)
         mask = rollout.mask * valid[:, None, None]
         batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
-        active = (arm != arms_mod.arm_id("frozen")).astype(jnp.float32)
+        active = (jnp.asarray(arm) != frozen).astype(jnp.float32)
         opt = _optimizer(algo, hp)
 
         def one_update(carry, j):
@@ -138,8 +140,8 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
     if schedule.batch_size % algo.minibatches:
         raise ValueError(f"algo.minibatches: must divide batch_size={schedule.batch_size}, got {algo.minibatches}")
     n_evals = schedule.steps // schedule.eval_every
-    update = make_update(env, algo, schedule)
-    arm_ids = jnp.asarray([arms_mod.arm_id(a) for a in arms], jnp.int32)
+    update = make_update(env, algo, schedule, tuple(arms))
+    arm_ids = jnp.arange(len(arms), dtype=jnp.int32)
 
     def train_one(seed, hp: Hyper, arm):
         task = env.init_task(seed, hp)

@@ -35,6 +35,7 @@ class AlgoSpec:
     epochs: int = 1  # mu: passes over each rollout batch
     minibatches: int = 1  # sequential updates per pass
     optimizer: str = "sgd"
+    entropy_bonus: bool = False  # compile the entropy term (set when ent_coef > 0 or swept)
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
@@ -85,6 +86,7 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp)
         logp_ref = take_logp(logq_ref, tokens)
         kl = KL_ESTIMATORS[spec.kl](logp, logp_ref, logq, logq_ref)
         loss = loss + hp.beta * AGGREGATIONS[spec.aggregation](kl, mask)
-    entropy = -(jnp.exp(logq) * logq).sum(-1)
-    loss = loss - hp.ent_coef * AGGREGATIONS[spec.aggregation](entropy, mask)
+    if spec.entropy_bonus:
+        entropy = -(jnp.exp(logq) * logq).sum(-1)
+        loss = loss - hp.ent_coef * AGGREGATIONS[spec.aggregation](entropy, mask)
     return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp)}

@@ -364,7 +364,7 @@ def locate_crossover(
         grid_arr = present
     else:
         grid_arr = np.unique(np.asarray(list(grid), dtype=float))
-        absent = [g for g in grid_arr if not np.isclose(present, g, rtol=0, atol=1e-12).any()]
+        absent = [float(g) for g in grid_arr if not np.isclose(present, g, rtol=0, atol=1e-12).any()]
         if absent:
             raise ValueError(f"grid values {absent} are not in seed_df_by_prior[{prior_col!r}]; present: {present.tolist()}")
     if grid_arr.size < 2:
