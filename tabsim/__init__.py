@@ -15,9 +15,10 @@ from tabsim.config import Config, ConfigError, load_config, resolve  # noqa: E40
 from tabsim.engine import Schedule, make_train  # noqa: E402
 from tabsim.envs import ENVS  # noqa: E402
 from tabsim.envs.bandit import BanditEnv  # noqa: E402
+from tabsim.factorial import Factor, run_factorial  # noqa: E402
 from tabsim.params import Hyper  # noqa: E402
 from tabsim.presets import PRESETS  # noqa: E402
 
 __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "make_train", "Schedule",
            "AlgoSpec", "policy_loss", "Hyper", "ARMS", "PRESETS", "ENVS", "BanditEnv", "Executor",
-           "LocalExecutor", "compiled_train", "make_env"]
+           "LocalExecutor", "compiled_train", "make_env", "Factor", "run_factorial"]

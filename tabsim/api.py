@@ -39,7 +39,11 @@ def make_env(cfg: Config):
                               heterogeneous=t.heterogeneity is not None, **common)
     if "tree" not in ENVS:
         raise ValueError("task.env: 'tree' is not available in this version; allowed: bandit")
-    return ENVS["tree"](n_prompts=t.n_prompts, heterogeneous=t.heterogeneity is not None, **t.tree, **common)
+    clash = sorted(set(t.tree) & {"n_prompts", "n_answers", "n_correct", "heterogeneous", *common})
+    if clash:
+        raise ValueError(f"task.tree.{clash[0]}: not a tree field; set it in its own section (task, arms, train)")
+    return ENVS["tree"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
+                        heterogeneous=t.heterogeneity is not None, **t.tree, **common)
 
 
 def static_key(cfg: Config) -> tuple:

@@ -14,11 +14,59 @@ PAPER = {
     "train": {"steps": 200, "batch_size": 16, "group_size": 8, "seeds": 8, "replacement": False},
 }
 
+# Learning rate of the GRPO-family presets. Their losses are means over the batch's answers, so a
+# prompt's logits get 1/B of what the reference simulator's summed update gives them; 0.8 = 0.05 x 16
+# gives the same step per kept prompt at the reference batch of 16 prompts (SGD on the logit table).
+PRESET_LR = 0.8
+
+
+def _algo(**kw) -> dict:
+    """An ``algo`` section: on-policy SGD with no KL, no filter, one update per batch, unless set."""
+    base = {"estimator": "grpo", "std_ddof": 1, "std_eps": 1e-6, "ratio": "token", "surrogate": "clip",
+            "eps_low": 0.2, "eps_high": 0.2, "aggregation": "token-mean", "kl": "k3", "kl_placement": "none",
+            "beta": 0.0, "filter": False, "epochs": 1, "minibatches": 1, "optimizer": "sgd", "lr": PRESET_LR}
+    return {**base, **kw}
+
+
 PRESETS: dict[str, dict] = {
     # The reference simulator of arXiv 2606.05932 (SPEC §3).
     "paper": PAPER,
-    # DeepSeekMath GRPO: z-score (Bessel std as in TRL), PPO clip 0.2, seq-mean-token-mean, k3 KL in loss.
-    "grpo": {"algo": {"estimator": "grpo", "std_ddof": 1, "std_eps": 1e-4, "surrogate": "clip",
-                      "eps_low": 0.2, "eps_high": 0.2, "aggregation": "seq-mean-token-mean",
-                      "kl": "k3", "kl_placement": "loss", "beta": 0.04}},
+    # DeepSeekMath GRPO (arXiv 2402.03300) as TRL loss_type="grpo": z-score with the Bessel std and
+    # eps 1e-4, PPO clip 0.2, seq-mean-token-mean, k3 KL in the loss (beta 0.04).
+    "grpo": {"algo": _algo(std_eps=1e-4, aggregation="seq-mean-token-mean", kl="k3", kl_placement="loss",
+                           beta=0.04)},
+    # Dr. GRPO (arXiv 2503.20783): no std, token sum over a constant (answers x max length), no KL.
+    "dr_grpo": {"algo": _algo(estimator="dr_grpo", aggregation="seq-mean-token-sum-norm")},
+    # DAPO (arXiv 2503.14476): clip-higher 0.2/0.28, token-mean, dynamic-sampling filter, no KL;
+    # the group z-score of verl (unbiased std, eps 1e-6), in which its recipe runs.
+    "dapo": {"algo": _algo(eps_high=0.28, aggregation="token-mean", filter=True)},
+    # GSPO (arXiv 2507.18071): one length-normalised ratio per answer clipped at 3e-4/4e-4,
+    # seq-mean-token-mean, no KL.
+    "gspo": {"algo": _algo(ratio="sequence", eps_low=3e-4, eps_high=4e-4, aggregation="seq-mean-token-mean")},
+    # RLOO as TRL's RLOOTrainer (arXiv 2402.14740): leave-one-out baseline, one full-likelihood ratio
+    # per answer clipped at 0.2, mean over answers, k1 KL subtracted from the reward (beta 0.05).
+    "rloo": {"algo": _algo(estimator="rloo", ratio="sequence-sum", aggregation="seq-mean-token-mean",
+                           kl="k1", kl_placement="reward", beta=0.05)},
+    # REINFORCE++ (arXiv 2501.03262) as verl reinforce_plus_plus: batch-whitened return, PPO clip 0.2,
+    # token-mean, k1 KL in the reward (beta 0.01).
+    "reinforce_pp": {"algo": _algo(estimator="reinforce_pp", kl="k1", kl_placement="reward", beta=0.01)},
+    # CISPO (MiniMax-M1, arXiv 2506.13585): detached importance weight capped at 1 + 4 = 5 with no lower
+    # bound (eps_low 1 puts it at 0), every token keeps its gradient; token-mean, no KL.
+    "cispo": {"algo": _algo(surrogate="cispo", eps_low=1.0, eps_high=4.0)},
+    # SAPO (arXiv 2511.20347): soft sigmoid gate, tau 1.0 (A > 0) / 1.05 (A <= 0), seq-mean-token-mean.
+    "sapo": {"algo": _algo(surrogate="sapo", sapo_tau_pos=1.0, sapo_tau_neg=1.05,
+                           aggregation="seq-mean-token-mean")},
+    # GPG (arXiv 2504.02546): -A logp with no ratio, no clip, no KL; its batch-rescaled group baseline.
+    "gpg": {"algo": _algo(estimator="gpg", surrogate="reinforce")},
+    # The spurious-rewards recipe (arXiv 2506.10947; SPEC §4): 8 sequential clipped (0.2) updates per
+    # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
+    # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through
+    # the shared weights) become 8 passes over the whole batch: split over groups, each group would be
+    # updated once, on-policy, and the clip would never fire.
+    "spurious_rewards": {
+        "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
+                 "offline_samples": 64},
+        "algo": _algo(epochs=8, minibatches=1),
+        "train": {"group_size": 16},
+    },
 }

@@ -112,8 +112,10 @@ def test_offline_majority_arm_is_used_when_asked():
 def test_unpaired_seeds_and_ambiguous_rows_raise():
     df = run_frame(random_acc(np.random.default_rng(6), 5))
     unpaired = df[~((df.arm == "true") & (df.seed == 2))]
-    with pytest.raises(ValueError, match="not paired"):
+    with pytest.raises(ValueError, match=r"arm 'true' has no row for \(by..., seed\) = \(2,\)"):
         ts.seed_partition(unpaired)
+    with pytest.raises(ValueError, match=r"arm 'true' has no row for \(by..., seed\) = \(0.5, 2\)"):
+        ts.seed_partition(unpaired.assign(prior_strength=0.5), by="prior_strength")
     doubled = pd.concat([df.assign(lr=0.1), df.assign(lr=0.2)], ignore_index=True)
     with pytest.raises(ValueError, match=r"vary among them: \['lr'"):
         ts.seed_partition(doubled)

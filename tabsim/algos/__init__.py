@@ -3,7 +3,7 @@
 An algorithm = advantage estimator x ratio level x surrogate x aggregation x KL (estimator and
 placement) x filter x reuse schedule x optimizer. :class:`AlgoSpec` names the static choices; the
 numeric knobs are traced fields of :class:`tabsim.params.Hyper`. Presets in
-:mod:`tabsim.algos.presets` are particular compositions.
+:mod:`tabsim.presets` are particular compositions (their TRL / verl equivalents: ``docs/presets.md``).
 """
 from __future__ import annotations
 

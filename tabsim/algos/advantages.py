@@ -6,7 +6,13 @@ Every estimator has the signature ``estimator(rewards, *, lengths, valid, hp)`` 
 * ``lengths``: ``[B, G]`` number of tokens of each answer (1 in a bandit);
 * ``valid``: ``[B]`` float, 1 for groups that are part of the batch (0 for groups removed by the
   dynamic-sampling filter); only batch-level estimators (REINFORCE++) read it;
-* ``hp``: the traced :class:`tabsim.algos.AlgoParams`.
+* ``hp``: the traced :class:`tabsim.params.Hyper`.
+
+Outcome rewards only: one scalar per answer (a KL penalty placed in the reward is already
+subtracted, summed over the answer's tokens, as verl does before its outcome estimators).
+Zero-variance groups give ``A = 0`` for every group-baseline estimator; the batch-level ones
+(REINFORCE++, whose groups are only shifted by the batch mean) and ``sign`` move them anyway, which
+is what the dynamic-sampling filter (``valid = 0``) is for.
 
 Register a new estimator with :func:`register_estimator`.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import jax
 import jax.numpy as jnp
 
 ESTIMATORS: dict[str, Callable] = {}
@@ -28,10 +35,20 @@ def register_estimator(name: str):
 
 
 def group_std(rewards, ddof):
-    """Group standard deviation with ``ddof`` 0 (population) or 1 (Bessel / unbiased)."""
+    """Group standard deviation ``[B, 1]`` with ``ddof`` 0 (population) or 1 (Bessel / unbiased)."""
     g = rewards.shape[-1]
     centred = rewards - rewards.mean(-1, keepdims=True)
     return jnp.sqrt((centred**2).sum(-1, keepdims=True) / (g - ddof))
+
+
+def _homogeneous(rewards):
+    """``[B, 1]`` True for groups whose rewards are all equal (their advantage is exactly 0)."""
+    return (rewards.max(-1, keepdims=True) == rewards.min(-1, keepdims=True))
+
+
+def _centred(rewards):
+    """``r - mean_g``, exactly 0 on homogeneous groups (the float mean can miss ``r`` by an ulp)."""
+    return jnp.where(_homogeneous(rewards), 0.0, rewards - rewards.mean(-1, keepdims=True))
 
 
 @register_estimator("grpo")
@@ -39,78 +56,99 @@ def grpo(rewards, *, lengths, valid, hp):
     """Group z-score: ``A = (r - mean_g) / (std_g + eps)`` (DeepSeekMath, arXiv 2402.03300).
 
     ``hp.std_ddof`` picks the population (0; reference simulator) or Bessel (1; TRL, verl) std and
-    ``hp.std_eps`` the epsilon (1e-8 reference, 1e-4 TRL, 1e-6 verl).
+    ``hp.std_eps`` the epsilon (1e-8 reference, 1e-4 TRL, 1e-6 verl). Homogeneous groups give 0
+    (also with ``eps = 0``, where the formula is 0/0).
+
+    Args:
+      rewards: ``[B, G]``.
+    Returns:
+      ``[B, G]`` advantages.
     """
-    centred = rewards - rewards.mean(-1, keepdims=True)
-    return centred / (group_std(rewards, hp.std_ddof) + hp.std_eps)
+    std = group_std(rewards, hp.std_ddof)
+    return jnp.where(_homogeneous(rewards), 0.0, _centred(rewards) / (std + hp.std_eps))
 
 
 @register_estimator("dr_grpo")
 def dr_grpo(rewards, *, lengths, valid, hp):
     """Centred reward ``A = r - mean_g`` with no std scaling (Dr. GRPO, arXiv 2503.20783)."""
-    return rewards - rewards.mean(-1, keepdims=True)
+    return _centred(rewards)
 
 
 @register_estimator("rloo")
 def rloo(rewards, *, lengths, valid, hp):
     """Leave-one-out baseline ``A_i = r_i - mean_{j != i} r_j = G/(G-1) (r_i - mean_g)``.
 
-    Ahmadian et al., arXiv 2402.14740.
+    Ahmadian et al., arXiv 2402.14740 (TRL ``RLOOTrainer``, verl ``rloo``).
     """
     g = rewards.shape[-1]
-    return (rewards.sum(-1, keepdims=True) - rewards) * (-1.0 / (g - 1)) + rewards
+    loo_mean = (rewards.sum(-1, keepdims=True) - rewards) / (g - 1.0)
+    return jnp.where(_homogeneous(rewards), 0.0, rewards - loo_mean)
 
 
 def _masked_whiten(x, weights, eps):
-    """Whiten ``x`` over all entries with weight 1, unbiased variance (verl ``masked_whiten``)."""
+    """verl ``masked_whiten``: ``(x - mean_w) / sqrt(var_w + eps)`` with weighted mean and unbiased
+    (``n / (n - 1)``) variance over total weight ``n``; 0 where the weight is 0."""
     n = weights.sum()
     mean = (x * weights).sum() / jnp.maximum(n, 1.0)
     var = (((x - mean) ** 2) * weights).sum() / jnp.maximum(n - 1.0, 1.0)
-    return (x - mean) * jnp.reciprocal(jnp.sqrt(var + eps)) * weights
+    return (x - mean) * jax.lax.rsqrt(var + eps) * (weights > 0)
+
+
+def _token_weights(lengths, valid, dtype):
+    """Every token of every kept answer counts once in verl's batch statistics: ``[B, G]`` weights."""
+    return lengths.astype(dtype) * valid[:, None].astype(dtype)
 
 
 @register_estimator("reinforce_pp")
 def reinforce_pp(rewards, *, lengths, valid, hp):
-    """Return whitened over the whole batch: ``A = (r - mean_B) / sqrt(var_B + 1e-8)``.
+    """Return whitened over the batch's tokens: ``A = (r - mean_tok) / sqrt(var_tok + 1e-8)``.
 
-    REINFORCE++ (Hu, arXiv 2501.03262); masked, unbiased variance as in verl.
+    REINFORCE++ (Hu, arXiv 2501.03262) as in verl: with an outcome reward and gamma = 1 every token
+    of answer ``i`` has return ``r_i``; mean and unbiased variance run over all kept tokens, so an
+    answer weighs ``|o_i|`` (in a bandit, 1).
     """
-    w = jnp.broadcast_to(valid[:, None], rewards.shape)
-    return _masked_whiten(rewards, w, 1e-8)
+    return _masked_whiten(rewards, _token_weights(lengths, valid, rewards.dtype), 1e-8)
 
 
 @register_estimator("reinforce_pp_baseline")
 def reinforce_pp_baseline(rewards, *, lengths, valid, hp):
-    """Group mean subtracted first, then whitened over the batch (REINFORCE++-baseline)."""
-    w = jnp.broadcast_to(valid[:, None], rewards.shape)
-    return _masked_whiten(rewards - rewards.mean(-1, keepdims=True), w, 1e-8)
+    """Group mean subtracted first, then whitened over the batch's tokens (REINFORCE++-baseline).
+
+    ``A = whiten_tok(r - mean_g)`` (verl ``reinforce_plus_plus_baseline``).
+    """
+    return _masked_whiten(_centred(rewards), _token_weights(lengths, valid, rewards.dtype), 1e-8)
 
 
 @register_estimator("opo")
 def opo(rewards, *, lengths, valid, hp):
-    """Length-weighted group baseline ``A_i = r_i - sum_j |o_j| r_j / sum_j |o_j|`` (OPO)."""
+    """Length-weighted group baseline ``A_i = r_i - sum_j |o_j| r_j / sum_j |o_j|``.
+
+    On-Policy RL with Optimal reward baseline (Hao et al., arXiv 2505.23585; verl ``opo``).
+    """
     lengths = lengths.astype(rewards.dtype)
     base = (lengths * rewards).sum(-1, keepdims=True) / jnp.maximum(lengths.sum(-1, keepdims=True), 1.0)
-    return rewards - base
+    return jnp.where(_homogeneous(rewards), 0.0, rewards - base)
 
 
 @register_estimator("gpg")
 def gpg(rewards, *, lengths, valid, hp):
-    """Group-mean baseline scaled by ``alpha = batch size / #nonzero-reward samples`` (GPG).
+    """Group-mean baseline scaled by ``alpha = n / m``: ``A = alpha (r - mean_g)``.
 
-    Chu et al., arXiv 2504.02546; counts run over the groups in the batch.
+    ``n`` answers in the batch and ``m`` of them with a nonzero reward (Chu et al., arXiv
+    2504.02546; verl ``gpg``, ``f_norm = 1``); counts run over the kept groups.
     """
-    w = jnp.broadcast_to(valid[:, None], rewards.shape)
+    w = jnp.broadcast_to(valid[:, None], rewards.shape).astype(rewards.dtype)
     n = w.sum()
     m = ((rewards != 0) * w).sum()
     alpha = n / jnp.maximum(m, 1.0)
-    return alpha * (rewards - rewards.mean(-1, keepdims=True))
+    return alpha * _centred(rewards)
 
 
 @register_estimator("passk")
 def passk(rewards, *, lengths, valid, hp):
     """Pass@k advantage: only the best answer gets ``r_max - r_second``; all others 0.
 
+    arXiv 2503.19595 (verl ``grpo_passk`` with ``norm_adv_by_std_in_grpo=False``).
     Ties for the best go to the lowest index, so a group with two best answers gives 0.
     """
     g = rewards.shape[-1]

@@ -1,6 +1,9 @@
 """Importance log-ratios ``l = logp - logp_old`` at token or sequence level.
 
-Signature: ``ratio(logp, logp_old, mask) -> log_ratio`` with all arrays ``[B, G, T]``.
+Signature: ``ratio(logp, logp_old, mask) -> log_ratio`` with all arrays ``[B, G, T]``. A sequence
+ratio is broadcast to the answer's tokens; the surrogate then treats it as one unit (every token of
+an answer is clipped or not together), and any aggregation of the broadcast copies gives the
+per-answer objective (verl's GSPO-token form has the same value and gradient).
 """
 from __future__ import annotations
 
@@ -33,4 +36,14 @@ def sequence_ratio(logp, logp_old, mask):
     """
     n = jnp.maximum(mask.sum(-1, keepdims=True), 1.0)
     seq = ((logp - logp_old) * mask).sum(-1, keepdims=True) / n
+    return jnp.broadcast_to(seq, logp.shape) * mask
+
+
+@register_ratio("sequence-sum")
+def sequence_sum_ratio(logp, logp_old, mask):
+    """One log-ratio per answer, the full likelihood ratio ``sum_t l_t`` (TRL ``RLOOTrainer``).
+
+    Ahmadian et al., arXiv 2402.14740: the whole completion is one action.
+    """
+    seq = ((logp - logp_old) * mask).sum(-1, keepdims=True)
     return jnp.broadcast_to(seq, logp.shape) * mask

@@ -25,7 +25,8 @@ def register_surrogate(name: str):
 def ppo_clip(log_ratio, logp, adv, hp):
     """PPO clip: ``max(-A w, -A clip(w, 1 - eps_low, 1 + eps_high))`` (Schulman et al. 2017).
 
-    DAPO's clip-higher is ``eps_high > eps_low`` (arXiv 2503.14476).
+    DAPO's clip-higher is ``eps_high > eps_low`` (arXiv 2503.14476). This is TRL's GRPO loss;
+    verl's ``vanilla`` loss always adds the dual clip (``dual_clip``).
     """
     w = jnp.exp(log_ratio)
     return jnp.maximum(-adv * w, -adv * jnp.clip(w, 1.0 - hp.eps_low, 1.0 + hp.eps_high))
@@ -45,7 +46,9 @@ def dual_clip(log_ratio, logp, adv, hp):
 def cispo(log_ratio, logp, adv, hp):
     """CISPO: ``-sg(clip(w, 1 - eps_low, 1 + eps_high)) A logp`` (MiniMax-M1, arXiv 2506.13585).
 
-    The weight is clipped and detached, so every token keeps a gradient.
+    The weight is clipped and detached, so every token keeps a gradient (verl ``cispo``). The paper
+    and TRL (``torch.clamp(w, max=epsilon_high)``) have no lower bound: ``eps_low = 1`` (TRL's
+    ``epsilon_high`` is this ``1 + eps_high``).
     """
     w = jax.lax.stop_gradient(jnp.clip(jnp.exp(log_ratio), 1.0 - hp.eps_low, 1.0 + hp.eps_high))
     return -w * adv * logp
@@ -55,7 +58,8 @@ def cispo(log_ratio, logp, adv, hp):
 def sapo(log_ratio, logp, adv, hp):
     """SAPO soft gate: ``-A (4 / tau) sigmoid(tau (w - 1))``, tau_pos for A > 0, tau_neg else.
 
-    The gate has slope 1 at ``w = 1``, so on-policy it equals the plain policy gradient.
+    Soft Adaptive Policy Optimization (arXiv 2511.20347; TRL/verl ``sapo``). The gate has slope 1
+    at ``w = 1``, so on-policy its gradient equals the plain policy gradient.
     """
     w = jnp.exp(log_ratio)
     tau = jnp.where(adv > 0, hp.sapo_tau_pos, hp.sapo_tau_neg)

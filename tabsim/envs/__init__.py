@@ -14,3 +14,4 @@ def register_env(name: str):
 
 
 from tabsim.envs.bandit import BanditEnv, BanditTask  # noqa: E402,F401
+from tabsim.envs.tree import TreeEnv, TreeTask  # noqa: E402,F401

@@ -187,7 +187,9 @@ def fit_factorial(
                 raise ValueError(f"levels[{f!r}] must list at least 2 distinct levels, got {levels[f]!r}")
             absent = [x for x in want if x not in set(present.tolist())]
             if absent:
-                raise ValueError(f"levels[{f!r}] values {absent} are not in column {f!r}; present: {sorted(present.tolist())}")
+                raise ValueError(
+                    f"levels[{f!r}] values {absent} are not in column {f!r}; present: {sorted(present.tolist())}"
+                )
             rows = rows[rows[f].isin(want)]
             order[f] = tuple(want)
         else:

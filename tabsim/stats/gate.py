@@ -103,7 +103,7 @@ def classify_terms(
     reference = {}
     for key, sub in v.group_items(seed_df, by):
         values = sub.sort_values("seed")["d_elicit"].to_numpy(float)
-        rng = random_state if isinstance(random_state, np.random.Generator) else v.make_rng(random_state)
+        rng = v.make_rng(random_state)
         iv = intervals.mean_interval(values, ci=level, method="percentile", n_resamples=n_resamples, random_state=rng)
         reference[tuple(key.values())] = "bounds" if iv.low <= 0.0 <= iv.high else "points"
 

@@ -82,7 +82,9 @@ def seed_partition(
     reserved = {"seed", "arm", "step", metric}
     clash = [c for c in by if c in reserved]
     if clash:
-        raise ValueError(f"by must name condition columns, not {clash} (seed, arm, step and the metric are fixed roles)")
+        raise ValueError(
+            f"by must name condition columns, not {clash} (seed, arm, step and the metric have fixed roles)"
+        )
     v.check_columns(df, ("seed", "arm", metric, *by), role="seed, arm, metric and by columns")
     arms = {"frozen": "acc_frozen", "random": "acc_random", majority_arm: "acc_majority", "true": "acc_true"}
 
@@ -109,6 +111,7 @@ def seed_partition(
     dup = rows.duplicated(keys, keep=False)
     if dup.any():
         first_key, clashing = next(iter(rows[dup].groupby(keys, sort=False, dropna=False)))
+        first_key = tuple(x.item() if isinstance(x, np.generic) else x for x in first_key)
         varying = [c for c in rows.columns if c not in keys and clashing[c].nunique(dropna=False) > 1]
         raise ValueError(
             f"{len(clashing)} rows share (by..., seed, arm) = {first_key!r}; columns that vary "
@@ -119,9 +122,9 @@ def seed_partition(
     missing = wide[list(arms)].isna()
     if missing.to_numpy().any():
         where = missing.stack()
-        (idx, arm) = where[where].index[0]
+        loc = tuple(x.item() if isinstance(x, np.generic) else x for x in where[where].index[0])
         raise ValueError(
-            f"seeds are not paired across arms: arm {arm!r} has no row for (by..., seed) = {idx!r}; "
+            f"seeds are not paired across arms: arm {loc[-1]!r} has no row for (by..., seed) = {loc[:-1]!r}; "
             f"every seed needs all of {list(arms)}"
         )
     out = wide[list(arms)].rename(columns=arms).reset_index()
@@ -253,7 +256,7 @@ def summarize_partition(
                 iv = intervals.ratio_interval(num(*arrays), den(*arrays), ci=level, method="t")
                 rows.append((term, iv.estimate, iv.se, iv.low, iv.high))
         else:
-            rng = random_state if isinstance(random_state, np.random.Generator) else v.make_rng(random_state)
+            rng = v.make_rng(random_state)
             est, se, lo, hi = intervals.paired_bootstrap(
                 arrays, _summary_statistic, ci=level, method=method, n_resamples=n_resamples, random_state=rng
             )
@@ -366,7 +369,9 @@ def locate_crossover(
         grid_arr = np.unique(np.asarray(list(grid), dtype=float))
         absent = [float(g) for g in grid_arr if not np.isclose(present, g, rtol=0, atol=1e-12).any()]
         if absent:
-            raise ValueError(f"grid values {absent} are not in seed_df_by_prior[{prior_col!r}]; present: {present.tolist()}")
+            raise ValueError(
+                f"grid values {absent} are not in seed_df_by_prior[{prior_col!r}]; present: {present.tolist()}"
+            )
     if grid_arr.size < 2:
         raise ValueError(f"grid needs at least 2 prior values, got {grid_arr.tolist()}")
 

@@ -88,7 +88,7 @@ def power_curve(
         x = sub.sort_values("seed")[term].to_numpy(float)
         if x.size < 2:
             raise ValueError(f"{v.describe_group(key)} has {x.size} pilot seed; at least 2 are needed")
-        rng = random_state if isinstance(random_state, np.random.Generator) else v.make_rng(random_state)
+        rng = v.make_rng(random_state)
         for n in grid:
             samples = x[rng.integers(0, x.size, size=(n_sim, n))]
             lo, hi = _intervals(samples, level, method, n_resamples, rng)

@@ -1,0 +1,161 @@
+"""The partition of a published table with intervals from the binomial uncertainty of its item counts.
+
+Each arm's accuracy is an independent binomial proportion over ``n_items x samples_per_item``
+Bernoulli trials (avg@k samples of one item are treated as independent: this understates the
+variance of avg@k scores, which are correlated within an item). The variance uses the plus-one
+proportion ``(x + 1) / (n + 2)`` so that 0 % and 100 % scores keep a positive variance. Per-seed
+values add their seed variance ``s^2 / S``; single runs of trained arms add an assumed seed variance
+``seed_sd^2`` (0 by default). Differences get Wald intervals; ratios get Fieller intervals, which are
+unbounded when the denominator is not distinguishable from 0. Everything is vectorised over a
+leading axis of *completions* (candidate values for missing arms), so bounds are the union of the
+intervals over the completions a table admits.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as sps
+
+from tabsim.audit.schema import Entry, PARTITION_ARMS
+
+# order of the arm axis: frozen, random, majority, true  (f, r, m, t)
+_C = {
+    "d_null": (-1, 1, 0, 0),
+    "d_elicit": (0, -1, 1, 0),
+    "d_rd": (0, 0, -1, 1),
+    "d_naive": (0, -1, 0, 1),
+    "d_total": (-1, 0, 0, 1),
+    "d_majority": (-1, 0, 1, 0),
+    "bias": (0, -1, 1, 0),
+}
+DIFFERENCE_TERMS = tuple(_C)
+RATIO_TERMS = {
+    "rd_fraction": ("d_rd", "d_naive"),
+    "elicitation_share": ("d_majority", "d_total"),
+    "rd_share": ("d_rd", "d_total"),
+}
+TERMS = DIFFERENCE_TERMS + tuple(RATIO_TERMS)
+TERM_HELP = {
+    "d_null": "acc(RANDOM) - acc(FROZEN): what training with no information does",
+    "d_elicit": "acc(MAJORITY) - acc(RANDOM): self-consistency sharpening",
+    "d_rd": "acc(TRUE) - acc(MAJORITY): the reward-design signal",
+    "d_naive": "acc(TRUE) - acc(RANDOM) = d_elicit + d_rd: the naive reward-design estimate",
+    "d_total": "acc(TRUE) - acc(FROZEN) = d_null + d_elicit + d_rd",
+    "d_majority": "acc(MAJORITY) - acc(FROZEN) = d_null + d_elicit: the elicitation share's numerator",
+    "bias": "d_naive - d_rd = d_elicit: bias of the naive estimator",
+    "rd_fraction": "d_rd / d_naive",
+    "elicitation_share": "d_majority / d_total",
+    "rd_share": "d_rd / d_total",
+}
+
+
+def _arms_of(coef) -> set:
+    return {PARTITION_ARMS[i] for i, c in enumerate(coef) if c}
+
+
+TERM_ARMS = {t: _arms_of(c) for t, c in _C.items()}
+TERM_ARMS.update({t: TERM_ARMS[a] | TERM_ARMS[b] for t, (a, b) in RATIO_TERMS.items()})
+
+
+def identified_terms(present) -> tuple:
+    """Terms whose arms are all in ``present``."""
+    present = set(present)
+    return tuple(t for t in TERMS if TERM_ARMS[t] <= present)
+
+
+def binomial_var(acc, n_eff):
+    """Variance in points^2 of an accuracy ``acc`` (percent) over ``n_eff`` trials, plus-one proportion.
+
+    ``var = 100^2 p~ (1 - p~) / n``, ``p~ = (p n + 1) / (n + 2)``.
+    """
+    p = np.asarray(acc, dtype=float) / 100.0
+    pt = (p * n_eff + 1.0) / (n_eff + 2.0)
+    return 1e4 * pt * (1.0 - pt) / n_eff
+
+
+def arm_moments(entry: Entry, *, seed_sd: float = 0.0) -> tuple[dict, dict, dict]:
+    """Mean, variance and variance source of each reported partition arm of ``entry``.
+
+    ``var = binomial(mean, n_items x samples) + s^2 / S`` for per-seed values (``s`` the sample sd
+    over ``S`` seeds; the seeds share the benchmark items, so the binomial part is not divided by
+    ``S``), ``+ seed_sd^2`` for a single run of a trained arm, nothing more for the base.
+
+    Returns:
+      ``(mean, var, note)``: dicts arm -> percent, points^2, and a short description.
+    """
+    mean, var, note = {}, {}, {}
+    for arm in PARTITION_ARMS:
+        if arm not in entry.arms:
+            continue
+        av = entry.arms[arm]
+        v = float(binomial_var(av.mean, entry.n_eff))
+        if av.seeds:
+            s = float(np.std(av.seeds, ddof=1))
+            v += s * s / len(av.seeds)
+            note[arm] = f"binomial + seed spread (sd {s:.2f} over {len(av.seeds)} seeds)"
+        elif arm != "frozen" and seed_sd > 0:
+            v += seed_sd * seed_sd
+            note[arm] = f"binomial + assumed seed sd {seed_sd:g}"
+        else:
+            note[arm] = "binomial"
+        mean[arm], var[arm] = float(av.mean), v
+    return mean, var, note
+
+
+def _z(ci: float) -> float:
+    return float(sps.norm.ppf(0.5 + ci / 2.0))
+
+
+def fieller(a, b, vaa, vbb, vab, z):
+    """Fieller interval for ``a / b`` of jointly normal estimates, vectorised.
+
+    The set ``{rho : (a - rho b)^2 <= z^2 (Vaa - 2 rho Vab + rho^2 Vbb)}``; bounded iff
+    ``b^2 > z^2 Vbb`` (the denominator is distinguishable from 0), else ``(-inf, inf)`` (the
+    complement-of-an-interval case is widened to the whole line).
+
+    Args:
+      a, b: numerator and denominator estimates ``[C]``.
+      vaa, vbb, vab: their variances and covariance ``[C]``.
+      z: normal quantile of the two-sided level.
+
+    Returns:
+      ``(point, low, high)`` arrays ``[C]``; ``point`` is NaN where ``b == 0``.
+    """
+    a, b, vaa, vbb, vab = (np.asarray(x, dtype=float) for x in (a, b, vaa, vbb, vab))
+    z2 = z * z
+    qa = b * b - z2 * vbb
+    qb = a * b - z2 * vab
+    qc = a * a - z2 * vaa
+    disc = np.maximum(qb * qb - qa * qc, 0.0)
+    bounded = qa > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        root = np.sqrt(disc)
+        lo = np.where(bounded, (qb - root) / qa, -np.inf)
+        hi = np.where(bounded, (qb + root) / qa, np.inf)
+        point = np.where(b != 0, a / b, np.nan)
+    return point, lo, hi
+
+
+def term_intervals(means, variances, *, ci: float = 0.95) -> dict:
+    """Point and interval of every term for each completion.
+
+    Args:
+      means: arm accuracies ``[C, 4]`` (frozen, random, majority, true), percent.
+      variances: their variances ``[C, 4]`` (independent arms).
+      ci: two-sided level.
+
+    Returns:
+      dict term -> ``(point [C], low [C], high [C])``.
+    """
+    m = np.atleast_2d(np.asarray(means, dtype=float))
+    v = np.atleast_2d(np.asarray(variances, dtype=float))
+    z = _z(ci)
+    out = {}
+    for term, c in _C.items():
+        c = np.asarray(c, dtype=float)
+        est = m @ c
+        se = np.sqrt(v @ (c * c))
+        out[term] = (est, est - z * se, est + z * se)
+    for term, (na, nb) in RATIO_TERMS.items():
+        ca, cb = np.asarray(_C[na], float), np.asarray(_C[nb], float)
+        out[term] = fieller(m @ ca, m @ cb, v @ (ca * ca), v @ (cb * cb), v @ (ca * cb), z)
+    return out

@@ -1,0 +1,317 @@
+"""Outputs of an audit: CSV tables, a Markdown report, a figure and provenance, written all-or-nothing."""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tabsim.audit.core import AuditResult
+from tabsim.audit.estimate import TERM_HELP
+
+MARKER = "audit.csv"  # an existing output folder is replaced only if it holds an audit (or is empty)
+PLOT_TERMS = ("d_null", "d_elicit", "d_rd", "d_total")
+TERM_COLORS = {"d_null": "#ff7f0e", "d_elicit": "#2ca02c", "d_rd": "#1f77b4", "d_total": "#7f7f7f"}
+
+
+def _num(x, nd=1) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "?"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{nd}f}"
+
+
+def _cell(t: pd.Series, nd=1) -> str:
+    """``est [lo, hi]`` for a point-identified term, ``in [lo, hi]`` for a bounded one."""
+    if t["identified"] == "point":
+        return f"{_num(t['estimate'], nd)} [{_num(t['low'], nd)}, {_num(t['high'], nd)}]"
+    tag = "" if t["bound_source"] == "simulator" else " (logical)"
+    return f"in [{_num(t['low'], nd)}, {_num(t['high'], nd)}]{tag}"
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _md_table(header, rows) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def render_report(res: AuditResult, *, files, command: str) -> str:
+    """The Markdown report of an audit."""
+    a, terms, info = res.audit, res.terms, res.info
+    tt = {(r.source, r.model, r.benchmark, r.term): r for r in terms.itertuples(index=False)}
+
+    def term(row, name):
+        return pd.Series(tt[(row["source"], row["model"], row["benchmark"], name)]._asdict())
+
+    ci = info["ci"]
+    lvl = f"{100 * ci:g}%"
+    L = ["# Audit of published RLVR results", "",
+         f"Command: `{command}`", "",
+         "Inputs:", ""]
+    L += [f"- `{f}` (sha256 {_sha(f)[:16]})" for f in files]
+    L += ["", "## How to read it", "",
+          "The partition of the gain of TRUE over FROZEN (SPEC section 2), in accuracy points:", ""]
+    L += [f"- `{t}` = {TERM_HELP[t]}" for t in ("d_null", "d_elicit", "d_rd", "d_total", "d_naive", "d_majority",
+                                                 "rd_fraction", "elicitation_share", "rd_share")]
+    L += ["",
+          f"A cell `x [lo, hi]` is a point estimate with its {lvl} interval (the term is identified by the table). "
+          "A cell `in [lo, hi]` is a bound: the table lacks an arm the term needs (identified = bounds). Bounds come "
+          "from the simulator calibration when some simulated structure is consistent with the table, else "
+          "`(logical)`: the missing arm anywhere in [0, 100].",
+          "",
+          f"Verdict (SPEC section 3): elicitation share > {info['threshold']:g} -> ELICITATION_DOMINATED; else rd "
+          f"share > {info['threshold']:g} -> REWARD_DESIGN_DOMINATED; else MIXED; applied to the share intervals "
+          "(or bounds), INCONCLUSIVE when the deciding interval straddles the threshold "
+          "(`tabsim.stats.share_verdict`). The shares need FROZEN, MAJORITY and TRUE only, so a table without a "
+          "RANDOM arm still identifies its verdict.",
+          "", "## Assumptions", "",
+          "- Each accuracy is an independent binomial proportion over n_items x samples_per_item trials "
+          "(plus-one proportion in the variance). For avg@k scores this treats the k samples of an item as "
+          "independent, which understates their variance. Arms evaluated on the same items are positively "
+          "correlated in reality, so treating them as independent makes intervals of differences conservative.",
+          "- Differences: Wald intervals. Ratios (shares, rd_fraction): Fieller intervals, unbounded (-inf, inf) "
+          "when the denominator is not distinguishable from 0.",
+          ]
+    if info["seed_sd"] > 0:
+        L.append(f"- Seed spread: single-run trained arms get an assumed seed sd of {info['seed_sd']:g} points "
+                 "(`--seed-sd`); arms with per-seed values use their own spread.")
+    else:
+        L.append("- **Seed spread is unknown for single-run tables and is not in these intervals** (`--seed-sd 0`); "
+                 "rerun with e.g. `--seed-sd 1` to add one point of seed sd to every single-run trained arm. "
+                 "Arms with per-seed values use their own spread (s^2 / S on top of the binomial variance).")
+    seeded = res.entries[res.entries["seeds"].astype(str) != ""] if len(res.entries) else res.entries
+    if len(seeded):
+        spreads = "; ".join(
+            f"{r.source} {r.model} {r.benchmark} {r.arm}: sd {np.std([float(x) for x in str(r.seeds).split(';')], ddof=1):.2f} "
+            f"over {len(str(r.seeds).split(';'))} seeds" for r in seeded.itertuples())
+        L.append(f"  Seed spread where the inputs report seeds: {spreads}. Single-run tables carry a spread of this "
+                 "order on top of their binomial intervals.")
+    cal_info = info.get("calibration")
+    if cal_info:
+        g = cal_info["grid"]
+        lo_d, hi_d = cal_info["sim_d_null_range"]
+        out = [(r["source"], r["model"], r["benchmark"], r["d_null"]) for _, r in a.iterrows()
+               if isinstance(r["d_null"], float) and math.isfinite(r["d_null"]) and not lo_d <= r["d_null"] <= hi_d]
+        beyond = ("; reported d_null outside that range in these inputs: "
+                  + ", ".join(f"{s_} {m_} {b_} {d:+.1f}" for s_, m_, b_, d in out)) if out else ""
+        fams = ", ".join(f"`{n}` (lr {', '.join(f'{x:g}' for x in lrs)})" for n, lrs in g["families"])
+        L += [f"- Missing arms are bounded by a simulator calibration: tabsim's bandit (N={g['n_prompts']} prompts, "
+              f"K=8 answers, k in {g['n_correct']}, {g['steps']} steps, {g['seeds']} seeds) swept over prior "
+              f"strength {g['prior_strength'][0]:g}..{g['prior_strength'][-1]:g} ({len(g['prior_strength'])} levels), "
+              f"format boost {g['format_boost']}, heterogeneity {g['heterogeneity']}, families {fams}; "
+              f"{cal_info['n_structures']} structures, one vmapped sweep per family "
+              f"({'computed in ' + str(cal_info['seconds']) + ' s' if cal_info['cache'] == 'computed' else 'from the ' + cal_info['cache'] + ' cache'}, "
+              f"key {cal_info['digest']}).",
+              "  Each structure is calibrated to the entry's base accuracy (prior strength interpolated; five points "
+              "across the base's interval) and its training intensity (lr, log-interpolated). A candidate is "
+              "consistent when every reported trained arm lies within its Bonferroni-corrected interval of the "
+              "simulated value; consistent candidates fill each missing arm with the reported base plus the "
+              "simulated gain of that arm (variance: simulator standard error plus the assumed seed variance), and "
+              "a bound is the union of the term's intervals over them. Simulated accuracies are expected pass@1 "
+              "(greedy scores are matched to it too).",
+              "  These bounds are **model-based**: they hold if the model trains like some structure of the simulated "
+              f"family. Over the whole family the simulated d_null (RANDOM minus FROZEN) spans "
+              f"{cal_info['sim_d_null_range']} points{beyond}. Random-reward gains from clipping under off-policy "
+              "reuse are not produced by the `paper` family (`--family reuse` adds a clipped-reuse family), so "
+              "simulator bounds on d_null and on the terms that use it can be too narrow for models that show "
+              "them. The logical bounds in `terms.csv` make no model assumption."]
+    elif not info.get("calibrate", True):
+        L.append("- Simulator calibration switched off (`--no-calibration`): bounds are logical only.")
+
+    L += ["", "## Summary", ""]
+    rows = []
+    for _, r in a.iterrows():
+        rows.append([r["source"], r["model"], r["benchmark"]] +
+                    [_cell(term(r, t)) for t in ("d_null", "d_elicit", "d_rd", "d_total")] +
+                    [_cell(term(r, t), 2) for t in ("elicitation_share", "rd_share")] +
+                    [f"**{r['verdict']}**", r["verdict_basis"], r["identified"]])
+    L.append(_md_table(["source", "model", "benchmark", "d_null", "d_elicit", "d_rd", "d_total", "elicitation share",
+                        "rd share", "verdict", "verdict from", "identified"], rows))
+
+    for src, sub in a.groupby("source", sort=False):
+        r0 = sub.iloc[0]
+        ref = ", ".join(x for x in (f"arXiv {r0['arxiv']}" if r0["arxiv"] else "",
+                                    f"version {r0['version']}" if r0["version"] else "", r0["table"]) if x)
+        L += ["", f"## {r0['paper']} ({ref})", "", f"File `{r0['file']}`; source id `{src}`."]
+        if r0["source_notes"]:
+            L.append(f"Source notes: {r0['source_notes']}.")
+        kinds = sorted(set(sub["majority_kind"]) - {""})
+        if kinds:
+            L.append(f"Majority arm: {', '.join(kinds)}.")
+        acc_rows = []
+        for _, r in sub.iterrows():
+            accs = [_num(r[f"acc_{x}"]) if not math.isnan(r[f"acc_{x}"]) else "-" for x in
+                    ("frozen", "random", "majority", "true")]
+            extra = ", ".join(f"{x} {_num(r[f'acc_{x}'])}" for x in ("format", "incorrect", "self_certainty", "entropy")
+                              if not math.isnan(r[f"acc_{x}"]))
+            acc_rows.append([r["model"], r["benchmark"], r["n_items"], r["samples_per_item"], *accs, extra or "-"])
+        L += ["", "Accuracies (percent, absolute):", "",
+              _md_table(["model", "benchmark", "items", "samples", "frozen", "random", "majority", "true", "other arms"],
+                        acc_rows), ""]
+        for _, r in sub.iterrows():
+            head = f"- **{r['model']} / {r['benchmark']}**: {r['verdict']}"
+            if r["identified"] == "point":
+                L.append(head + f" (point-identified; d_naive {_cell(term(r, 'd_naive'))}, rd_fraction "
+                                f"{_cell(term(r, 'rd_fraction'), 2)}, bias of the naive estimate "
+                                f"{_cell(term(r, 'bias'))}).")
+                continue
+            ident = [t for t in ("d_majority", "d_null", "d_naive", "d_total", "d_rd", "elicitation_share", "rd_share")
+                     if term(r, t)["identified"] == "point"]
+            shown = ", ".join(f"{t} {_cell(term(r, t), 2 if 'share' in t else 1)}" for t in ident)
+            L.append(head + f". Missing arm(s): {r['missing_arms']}. The table identifies: {shown or 'nothing but the base'}.")
+            if r["bound_source"] == "simulator":
+                sets = []
+                for t in ("d_null", "d_elicit", "d_rd", "d_total"):
+                    tr = term(r, t)
+                    if tr["identified"] == "bounds":
+                        sets.append(f"{t} in [{_num(tr['low'])}, {_num(tr['high'])}] (simulated range "
+                                    f"[{_num(tr['set_low'])}, {_num(tr['set_high'])}])")
+                L.append(f"  Simulator bounds from {r['n_consistent']} of {r['n_candidates']} calibrated candidates: "
+                         + "; ".join(sets) + ".")
+                alt = term(r, "d_elicit")
+                if "majority" in r["missing_arms"] and isinstance(alt.get("alt_majority_kind"), str):
+                    kind = r["majority_kind"] or "online"
+                    L.append(f"  The bounds use an {kind} majority arm; with an {alt['alt_majority_kind']} majority "
+                             f"arm d_elicit would be in [{_num(alt['alt_low'])}, {_num(alt['alt_high'])}].")
+            else:
+                why = ("no simulated structure is consistent with the reported arms"
+                       if r["n_candidates"] else "no simulator calibration")
+                L.append(f"  Logical bounds only ({why}; {r['n_candidates']} candidates tried).")
+    L += ["", "## Files", "",
+          "- `audit.csv`: one row per model x benchmark (accuracies, terms with interval or bound columns "
+          "`<term>_low/_high`, verdict, identified).",
+          "- `terms.csv`: one row per model x benchmark x term (estimate or bounds, simulated range, logical bounds).",
+          "- `entries.csv`: the normalised inputs (absolute accuracies, standard errors, seeds).",
+          "- `calibration.csv`: every calibrated simulator candidate of the rows with missing arms.",
+          "- `terms.png` / `terms.pdf`: the terms per model; `provenance.json`: versions, options, input hashes.", ""]
+    return "\n".join(L)
+
+
+def plot_terms(res: AuditResult):
+    """Bars of d_null, d_elicit, d_rd, d_total per model, one panel per source x benchmark.
+
+    Point-identified terms: filled bar with its interval. Bounded terms: hatched bar over the simulated
+    range with the bound as a whisker (dotted whisker across the panel for logical bounds).
+    """
+    import matplotlib.pyplot as plt
+
+    t = res.terms
+    groups = list(res.audit.groupby(["source", "benchmark"], sort=False))
+    n = len(groups)
+    cols = min(n, 3)
+    nrows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.4 * nrows), squeeze=False)
+    width = 0.8 / len(PLOT_TERMS)
+    for ax, ((src, bench), sub) in zip(axes.ravel(), groups):
+        models = list(sub["model"])
+        vals = []
+        for i, model in enumerate(models):
+            for j, term in enumerate(PLOT_TERMS):
+                r = t[(t.source == src) & (t.model == model) & (t.benchmark == bench) & (t.term == term)].iloc[0]
+                x = i + (j - (len(PLOT_TERMS) - 1) / 2) * width
+                c = TERM_COLORS[term]
+                if r["identified"] == "point":
+                    ax.bar(x, r["estimate"], width, color=c)
+                    ax.errorbar(x, r["estimate"], yerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
+                                color="k", lw=0.8, capsize=2)
+                    vals += [r["low"], r["high"]]
+                elif r["bound_source"] == "simulator":
+                    lo, hi = r["set_low"], r["set_high"]
+                    ax.bar(x, hi - lo, width, bottom=lo, color="white", edgecolor=c, hatch="///")
+                    ax.plot([x, x], [r["low"], r["high"]], color=c, lw=1.0)
+                    vals += [r["low"], r["high"]]
+                else:
+                    ax.axvspan(x - width / 2, x + width / 2, color=c, alpha=0.08, lw=0)
+                    ax.plot([x, x], [r["low"], r["high"]], color=c, lw=1.0, ls=":")
+        finite = [v for v in vals if np.isfinite(v)]
+        if finite:
+            lo, hi = min(finite + [0.0]), max(finite + [0.0])
+            pad = 0.08 * (hi - lo + 1.0)
+            ax.set_ylim(lo - pad, hi + pad)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xticks(range(len(models)))
+        ax.set_xticklabels(models, rotation=25, ha="right", fontsize=7)
+        ax.set_title(f"{src}: {bench}", fontsize=9)
+        ax.set_ylabel("points")
+        ax.grid(axis="y", alpha=0.3)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=TERM_COLORS[t], label=t) for t in PLOT_TERMS]
+    fig.suptitle("Partition of published gains (filled: identified, with interval; hatched: simulated range, "
+                 "whisker: simulator bound; dotted: logical bound)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.96))
+    fig.legend(handles=handles, loc="lower center", fontsize=8, ncol=len(handles), frameon=False)
+    return fig
+
+
+def _check_target(out: Path):
+    if out.exists():
+        if not out.is_dir():
+            raise FileExistsError(f"--out {out}: exists and is not a folder")
+        if any(out.iterdir()) and not (out / MARKER).exists():
+            raise FileExistsError(f"--out {out}: folder is not empty and holds no earlier audit ({MARKER}); "
+                                  "choose a new or empty folder")
+
+
+def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_extra: dict | None = None) -> Path:
+    """Write every output into a temporary sibling folder, then rename it into place.
+
+    On any error the temporary folder is removed and ``out_dir`` is left as it was.
+    """
+    from tabsim.io import atomic_write_text, provenance, write_frame, write_json
+    from tabsim.plotting import save_figure
+
+    out = Path(out_dir)
+    _check_target(out)
+    parent = out.resolve().parent
+    created_parent = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.tmp-"))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the output folder is an ordinary one
+    try:
+        write_frame(tmp / "audit.csv", res.audit)
+        write_frame(tmp / "terms.csv", res.terms)
+        write_frame(tmp / "entries.csv", res.entries)
+        write_frame(tmp / "calibration.csv", res.calibration)
+        atomic_write_text(tmp / "report.md", render_report(res, files=files, command=command))
+        save_figure(plot_terms(res), tmp / "terms")
+        write_json(tmp / "provenance.json", provenance(
+            command=command, inputs=[{"path": str(f), "sha256": _sha(f)} for f in files],
+            options={k: v for k, v in res.info.items() if k != "calibration"},
+            calibration=res.info.get("calibration"), **(provenance_extra or {})))
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.old-"))
+            os.rmdir(old)
+            os.replace(out, old)
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if old is not None:
+                os.replace(old, out)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if created_parent:
+            try:
+                parent.rmdir()
+            except OSError:
+                pass
+        raise
+    return out

@@ -1,0 +1,407 @@
+"""The tree-MDP task family: answers are token sequences, so length and token-level ratios are real.
+
+Nodes are prefixes. Every node has a tabular softmax over ``b`` actions; action ``0`` is STOP, actions
+``1 .. b-1`` are content tokens that lead to a child node. An answer ends at STOP or after ``D``
+tokens, so lengths run from 1 to ``D`` (the STOP token counts). Each terminal (node, action) pair is a
+*leaf*; a static map sends leaves to one of ``K`` answers (many paths reach the same answer), and the
+rewards (:mod:`tabsim.arms`) compare answers, never paths. The root's actions are grouped into
+*styles*: the subtrees under them, each with its own prior mass and accuracy.
+
+Indexing (static, numpy): nodes in breadth-first order, level ``d`` holds ``(b-1)^d`` nodes starting at
+``offset[d]``; the child of level-``d`` node ``i`` under content token ``a`` is level-``d+1`` node
+``i (b-1) + a - 1``. With ``D = 1`` and ``b = K`` the tree is the bandit: one node whose actions are
+the answers, and its task, sampling and metrics reproduce :class:`~tabsim.envs.bandit.BanditEnv`
+draw for draw.
+
+Prior (a distribution over leaves, turned into node logits by summing subtree masses bottom-up)::
+
+    m(leaf) ∝ P(style s) P(c | s) P(L | s, c) / n(s, L, c)   x (1 + f K) if its answer is the format answer
+
+with ``c`` the leaf's correctness for the prompt, ``L`` its length and ``n(s, L, c)`` the number of
+leaves of that class (mass is uniform within a class). ``P(c = 1 | s)`` is the style's accuracy (the
+traced ``prior_strength`` p_s unless the style fixes it) and ``P(L | s, c) ∝ exp(lambda_c (L - 1)/(D - 1))``
+is the length profile (``lambda_wrong > lambda_correct``: wrong answers tend to be longer). Classes
+that a prompt's tree cannot realise drop out and the rest renormalise. With one style and
+``D = 1`` this is the bandit prior ``log(p_s / k)`` / ``log((1 - p_s)/(K - k))`` plus the format boost.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tabsim._pytree import pytree_dataclass
+from tabsim import rng as R
+from tabsim.envs import register_env
+from tabsim.envs.bandit import majority_tables, plurality
+
+STOP = 0
+MAX_PAIRS = 4_000_000  # (node, action) pairs: the table of one prompt
+TREE_FIELDS = ("depth", "branching", "styles", "length_slope_correct", "length_slope_wrong")
+STYLE_FIELDS = ("mass", "accuracy", "actions")
+
+
+@pytree_dataclass
+class TreeTask:
+    """One seed's task instance. ``prior_logits`` is ``[N, n_nodes, b]``; the rest as in the bandit."""
+
+    prior_logits: jax.Array  # [N, n_nodes, b] normalised per-node log-probabilities; the KL reference
+    correct: jax.Array  # [N, K] float 0/1
+    format_answer: jax.Array  # [N] int index of the boosted wrong answer
+    offline_label: jax.Array  # [N] int offline majority label from m base-policy samples
+    prompt_strength: jax.Array  # [N] each prompt's own p_s
+
+
+@pytree_dataclass
+class TreeRollout:
+    """Sampled answers: ``answers``/``lengths`` ``[B, G]``; ``tokens``/``mask``/``nodes`` ``[B, G, T]``.
+
+    ``mask`` is 1 up to and including the STOP token; ``nodes`` is the node each token was sampled at
+    (0 on padding).
+    """
+
+    answers: jax.Array
+    tokens: jax.Array
+    mask: jax.Array
+    lengths: jax.Array
+    nodes: jax.Array
+
+
+def gather_logq(logits_b, nodes):
+    """``log_softmax`` of the node tables at ``nodes [B, G, T]``: ``[B, G, T, b]`` from ``logits_b [B, n, b]``."""
+    B = logits_b.shape[0]
+    return jax.nn.log_softmax(logits_b[jnp.arange(B)[:, None, None], nodes], axis=-1)
+
+
+# -- static structure ----------------------------------------------------------------------------
+def _fail(field: str, msg: str):
+    raise ValueError(f"task.tree.{field}: {msg}")
+
+
+def _int_field(tree: dict, field: str, default: int, lo: int, hi: int) -> int:
+    v = tree.get(field, default)
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
+        _fail(field, f"must be an integer in [{lo}, {hi}], got {v!r}")
+    return int(v)
+
+
+def _float_field(tree: dict, field: str, default: float) -> float:
+    v = tree.get(field, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v):
+        _fail(field, f"must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _styles(raw, b: int) -> tuple[tuple[float, float | None, tuple[int, ...]], ...]:
+    """Validate ``task.tree.styles`` -> ``((mass, accuracy or None, root actions), ...)``."""
+    if raw is None:
+        return ((1.0, None, tuple(range(b))),)
+    if not isinstance(raw, (list, tuple)) or not 1 <= len(raw) <= b:
+        _fail("styles", f"must be a list of 1 to branching={b} tables, got {raw!r}")
+    n = len(raw)
+    out, seen = [], {}
+    for i, st in enumerate(raw):
+        where = f"styles[{i}]"
+        if not isinstance(st, dict):
+            _fail(where, f"must be a table with keys {', '.join(STYLE_FIELDS)}, got {st!r}")
+        for key in st:
+            if key not in STYLE_FIELDS:
+                _fail(f"{where}.{key}", f"unknown field; allowed: {', '.join(STYLE_FIELDS)}")
+        mass = st.get("mass", 1.0)
+        if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not (0 < mass < math.inf):
+            _fail(f"{where}.mass", f"must be a positive finite number, got {mass!r}")
+        acc = st.get("accuracy")
+        if acc is not None and (isinstance(acc, bool) or not isinstance(acc, (int, float)) or not 0 < acc < 1):
+            _fail(f"{where}.accuracy", f"must be in (0, 1) (omit it to use the traced prior_strength), got {acc!r}")
+        actions = st.get("actions", [a for a in range(b) if a % n == i])
+        if (not isinstance(actions, (list, tuple)) or not actions
+                or any(isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < b for a in actions)):
+            _fail(f"{where}.actions", f"must be a non-empty list of root actions in [0, {b}), got {actions!r}")
+        for a in actions:
+            if a in seen:
+                _fail(f"{where}.actions", f"root action {a} already belongs to styles[{seen[a]}]")
+            seen[a] = i
+        out.append((float(mass), None if acc is None else float(acc), tuple(int(a) for a in actions)))
+    missing = sorted(set(range(b)) - set(seen))
+    if missing:
+        _fail("styles", f"root actions {missing} belong to no style; every action in [0, {b}) needs one")
+    return tuple(out)
+
+
+def tree_structure(depth: int, branching: int, root_style: np.ndarray, n_answers: int) -> dict:
+    """Static index tables of a full tree, each over nodes ``[n_nodes]`` or pairs ``[n_nodes, b]``.
+
+    Returns ``level_sizes``, ``offsets``, ``node_depth``, ``child`` (0 where terminal), ``terminal``,
+    ``pair_len`` (length of the answer ending at the pair), ``pair_style`` and ``pair_answer``.
+    Answers go round-robin over the leaves sorted by (length, style, breadth-first index), so every
+    (length, style) class covers as many distinct answers as it has leaves, up to K; with ``D = 1`` the
+    root's action ``a`` is answer ``a mod K``.
+    """
+    D, b = depth, branching
+    c = b - 1
+    level_sizes = np.asarray([c**d for d in range(D)], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(level_sizes)[:-1]])
+    n_nodes = int(level_sizes.sum())
+    node_depth = np.repeat(np.arange(D), level_sizes)
+    child = np.zeros((n_nodes, b), np.int32)
+    root_action = np.zeros(n_nodes, np.int64)  # the content token under the root that a node descends from
+    for d in range(D - 1):
+        i = np.arange(level_sizes[d])
+        kids = offsets[d + 1] + i[:, None] * c + np.arange(c)[None, :]
+        child[offsets[d] + i, 1:] = kids
+        root_action[kids] = (1 + np.arange(c))[None, :] if d == 0 else root_action[offsets[d] + i][:, None]
+    terminal = np.zeros((n_nodes, b), bool)
+    terminal[:, STOP] = True
+    terminal[node_depth == D - 1, :] = True
+    pair_len = np.broadcast_to(node_depth[:, None] + 1, (n_nodes, b)).copy()
+    pair_style = np.broadcast_to(root_style[root_action][:, None], (n_nodes, b)).copy()
+    pair_style[0, :] = root_style  # pairs at the root: the style of the action itself
+    order = np.lexsort((np.arange(n_nodes * b), pair_style.ravel(), pair_len.ravel(), ~terminal.ravel()))
+    pair_answer = np.zeros(n_nodes * b, np.int32)
+    n_leaves = int(terminal.sum())
+    pair_answer[order[:n_leaves]] = np.arange(n_leaves) % n_answers
+    return dict(level_sizes=level_sizes, offsets=offsets, node_depth=node_depth, child=child, terminal=terminal,
+                pair_len=pair_len, pair_style=pair_style, pair_answer=pair_answer.reshape(n_nodes, b),
+                n_nodes=n_nodes, n_leaves=n_leaves)
+
+
+@register_env("tree")
+class TreeEnv:
+    """Stateless tree-MDP. Policy parameters are per-prompt node tables ``[N, n_nodes, b]``.
+
+    Args:
+      n_prompts, n_answers, n_correct: N, K and k (``task.n_prompts`` etc.).
+      depth: D, the maximum answer length in tokens (``task.tree.depth``, default 4).
+      branching: b, actions per node including STOP (``task.tree.branching``, default 3).
+      styles: list of ``{mass, accuracy, actions}``: the root actions each style owns (default
+        round-robin), its relative prior mass and its accuracy (default: the traced ``prior_strength``).
+        Default: one style over the whole tree.
+      length_slope_correct, length_slope_wrong: lambda_c of the length profile
+        ``P(L | s, c) ∝ exp(lambda_c (L - 1) / (D - 1))`` (default 0: every length equally likely).
+      heterogeneous, tie, offline_samples, pass_k, maj_k, rng: as in the bandit.
+    """
+
+    def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", **tree: Any):
+        for key in tree:
+            if key not in TREE_FIELDS:
+                _fail(key, f"unknown field; allowed: {', '.join(TREE_FIELDS)}")
+        self.n_prompts, self.n_answers, self.n_correct = n_prompts, n_answers, n_correct
+        self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
+        self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
+        D = self.depth = _int_field(tree, "depth", 4, 1, 32)
+        b = self.branching = _int_field(tree, "branching", 3, 2, 1024)
+        self.styles = _styles(tree.get("styles"), b)
+        self.slope = (_float_field(tree, "length_slope_wrong", 0.0), _float_field(tree, "length_slope_correct", 0.0))
+        n_nodes = sum((b - 1) ** d for d in range(D))
+        if n_nodes * b > MAX_PAIRS:
+            _fail("depth", f"depth={D} with branching={b} gives {n_nodes} nodes x {b} actions = {n_nodes * b} "
+                           f"table entries per prompt (max {MAX_PAIRS}); use a smaller depth or branching")
+        root_style = np.zeros(b, np.int64)
+        for i, (_, _, actions) in enumerate(self.styles):
+            root_style[list(actions)] = i
+        s = tree_structure(D, b, root_style, n_answers)
+        if s["n_leaves"] < n_answers:
+            _fail("depth", f"depth={D} with branching={b} has {s['n_leaves']} leaves, fewer than "
+                           f"task.n_answers={n_answers}; some answers would be unreachable")
+        self.n_nodes, self.n_leaves, self.max_len = s["n_nodes"], s["n_leaves"], D
+        self.n_styles = len(self.styles)
+        self.level_sizes, self.offsets = tuple(int(x) for x in s["level_sizes"]), tuple(int(x) for x in s["offsets"])
+        self.node_depth, self.child, self.terminal = s["node_depth"], s["child"], s["terminal"]
+        self.pair_len, self.pair_style, self.pair_answer = s["pair_len"], s["pair_style"], s["pair_answer"]
+        S, K = self.n_styles, n_answers
+        term = self.terminal.ravel()
+        # (style, answer) and (style, length) indicator matrices over pairs; zero rows for non-terminal pairs
+        sa = np.zeros((n_nodes * b, S * K), np.float32)
+        sa[np.flatnonzero(term), (self.pair_style.ravel() * K + self.pair_answer.ravel())[term]] = 1.0
+        sl = np.zeros((n_nodes * b, S * D), np.float32)
+        sl[np.flatnonzero(term), (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)[term]] = 1.0
+        self._sa, self._sl = sa, sl
+        self._style_p = np.asarray([m for m, _, _ in self.styles], np.float64)
+        self._style_p = (self._style_p / self._style_p.sum()).astype(np.float32)
+        self._style_acc = np.asarray([np.nan if a is None else a for _, a, _ in self.styles], np.float32)
+        x = np.arange(D, dtype=np.float32) / max(D - 1, 1)
+        self._len_logits = np.stack([self.slope[0] * x, self.slope[1] * x]).astype(np.float32)  # [2 (wrong, right), D]
+        self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in self.maj_k}
+
+    @property
+    def table_shape(self):
+        return (self.n_prompts, self.n_nodes, self.branching)
+
+    def _levels(self, x):
+        """Split ``x [..., n_nodes, ...]`` (node axis 1) into its levels."""
+        return [x[:, o:o + n] for o, n in zip(self.offsets, self.level_sizes)]
+
+    # -- task -------------------------------------------------------------------------------
+    def init_task(self, seed, params) -> TreeTask:
+        """Draw correct answers, the format answer, per-prompt strengths and the offline label.
+
+        The draws are the bandit's (same addresses and shapes), so a depth-1 tree with ``b = K`` gets
+        the bandit's task; the prior over leaves is then turned into node logits bottom-up.
+        """
+        n, K, k = self.n_prompts, self.n_answers, self.n_correct
+        D, b, S = self.depth, self.branching, self.n_styles
+        u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=self.rng)
+        rank = jnp.argsort(jnp.argsort(u_pos, axis=1), axis=1)
+        correct = (rank < k).astype(jnp.float32)
+        is_format = rank == k
+        p = jnp.full((n,), params.prior_strength, jnp.float32)
+        if self.heterogeneous:
+            c = params.heterogeneity
+            k_beta = jax.random.fold_in(jax.random.wrap_key_data(seed, impl="threefry2x32"), R.TASK_EXTRA)
+            p = jax.random.beta(k_beta, p * c, (1.0 - p) * c, (n,))
+            p = jnp.clip(p, 1e-6, 1.0 - 1e-6)
+        ans = self.pair_answer.ravel()
+        c_pair = correct[:, ans]  # [N, P] correctness of the answer each pair would end in
+        term = jnp.asarray(self.terminal.ravel(), jnp.float32)
+        n_right = ((c_pair * term) @ self._sl).reshape(n, S, D)  # leaves per (style, length) class
+        n_wrong = (((1.0 - c_pair) * term) @ self._sl).reshape(n, S, D)
+        has_r, has_w = n_right.sum(-1) > 0, n_wrong.sum(-1) > 0  # [N, S]
+        acc = jnp.where(jnp.isnan(self._style_acc)[None, :], p[:, None], self._style_acc[None, :])
+        p_right = jnp.where(has_r & has_w, acc, jnp.where(has_r, 1.0, 0.0))  # P(c = 1 | s)
+        big = jnp.float32(-1e30)  # classes the tree cannot realise for this prompt drop out
+        len_w = jax.nn.softmax(jnp.where(n_wrong > 0, self._len_logits[0], big), axis=-1)
+        len_r = jax.nn.softmax(jnp.where(n_right > 0, self._len_logits[1], big), axis=-1)
+        # per class (s, L, c): P(s) P(c | s) P(L | s, c) / n(s, L, c), in this order so D = 1 gives the
+        # bandit's p / k; then one gather sends each pair its class's weight
+        sp = self._style_p[None, :, None]
+        w_cls = jnp.stack([(sp * (1.0 - p_right)[..., None] * len_w) / jnp.maximum(n_wrong, 1.0),
+                           (sp * p_right[..., None] * len_r) / jnp.maximum(n_right, 1.0)], axis=-1)  # [N, S, D, 2]
+        cls = 2 * (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)  # class of each pair, [P]
+        cls = jnp.asarray(cls, jnp.int32)[None, :] + c_pair.astype(jnp.int32)
+        w = jnp.take_along_axis(w_cls.reshape(n, -1), cls, axis=1)
+        logw = jnp.log(w) + jnp.where(is_format[:, ans], jnp.log1p(params.format_boost * K), 0.0)
+        logw = logw.reshape(n, self.n_nodes, b)
+        # subtree log-masses bottom-up; a non-terminal pair's mass is its child's subtree mass
+        levels = self._levels(logw)
+        for d in range(D - 2, -1, -1):
+            below = jax.nn.logsumexp(levels[d + 1], axis=-1).reshape(n, self.level_sizes[d], b - 1)
+            levels[d] = levels[d].at[:, :, 1:].set(below)
+        prior = jax.nn.log_softmax(jnp.concatenate(levels, axis=1), axis=-1)
+        p_ans = self._joint(prior, 1.0)[0].sum(1)
+        base = R.categorical(seed, p_ans, self.offline_samples, step=R.TASK_STEP, tag=R.OFFLINE, rng=self.rng)
+        label = plurality(seed, R.TASK_STEP, R.OFFLINE_TIE, base, K, self.tie, self.rng)
+        return TreeTask(prior_logits=prior, correct=correct, format_answer=jnp.argmax(is_format, axis=1),
+                        offline_label=label, prompt_strength=p)
+
+    # -- sampling and log-probabilities ---------------------------------------------------------
+    def rollout(self, seed, step, logits_b, group_size: int) -> TreeRollout:
+        """Sample ``G`` answers per prompt token by token, one uniform per (answer, position).
+
+        Each token is drawn by inverse CDF at the current node; after STOP (or ``D`` tokens) the
+        answer is done and the rest is padding (token 0, mask 0, node 0).
+        """
+        B, G, D = logits_b.shape[0], group_size, self.depth
+        u = R.uniform(seed, (B, G, D), step=step, tag=R.ROLLOUT, rng=self.rng)
+        child, terminal = jnp.asarray(self.child), jnp.asarray(self.terminal)
+        leaf_answer = jnp.asarray(self.pair_answer)
+        node = jnp.zeros((B, G), jnp.int32)
+        alive = jnp.ones((B, G), bool)
+        answers = jnp.zeros((B, G), jnp.int32)
+        toks, masks, nodes = [], [], []
+        for d in range(D):
+            probs = jax.nn.softmax(jnp.take_along_axis(logits_b, node[..., None], axis=1), axis=-1)  # [B, G, b]
+            cdf = jnp.cumsum(probs, axis=-1)[..., : self.branching - 1]
+            a = jnp.where(alive, (u[..., d, None] >= cdf).sum(-1).astype(jnp.int32), STOP)
+            toks.append(a)
+            masks.append(alive)
+            nodes.append(node)
+            ends = alive & terminal[node, a]
+            answers = jnp.where(ends, leaf_answer[node, a], answers)
+            alive = alive & ~ends
+            node = jnp.where(alive, child[node, a], 0)
+        mask = jnp.stack(masks, -1).astype(jnp.float32)
+        return TreeRollout(answers=answers, tokens=jnp.stack(toks, -1), mask=mask, lengths=mask.sum(-1),
+                           nodes=jnp.stack(nodes, -1))
+
+    def token_logq(self, logits_b, rollout: TreeRollout):
+        """Log next-token distribution at every visited node, ``[B, G, T, b]`` (padding: the root's).
+
+        A one-node tree (``D = 1``) broadcasts the root's distribution as the bandit does, so its
+        gradient is summed in the same order and depth-1 runs match the bandit bit for bit.
+        """
+        if self.n_nodes == 1:
+            logq = jax.nn.log_softmax(logits_b[:, 0], axis=-1)
+            return jnp.broadcast_to(logq[:, None, None, :], rollout.tokens.shape + (self.branching,))
+        return gather_logq(logits_b, rollout.nodes)
+
+    def answer_correct(self, task_b: TreeTask, answers):
+        """``[B, G]`` 0/1 correctness of sampled answers."""
+        return jnp.take_along_axis(task_b.correct, answers, axis=1)
+
+    def is_format(self, task_b: TreeTask, answers):
+        return (answers == task_b.format_answer[:, None]).astype(jnp.float32)
+
+    # -- exact metrics by dynamic programming ----------------------------------------------------
+    def _reach(self, logq):
+        """Log-probability of reaching each node, ``[N, n_nodes]``, top-down over the levels."""
+        n = logq.shape[0]
+        out = [jnp.zeros((n, 1), logq.dtype)]
+        for d, lq in enumerate(self._levels(logq)[:-1]):
+            out.append((out[-1][..., None] + lq[..., 1:]).reshape(n, -1))
+        return jnp.concatenate(out, axis=1)
+
+    def _joint(self, logq, weight):
+        """``P(style, answer)`` and ``E[weight 1{style, answer}]``, each ``[N, S, K]``; also the reach."""
+        n = logq.shape[0]
+        log_reach = self._reach(logq)
+        p_pair = jnp.exp(log_reach[..., None] + logq) * self.terminal  # [N, n_nodes, b] leaf probabilities
+        flat = p_pair.reshape(n, -1)
+        joint = (flat @ self._sa).reshape(n, self.n_styles, self.n_answers)
+        weighted = ((flat * jnp.asarray(weight, flat.dtype).reshape(-1)) @ self._sa).reshape(joint.shape)
+        return joint, weighted, log_reach
+
+    def answer_distribution(self, logits):
+        """Exact distribution over answers, ``[N, K]``."""
+        return self._joint(jax.nn.log_softmax(logits, axis=-1), 1.0)[0].sum(1)
+
+    def evaluate(self, logits, task: TreeTask, params) -> dict:
+        """Exact metrics of the policy by DP over the tree (no sampling).
+
+        Bandit keys (answer level): ``pass1``, ``entropy`` (of the answer distribution), ``mode_correct``,
+        ``mode_mass``, ``format_mass``, ``kl_ref`` (KL of the answer-sequence distributions,
+        ``sum_nodes reach KL(q || q_ref)``), ``pass@k``, ``maj@k``. Tree keys: ``len_mean``,
+        ``len_correct``/``len_wrong`` (expected length given a correct / wrong answer, per prompt),
+        ``seq_entropy`` (of the leaf distribution), ``token_entropy`` (mean next-token entropy per
+        generated token), ``style{i}_mass`` and ``style{i}_acc``. All are means over prompts.
+        """
+        logq = jax.nn.log_softmax(logits, axis=-1)
+        joint, plen, log_reach = self._joint(logq, self.pair_len)
+        q = joint.sum(1)  # [N, K]
+        qlen = plen.sum(1)
+        corr = task.correct
+        p_correct = (q * corr).sum(-1)
+        logq_ans = jnp.log(jnp.maximum(q, 1e-38))
+        reach = jnp.exp(log_reach)
+        node_kl = (jnp.exp(logq) * (logq - task.prior_logits)).sum(-1)
+        node_h = -(jnp.exp(logq) * logq).sum(-1)
+        len_mean = qlen.sum(-1)
+        seq_h = (reach * node_h).sum(-1)
+        tiny = 1e-30
+        out = {
+            "pass1": p_correct.mean(),
+            "entropy": -(q * logq_ans).sum(-1).mean(),
+            "mode_correct": jnp.take_along_axis(corr, jnp.argmax(q, -1)[:, None], 1).mean(),
+            "mode_mass": q.max(-1).mean(),
+            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1).mean(),
+            "kl_ref": (reach * node_kl).sum(-1).mean(),
+            "len_mean": len_mean.mean(),
+            "len_correct": ((qlen * corr).sum(-1) / jnp.maximum(p_correct, tiny)).mean(),
+            "len_wrong": ((qlen * (1.0 - corr)).sum(-1) / jnp.maximum(1.0 - p_correct, tiny)).mean(),
+            "seq_entropy": seq_h.mean(),
+            "token_entropy": (seq_h / len_mean).mean(),
+        }
+        style_mass = joint.sum(-1)  # [N, S]
+        style_right = (joint * corr[:, None, :]).sum(-1)
+        for i in range(self.n_styles):
+            out[f"style{i}_mass"] = style_mass[:, i].mean()
+            out[f"style{i}_acc"] = (style_right[:, i] / jnp.maximum(style_mass[:, i], tiny)).mean()
+        for k in self.pass_k:
+            out[f"pass@{k}"] = (1.0 - (1.0 - p_correct) ** k).mean()
+        for k, (counts, lmc, credit) in self._maj.items():
+            logp_counts = lmc[None, :] + logq_ans @ counts.T  # [N, M]
+            out[f"maj@{k}"] = (jnp.exp(logp_counts) * (corr @ credit.T)).sum(-1).mean()
+        return out

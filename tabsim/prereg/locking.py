@@ -1,0 +1,283 @@
+"""Locks and amendments: proof that a plan existed in a given form before its results.
+
+The hash of a plan is the SHA-256 of its *normalised* content: the canonical JSON (sorted keys, no
+whitespace) of the parsed YAML document, so comments, key order and layout do not change it while
+any value does. ``FILE.lock.json`` stores that hash, the normalised document itself (to name the
+fields that changed later), the UTC time, the git commit and the tabsim version, plus a digest of
+the lock's own content so that a corrupted or hand-edited lock is detected. A change after locking
+is legal only through an amendment (``FILE.amendments.json``): a chained, timestamped record of old
+and new hash, the changed fields and a reason, which every report lists as a deviation.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from tabsim.io import git_commit, write_json
+from tabsim.prereg.schema import PreregError, load_plan, read_document
+
+LOCK_SCHEMA = "tabsim.prereg.lock/1"
+AMENDMENTS_SCHEMA = "tabsim.prereg.amendments/1"
+
+
+def _plain(obj):
+    """The document with YAML-only types (dates, non-string keys) made JSON-plain."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (_dt.date, _dt.datetime)):
+        return obj.isoformat()
+    if isinstance(obj, float) and obj != obj:
+        raise PreregError("a value is NaN; pre-registrations hold finite numbers only")
+    return obj
+
+
+def normalise(doc: dict) -> dict:
+    """The plan document as plain JSON data (what is hashed and stored in the lock)."""
+    return json.loads(canonical_json(doc))
+
+
+def canonical_json(doc: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8, finite numbers only."""
+    return json.dumps(_plain(doc), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def plan_hash(doc: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of a parsed plan document."""
+    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
+
+
+def lock_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".lock.json")
+
+
+def amendments_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + ".amendments.json")
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _self_digest(record: dict) -> str:
+    body = {k: v for k, v in record.items() if k != "self_sha256"}
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def _tabsim_version() -> str:
+    from tabsim import __version__
+
+    return __version__
+
+
+def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of every field that differs between two documents.
+
+    List items that carry an ``id`` (or ``name``) are matched by it, so ``hypotheses[H1].rule.ci_lower_gt``
+    names the same hypothesis wherever it sits in the list.
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            path = f"{prefix}.{k}" if prefix else str(k)
+            if k not in old:
+                out.append(f"{path} (added)")
+            elif k not in new:
+                out.append(f"{path} (removed)")
+            else:
+                out += changed_fields(old[k], new[k], path)
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        key_of = _list_key(old, new)
+        if key_of is not None:
+            o = {key_of(x): x for x in old}
+            n = {key_of(x): x for x in new}
+            out = []
+            for k in list(o) + [k for k in n if k not in o]:
+                path = f"{prefix}[{k}]"
+                if k not in n:
+                    out.append(f"{path} (removed)")
+                elif k not in o:
+                    out.append(f"{path} (added)")
+                else:
+                    out += changed_fields(o[k], n[k], path)
+            if not out and [key_of(x) for x in old] != [key_of(x) for x in new]:
+                out.append(f"{prefix} (order)")
+            return out
+        if len(old) != len(new):
+            return [prefix or "plan"]
+        out = []
+        for i, (a, b) in enumerate(zip(old, new)):
+            out += changed_fields(a, b, f"{prefix}[{i}]")
+        return out
+    if type(old) is not type(new) and not (isinstance(old, (int, float)) and isinstance(new, (int, float))
+                                           and not isinstance(old, bool) and not isinstance(new, bool)):
+        return [prefix or "plan"]
+    return [] if old == new else [prefix or "plan"]
+
+
+def _list_key(old: list, new: list):
+    for field in ("id", "name"):
+        items = old + new
+        if items and all(isinstance(x, dict) and isinstance(x.get(field), str) for x in items):
+            keys_o = [x[field] for x in old]
+            keys_n = [x[field] for x in new]
+            if len(set(keys_o)) == len(keys_o) and len(set(keys_n)) == len(keys_n):
+                return lambda x, f=field: x[f]
+    return None
+
+
+def read_lock(path: str | Path) -> dict:
+    """Load and verify ``FILE.lock.json``; raise :class:`PreregError` if missing or corrupted."""
+    lp = lock_path(path)
+    if not lp.is_file():
+        raise PreregError(f"{path}: not locked (no {lp.name}); run `tabsim prereg lock {path}` before the study")
+    try:
+        lock = json.loads(lp.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PreregError(f"{lp}: corrupted lock (not valid JSON: {err})") from None
+    required = ("schema", "sha256", "normalized", "locked_at_utc", "tabsim_version", "self_sha256")
+    if not isinstance(lock, dict) or any(k not in lock for k in required):
+        missing = [k for k in required if not isinstance(lock, dict) or k not in lock]
+        raise PreregError(f"{lp}: corrupted lock (missing fields {missing})")
+    if lock["schema"] != LOCK_SCHEMA:
+        raise PreregError(f"{lp}: corrupted lock (schema {lock['schema']!r}, expected {LOCK_SCHEMA!r})")
+    if _self_digest(lock) != lock["self_sha256"]:
+        raise PreregError(f"{lp}: corrupted lock (its content does not match its self_sha256; the lock was edited)")
+    if plan_hash(lock["normalized"]) != lock["sha256"]:
+        raise PreregError(f"{lp}: corrupted lock (the stored plan does not hash to the stored sha256)")
+    return lock
+
+
+def read_amendments(path: str | Path, lock: dict) -> list[dict]:
+    """Load ``FILE.amendments.json`` (empty if absent) and verify its chain from the lock."""
+    ap = amendments_path(path)
+    if not ap.is_file():
+        return []
+    try:
+        data = json.loads(ap.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PreregError(f"{ap}: corrupted amendments log (not valid JSON: {err})") from None
+    if not isinstance(data, dict) or data.get("schema") != AMENDMENTS_SCHEMA or not isinstance(data.get("amendments"), list):
+        raise PreregError(f"{ap}: corrupted amendments log (expected schema {AMENDMENTS_SCHEMA!r} with a list)")
+    prev = lock["sha256"]
+    for i, a in enumerate(data["amendments"], 1):
+        if not isinstance(a, dict) or _self_digest(a) != a.get("self_sha256"):
+            raise PreregError(f"{ap}: corrupted amendments log (amendment {i} was edited)")
+        if a.get("old_sha256") != prev:
+            raise PreregError(f"{ap}: corrupted amendments log (amendment {i} does not follow from the previous hash)")
+        if plan_hash(a.get("normalized", {})) != a.get("new_sha256"):
+            raise PreregError(f"{ap}: corrupted amendments log (amendment {i}'s plan does not hash to new_sha256)")
+        prev = a["new_sha256"]
+    return data["amendments"]
+
+
+def lock(path: str | Path) -> dict:
+    """Validate the plan and write ``FILE.lock.json`` beside it; refuse if a lock exists.
+
+    Returns:
+      The lock record.
+    """
+    path = Path(path)
+    lp = lock_path(path)
+    if lp.exists():
+        raise PreregError(f"{lp} already exists; a lock is never overwritten. Changes after locking need "
+                          f"`tabsim prereg amend {path} --reason ...`")
+    _, doc = load_plan(path)
+    record = {
+        "schema": LOCK_SCHEMA,
+        "file": path.name,
+        "sha256": plan_hash(doc),
+        "normalized": normalise(doc),
+        "locked_at_utc": _utc_now(),
+        "git_commit": git_commit(path.resolve().parent),
+        "tabsim_version": _tabsim_version(),
+    }
+    record["self_sha256"] = _self_digest(record)
+    # exclusive create: two concurrent `lock` calls cannot both succeed
+    tmp = json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    try:
+        with open(lp, "x", encoding="utf-8") as fh:
+            fh.write(tmp)
+    except FileExistsError:
+        raise PreregError(f"{lp} already exists; a lock is never overwritten") from None
+    return record
+
+
+def amend(path: str | Path, reason: str) -> dict:
+    """Record a change to a locked plan: old/new hash, changed fields, reason and UTC time.
+
+    Returns:
+      The amendment record appended to ``FILE.amendments.json``.
+    """
+    path = Path(path)
+    if not reason or not reason.strip():
+        raise PreregError("--reason: an amendment needs a non-empty reason")
+    lk = read_lock(path)
+    history = read_amendments(path, lk)
+    _, doc = load_plan(path)
+    current = history[-1] if history else lk
+    old_hash = current["new_sha256"] if history else lk["sha256"]
+    new_hash = plan_hash(doc)
+    if new_hash == old_hash:
+        raise PreregError(f"{path}: nothing to amend; the file matches the "
+                          f"{'last amendment' if history else 'lock'} ({old_hash[:12]})")
+    record = {
+        "n": len(history) + 1,
+        "reason": reason.strip(),
+        "old_sha256": old_hash,
+        "new_sha256": new_hash,
+        "changed_fields": changed_fields(current["normalized"], normalise(doc)),
+        "normalized": normalise(doc),
+        "amended_at_utc": _utc_now(),
+        "git_commit": git_commit(path.resolve().parent),
+        "tabsim_version": _tabsim_version(),
+    }
+    record["self_sha256"] = _self_digest(record)
+    write_json(amendments_path(path), {"schema": AMENDMENTS_SCHEMA, "file": path.name,
+                                        "amendments": [*history, record]})
+    return record
+
+
+def verify(path: str | Path) -> dict:
+    """Check that the plan matches its lock (plus any amendments) for a confirmatory run.
+
+    Returns:
+      ``{"sha256", "lock": {...}, "amendments": [...]}`` (stored documents left out).
+
+    Raises:
+      PreregError: no lock, a corrupted lock or amendments log, or a plan changed since its last
+        recorded version; the message names every changed field.
+    """
+    path = Path(path)
+    lk = read_lock(path)
+    history = read_amendments(path, lk)
+    _, doc = load_plan(path)
+    digest = plan_hash(doc)
+    recorded = history[-1]["new_sha256"] if history else lk["sha256"]
+    if digest != recorded:
+        base = history[-1]["normalized"] if history else lk["normalized"]
+        fields = changed_fields(base, normalise(doc))
+        since = f"amendment {len(history)}" if history else f"the lock of {lk['locked_at_utc']}"
+        raise PreregError(
+            f"{path} changed since {since} (sha256 {recorded[:12]} -> {digest[:12]}); changed fields:\n  "
+            + "\n  ".join(fields)
+            + f"\nA confirmatory run needs the locked plan. Revert the change, or record it with "
+              f"`tabsim prereg amend {path} --reason \"...\"` (it will be reported as a deviation)."
+        )
+    return {
+        "sha256": digest,
+        "lock": {k: v for k, v in lk.items() if k != "normalized"},
+        "amendments": [{k: v for k, v in a.items() if k != "normalized"} for a in history],
+    }
+
+
+def document_hash(path: str | Path) -> str:
+    """Hash of a plan file's current content (no validation)."""
+    return plan_hash(read_document(path))

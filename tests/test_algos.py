@@ -1,0 +1,578 @@
+"""GRPO-family components against deliberately plain NumPy references, equivalences, conformance.
+
+Golden comparisons run in float64 (``with jax.enable_x64(True)``) on both sides and must agree to
+``rtol = atol = 1e-6``; a float32 run would need ``rtol ~ 1e-5``. The references below are loops
+written from the formulas in SPEC §4 and the reference trainers' code, not from tabsim's code.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tabsim.algos import (AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec, advantages,
+                          policy_loss, take_logp)
+from tabsim.params import Hyper, stack_hypers
+
+TOL = dict(rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# random inputs: B groups x G answers x T tokens, variable lengths, some padding-only rows
+# ----------------------------------------------------------------------------------------------
+def make_batch(seed=0, B=5, G=6, T=4, A=5, binary=True):
+    rng = np.random.default_rng(seed)
+    if binary:
+        rewards = (rng.random((B, G)) < 0.5).astype(float)
+        rewards[0] = 1.0  # a homogeneous group
+        rewards[1] = 0.0  # another
+    else:
+        rewards = rng.normal(size=(B, G))
+    lengths = rng.integers(1, T + 1, size=(B, G)).astype(float)
+    mask = (np.arange(T)[None, None, :] < lengths[..., None]).astype(float)
+    valid = np.ones(B)
+    valid[2] = 0.0  # a group removed by the filter
+    logq = np.log(rng.dirichlet(np.ones(A), size=(B, G, T)))
+    logq_ref = np.log(rng.dirichlet(np.ones(A), size=(B, G, T)))
+    tokens = rng.integers(0, A, size=(B, G, T))
+    logp = np.take_along_axis(logq, tokens[..., None], -1)[..., 0]
+    logp_ref = np.take_along_axis(logq_ref, tokens[..., None], -1)[..., 0]
+    logp_old = logp + rng.normal(scale=0.3, size=logp.shape)
+    adv = rng.normal(size=(B, G))
+    return dict(rewards=rewards, lengths=lengths, mask=mask, valid=valid, logq=logq, logq_ref=logq_ref,
+                tokens=tokens, logp=logp, logp_ref=logp_ref, logp_old=logp_old, adv=adv)
+
+
+HP = dict(std_eps=1e-6, std_ddof=1.0, eps_low=0.2, eps_high=0.28, dual_clip_c=3.0, sapo_tau_pos=1.0,
+          sapo_tau_neg=1.05, beta=0.04, ent_coef=0.01)
+
+
+def hyper(**kw):
+    return Hyper(**{**HP, **kw})
+
+
+# ----------------------------------------------------------------------------------------------
+# plain NumPy references (loops on purpose)
+# ----------------------------------------------------------------------------------------------
+def np_grpo(r, lengths, valid, hp):
+    B, G = r.shape
+    out = np.zeros((B, G))
+    for b in range(B):
+        mean = sum(r[b]) / G
+        var = sum((x - mean) ** 2 for x in r[b]) / (G - hp["std_ddof"])
+        std = math.sqrt(var)
+        for g in range(G):
+            out[b, g] = 0.0 if std == 0 else (r[b, g] - mean) / (std + hp["std_eps"])
+    return out
+
+
+def np_dr_grpo(r, lengths, valid, hp):
+    B, G = r.shape
+    return np.array([[r[b, g] - sum(r[b]) / G for g in range(G)] for b in range(B)])
+
+
+def np_rloo(r, lengths, valid, hp):
+    B, G = r.shape
+    out = np.zeros((B, G))
+    for b in range(B):
+        for g in range(G):
+            others = [r[b, j] for j in range(G) if j != g]
+            out[b, g] = r[b, g] - sum(others) / len(others)
+    return out
+
+
+def _np_token_whiten(x, lengths, valid):
+    """verl masked_whiten over the tokens of the kept answers (each answer repeated |o| times)."""
+    B, G = x.shape
+    toks = [x[b, g] for b in range(B) for g in range(G) if valid[b] for _ in range(int(lengths[b, g]))]
+    n = len(toks)
+    mean = sum(toks) / n
+    var = sum((t - mean) ** 2 for t in toks) / (n - 1)
+    out = np.zeros((B, G))
+    for b in range(B):
+        for g in range(G):
+            out[b, g] = (x[b, g] - mean) / math.sqrt(var + 1e-8) if valid[b] else 0.0
+    return out
+
+
+def np_reinforce_pp(r, lengths, valid, hp):
+    return _np_token_whiten(r, lengths, valid)
+
+
+def np_reinforce_pp_baseline(r, lengths, valid, hp):
+    return _np_token_whiten(np_dr_grpo(r, lengths, valid, hp), lengths, valid)
+
+
+def np_opo(r, lengths, valid, hp):
+    B, G = r.shape
+    out = np.zeros((B, G))
+    for b in range(B):
+        base = sum(lengths[b, g] * r[b, g] for g in range(G)) / sum(lengths[b])
+        for g in range(G):
+            out[b, g] = r[b, g] - base
+    return out
+
+
+def np_gpg(r, lengths, valid, hp):
+    B, G = r.shape
+    kept = [(b, g) for b in range(B) for g in range(G) if valid[b]]
+    n = len(kept)
+    m = sum(1 for b, g in kept if r[b, g] != 0)
+    alpha = n / max(m, 1)
+    return alpha * np_dr_grpo(r, lengths, valid, hp)
+
+
+def np_passk(r, lengths, valid, hp):
+    B, G = r.shape
+    out = np.zeros((B, G))
+    for b in range(B):
+        best = 0
+        for g in range(G):
+            if r[b, g] > r[b, best]:
+                best = g
+        second = max(r[b, g] for g in range(G) if g != best)
+        out[b, best] = r[b, best] - second
+    return out
+
+
+def np_sign(r, lengths, valid, hp):
+    return 2.0 * r - 1.0
+
+
+NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
+                 "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
+                 "passk": np_passk, "sign": np_sign}
+
+
+def np_ratio_token(logp, logp_old, mask):
+    return (logp - logp_old) * mask
+
+
+def np_ratio_sequence(logp, logp_old, mask):
+    B, G, T = logp.shape
+    out = np.zeros_like(logp)
+    for b in range(B):
+        for g in range(G):
+            n = sum(mask[b, g])
+            s = sum((logp[b, g, t] - logp_old[b, g, t]) for t in range(T) if mask[b, g, t]) / max(n, 1)
+            for t in range(T):
+                out[b, g, t] = s if mask[b, g, t] else 0.0
+    return out
+
+
+def np_ratio_sequence_sum(logp, logp_old, mask):
+    B, G, T = logp.shape
+    out = np.zeros_like(logp)
+    for b in range(B):
+        for g in range(G):
+            s = sum((logp[b, g, t] - logp_old[b, g, t]) for t in range(T) if mask[b, g, t])
+            for t in range(T):
+                out[b, g, t] = s if mask[b, g, t] else 0.0
+    return out
+
+
+NP_RATIOS = {"token": np_ratio_token, "sequence": np_ratio_sequence, "sequence-sum": np_ratio_sequence_sum}
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def _clip(x, lo, hi):
+    return min(max(x, lo), hi)
+
+
+# Each surrogate reference returns (loss, d loss / d log_ratio, d loss / d logp) for one token.
+def np_clip_tok(l, lp, a, hp):
+    w = math.exp(l)
+    unclipped, clipped = -a * w, -a * _clip(w, 1 - hp["eps_low"], 1 + hp["eps_high"])
+    return (unclipped, -a * w, 0.0) if unclipped >= clipped else (clipped, 0.0, 0.0)
+
+
+def np_dual_clip_tok(l, lp, a, hp):
+    loss, dl, dp = np_clip_tok(l, lp, a, hp)
+    if a < 0 and -a * hp["dual_clip_c"] < loss:
+        return -a * hp["dual_clip_c"], 0.0, 0.0
+    return loss, dl, dp
+
+
+def np_cispo_tok(l, lp, a, hp):
+    wc = _clip(math.exp(l), 1 - hp["eps_low"], 1 + hp["eps_high"])
+    return -wc * a * lp, 0.0, -wc * a  # the weight is a constant (stop-gradient)
+
+
+def np_sapo_tok(l, lp, a, hp):
+    tau = hp["sapo_tau_pos"] if a > 0 else hp["sapo_tau_neg"]
+    w = math.exp(l)
+    s = _sigmoid(tau * (w - 1.0))
+    return -a * 4.0 / tau * s, -a * 4.0 * s * (1.0 - s) * w, 0.0
+
+
+def np_importance_tok(l, lp, a, hp):
+    w = math.exp(l)
+    return -a * w, -a * w, 0.0
+
+
+def np_reinforce_tok(l, lp, a, hp):
+    return -a * lp, 0.0, -a
+
+
+NP_SURROGATES = {"clip": np_clip_tok, "dual_clip": np_dual_clip_tok, "cispo": np_cispo_tok, "sapo": np_sapo_tok,
+                 "importance": np_importance_tok, "reinforce": np_reinforce_tok}
+
+
+def np_token_mean(loss, mask):
+    num = den = 0.0
+    for idx in np.ndindex(loss.shape):
+        num += loss[idx] * mask[idx]
+        den += mask[idx]
+    return num / max(den, 1.0)
+
+
+def _per_seq(loss, mask):
+    B, G, T = loss.shape
+    rows = []
+    for b in range(B):
+        for g in range(G):
+            n = sum(mask[b, g])
+            s = sum(loss[b, g, t] * mask[b, g, t] for t in range(T))
+            rows.append((b, g, s, n))
+    return rows
+
+
+def np_seq_mean_token_mean(loss, mask):
+    rows = [s / n for _, _, s, n in _per_seq(loss, mask) if n > 0]
+    return sum(rows) / max(len(rows), 1)
+
+
+def np_seq_mean_token_sum(loss, mask):
+    rows = [s for _, _, s, n in _per_seq(loss, mask) if n > 0]
+    return sum(rows) / max(len(rows), 1)
+
+
+def np_seq_mean_token_sum_norm(loss, mask):
+    rows = [s for _, _, s, n in _per_seq(loss, mask) if n > 0]
+    return sum(rows) / max(len(rows) * loss.shape[-1], 1)
+
+
+def np_group_sum(loss, mask):
+    B, G, _ = loss.shape
+    total = 0.0
+    for b, g, s, n in _per_seq(loss, mask):
+        total += (s / max(n, 1)) / G
+    return total
+
+
+NP_AGGREGATIONS = {"token-mean": np_token_mean, "seq-mean-token-mean": np_seq_mean_token_mean,
+                   "seq-mean-token-sum": np_seq_mean_token_sum, "seq-mean-token-sum-norm": np_seq_mean_token_sum_norm,
+                   "group-sum": np_group_sum}
+
+
+def np_kl(name, lp, lr, q, q_ref):
+    """One token: sampled log-probs ``lp``/``lr`` and full log distributions ``q``/``q_ref`` [A]."""
+    d = lp - lr
+    if name == "k1":
+        return d
+    if name == "k2":
+        return 0.5 * d * d
+    if name == "k3":
+        return math.exp(-d) + d - 1.0
+    if name == "exact":
+        return sum(math.exp(q[a]) * (q[a] - q_ref[a]) for a in range(len(q)))
+    if name == "ref_ce":
+        return -sum(math.exp(q_ref[a]) * q[a] for a in range(len(q)))
+    raise KeyError(name)
+
+
+NP_KL = {n: n for n in ("k1", "k2", "k3", "exact", "ref_ce")}
+
+
+# ----------------------------------------------------------------------------------------------
+# golden comparisons (float64)
+# ----------------------------------------------------------------------------------------------
+def test_every_registered_component_has_a_numpy_reference():
+    assert set(ESTIMATORS) == set(NP_ESTIMATORS)
+    assert set(RATIOS) == set(NP_RATIOS)
+    assert set(SURROGATES) == set(NP_SURROGATES)
+    assert set(AGGREGATIONS) == set(NP_AGGREGATIONS)
+    assert set(KL_ESTIMATORS) == set(NP_KL)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@pytest.mark.parametrize("binary", [True, False])
+@pytest.mark.parametrize("ddof,eps", [(0, 1e-8), (1, 1e-4), (1, 0.0)])
+def test_estimator_matches_numpy(name, binary, ddof, eps):
+    b = make_batch(seed=ddof * 7 + int(binary), binary=binary)
+    hp = dict(HP, std_ddof=float(ddof), std_eps=eps)
+    want = NP_ESTIMATORS[name](b["rewards"], b["lengths"], b["valid"], hp)
+    with jax.enable_x64(True):
+        got = ESTIMATORS[name](jnp.asarray(b["rewards"]), lengths=jnp.asarray(b["lengths"]),
+                               valid=jnp.asarray(b["valid"]), hp=hyper(**{"std_ddof": float(ddof), "std_eps": eps}))
+        assert got.dtype == jnp.float64
+    np.testing.assert_allclose(np.asarray(got), want, **TOL)
+
+
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo", "opo", "gpg"])
+def test_zero_variance_groups_get_zero_advantage(name):
+    b = make_batch(seed=3)
+    with jax.enable_x64(True):
+        got = ESTIMATORS[name](jnp.asarray(b["rewards"]), lengths=jnp.asarray(b["lengths"]),
+                               valid=jnp.asarray(b["valid"]), hp=hyper(std_eps=0.0))
+    assert np.all(np.asarray(got)[:2] == 0.0)  # rows 0 and 1 are homogeneous
+    assert np.isfinite(np.asarray(got)).all()
+
+
+@pytest.mark.parametrize("name", sorted(RATIOS))
+def test_ratio_matches_numpy(name):
+    b = make_batch(seed=11)
+    want = NP_RATIOS[name](b["logp"], b["logp_old"], b["mask"])
+    with jax.enable_x64(True):
+        got = RATIOS[name](jnp.asarray(b["logp"]), jnp.asarray(b["logp_old"]), jnp.asarray(b["mask"]))
+    np.testing.assert_allclose(np.asarray(got), want, **TOL)
+
+
+@pytest.mark.parametrize("name", sorted(SURROGATES))
+def test_surrogate_value_and_gradient_match_numpy(name):
+    b = make_batch(seed=12)
+    l = b["logp"] - b["logp_old"]
+    lp, a = b["logp"], b["adv"][..., None] * np.ones_like(l)
+    ref = np.array([NP_SURROGATES[name](l[i], lp[i], a[i], HP) for i in np.ndindex(l.shape)]).reshape(l.shape + (3,))
+    with jax.enable_x64(True):
+        fn = SURROGATES[name]
+        hp = hyper()
+        args = (jnp.asarray(l), jnp.asarray(lp), jnp.asarray(b["adv"][..., None]))
+        loss = fn(*args, hp)
+        g_l, g_p = jax.grad(lambda x, y: fn(x, y, args[2], hp).sum(), argnums=(0, 1))(args[0], args[1])
+    np.testing.assert_allclose(np.asarray(loss), ref[..., 0], **TOL)
+    np.testing.assert_allclose(np.asarray(g_l), ref[..., 1], **TOL)
+    np.testing.assert_allclose(np.asarray(g_p), ref[..., 2], **TOL)
+
+
+def test_surrogate_inputs_exercise_every_clip_branch():
+    """The random inputs above reach both clip bounds and the dual clip, so the branches are tested."""
+    b = make_batch(seed=12)
+    w = np.exp(b["logp"] - b["logp_old"])
+    a = b["adv"][..., None] * np.ones_like(w)
+    assert ((a > 0) & (w > 1 + HP["eps_high"])).any() and ((a < 0) & (w < 1 - HP["eps_low"])).any()
+    assert ((a > 0) & (w < 1)).any() and ((a < 0) & (w > 1)).any()
+    b2 = make_batch(seed=12)
+    b2["logp_old"] = b2["logp"] - 1.5  # ratios e^1.5 > 3: the dual clip binds for A < 0
+    l = b2["logp"] - b2["logp_old"]
+    losses = np.array([np_dual_clip_tok(l[i], 0.0, a[i], HP)[0] for i in np.ndindex(l.shape)]).reshape(l.shape)
+    with jax.enable_x64(True):
+        got = SURROGATES["dual_clip"](jnp.asarray(l), jnp.asarray(b2["logp"]), jnp.asarray(b2["adv"][..., None]),
+                                      hyper())
+    np.testing.assert_allclose(np.asarray(got), losses, **TOL)
+    assert np.any(np.isclose(losses, -a * HP["dual_clip_c"]) & (a < 0))
+
+
+@pytest.mark.parametrize("name", sorted(AGGREGATIONS))
+def test_aggregation_matches_numpy(name):
+    b = make_batch(seed=13)
+    rng = np.random.default_rng(0)
+    loss = rng.normal(size=b["mask"].shape)
+    mask = b["mask"] * b["valid"][:, None, None]  # a fully masked (filtered) group
+    want = NP_AGGREGATIONS[name](loss, mask)
+    with jax.enable_x64(True):
+        got = AGGREGATIONS[name](jnp.asarray(loss), jnp.asarray(mask))
+    np.testing.assert_allclose(float(got), want, **TOL)
+
+
+@pytest.mark.parametrize("name", sorted(KL_ESTIMATORS))
+def test_kl_matches_numpy(name):
+    b = make_batch(seed=14)
+    want = np.array([np_kl(name, b["logp"][i], b["logp_ref"][i], b["logq"][i], b["logq_ref"][i])
+                     for i in np.ndindex(b["logp"].shape)]).reshape(b["logp"].shape)
+    with jax.enable_x64(True):
+        got = KL_ESTIMATORS[name](jnp.asarray(b["logp"]), jnp.asarray(b["logp_ref"]), jnp.asarray(b["logq"]),
+                                  jnp.asarray(b["logq_ref"]))
+    np.testing.assert_allclose(np.asarray(got), want, **TOL)
+
+
+def test_full_policy_loss_matches_numpy():
+    """The whole composition: clip surrogate + k3 KL in the loss - entropy, seq-mean-token-mean."""
+    b = make_batch(seed=15)
+    mask = b["mask"] * b["valid"][:, None, None]
+    l = b["logp"] - b["logp_old"]
+    tok = np.zeros_like(l)
+    kl = np.zeros_like(l)
+    ent = np.zeros_like(l)
+    for i in np.ndindex(l.shape):
+        tok[i] = np_clip_tok(l[i], b["logp"][i], b["adv"][i[:2]], HP)[0]
+        kl[i] = np_kl("k3", b["logp"][i], b["logp_ref"][i], b["logq"][i], b["logq_ref"][i])
+        ent[i] = -sum(math.exp(x) * x for x in b["logq"][i])
+    agg = np_seq_mean_token_mean
+    want = agg(tok, mask) + HP["beta"] * agg(kl, mask) - HP["ent_coef"] * agg(ent, mask)
+    spec = AlgoSpec(estimator="grpo", surrogate="clip", aggregation="seq-mean-token-mean", kl="k3",
+                    kl_placement="loss", entropy_bonus=True)
+    with jax.enable_x64(True):
+        got, aux = policy_loss(spec, jnp.asarray(b["logq"]), jnp.asarray(b["tokens"]), jnp.asarray(mask),
+                               jnp.asarray(b["adv"]), jnp.asarray(b["logp_old"]), jnp.asarray(b["logq_ref"]), hyper())
+    np.testing.assert_allclose(float(got), want, **TOL)
+    w = np.exp(l)
+    a = b["adv"][..., None]
+    active = ((a > 0) & (w > 1 + HP["eps_high"])) | ((a < 0) & (w < 1 - HP["eps_low"]))
+    np.testing.assert_allclose(float(aux["clip_frac"]), (active * mask).sum() / mask.sum(), **TOL)
+
+
+# ----------------------------------------------------------------------------------------------
+# equivalences
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("G", [2, 16])
+def test_rloo_is_scaled_centred_advantage(G):
+    rng = np.random.default_rng(G)
+    r = jnp.asarray(rng.normal(size=(7, G)))
+    kw = dict(lengths=jnp.ones((7, G)), valid=jnp.ones(7), hp=hyper())
+    with jax.enable_x64(True):
+        r = jnp.asarray(np.asarray(r))
+        np.testing.assert_allclose(np.asarray(ESTIMATORS["rloo"](r, **kw)),
+                                   G / (G - 1) * np.asarray(ESTIMATORS["dr_grpo"](r, **kw)), **TOL)
+
+
+@pytest.mark.parametrize("ddof,eps", [(0, 1e-8), (1, 1e-4), (1, 0.0)])
+def test_dr_grpo_is_grpo_without_the_std(ddof, eps):
+    b = make_batch(seed=21, binary=False)
+    r = b["rewards"]
+    std = np.sqrt(((r - r.mean(1, keepdims=True)) ** 2).sum(1, keepdims=True) / (r.shape[1] - ddof))
+    with jax.enable_x64(True):
+        kw = dict(lengths=jnp.asarray(b["lengths"]), valid=jnp.asarray(b["valid"]),
+                  hp=hyper(std_ddof=float(ddof), std_eps=eps))
+        grpo = np.asarray(ESTIMATORS["grpo"](jnp.asarray(r), **kw))
+        dr = np.asarray(ESTIMATORS["dr_grpo"](jnp.asarray(r), **kw))
+    np.testing.assert_allclose(grpo * (std + eps), dr, **TOL)
+
+
+def _bandit_loss(spec, logits, tokens, mask, adv, logp_old, hp):
+    """policy_loss with the bandit's token_logq: one logit row per group, broadcast over [G, T]."""
+    logq = jax.nn.log_softmax(logits, -1)[:, None, None, :]
+    logq = jnp.broadcast_to(logq, tokens.shape + (logits.shape[-1],))
+    return policy_loss(spec, logq, tokens, mask, adv, logp_old, jax.lax.stop_gradient(logq), hp)[0]
+
+
+@pytest.mark.parametrize("T,surrogate,aggregation", [
+    (1, "clip", "token-mean"), (3, "clip", "seq-mean-token-mean"), (3, "dual_clip", "token-mean"),
+    (1, "sapo", "seq-mean-token-sum-norm"), (3, "cispo", "seq-mean-token-mean")])
+def test_gspo_equals_grpo_when_every_answer_is_one_token(T, surrogate, aggregation):
+    """Sequence ratios = token ratios for one-token answers (padding after the token when T > 1):
+    same loss and same gradient, with GSPO's tiny clip range so that clipping is active."""
+    rng = np.random.default_rng(T)
+    B, G, A = 4, 6, 5
+    logits = rng.normal(size=(B, A))
+    old = logits + rng.normal(scale=1e-3, size=(B, A))  # ratios within ~1e-3 of 1: the 3e-4 clip binds
+    tokens = np.zeros((B, G, T), int)
+    tokens[..., 0] = rng.integers(0, A, size=(B, G))
+    mask = np.zeros((B, G, T))
+    mask[..., 0] = 1.0
+    adv = rng.normal(size=(B, G))
+    old_logq = old - np.log(np.exp(old).sum(-1, keepdims=True))
+    logp_old = np.take_along_axis(old_logq, tokens[..., 0], -1)[..., None] * mask
+    hp = hyper(eps_low=3e-4, eps_high=4e-4)
+    with jax.enable_x64(True):
+        args = [jnp.asarray(x) for x in (logits, tokens, mask, adv, logp_old)]
+
+        @jax.jit
+        def both(lg, *rest):
+            out = {}
+            for ratio in ("sequence", "token"):
+                spec = AlgoSpec(ratio=ratio, surrogate=surrogate, aggregation=aggregation)
+                out[ratio] = jax.value_and_grad(lambda x: _bandit_loss(spec, x, *rest, hp))(lg)  # noqa: B023
+            return out
+
+        out = jax.device_get(both(*args))
+    w = np.exp(np.asarray(jax.nn.log_softmax(logits, -1)) - old_logq)
+    w_tok = np.take_along_axis(w, tokens[..., 0], -1)
+    clipped = ((adv > 0) & (w_tok > 1 + 4e-4)) | ((adv < 0) & (w_tok < 1 - 3e-4))
+    np.testing.assert_allclose(out["sequence"][0], out["token"][0], **TOL)
+    np.testing.assert_allclose(out["sequence"][1], out["token"][1], **TOL)
+    assert np.abs(out["token"][1]).max() > 1e-3  # a real gradient, not 0 = 0
+    assert 0.05 < clipped.mean() < 0.95  # the comparison covers clipped and unclipped tokens
+
+
+def test_gspo_differs_from_grpo_with_multi_token_answers():
+    """With real multi-token answers the sequence ratio is a different objective (the test can fail)."""
+    b = make_batch(seed=5)
+    with jax.enable_x64(True):
+        args = [jnp.asarray(b[k]) for k in ("logq", "tokens", "mask", "adv", "logp_old", "logq_ref")]
+        vals = [float(policy_loss(AlgoSpec(ratio=r, surrogate="clip"), *args, hyper())[0])
+                for r in ("sequence", "token")]
+    assert abs(vals[0] - vals[1]) > 1e-4
+
+
+# ----------------------------------------------------------------------------------------------
+# conformance: every registered component under jit + vmap, finite, compiled once
+# ----------------------------------------------------------------------------------------------
+def _stacked_hp(n):
+    rows = [{**Hyper().__dict__, **HP, "std_eps": 1e-6 * (i + 1), "eps_low": 0.1 + 0.05 * i} for i in range(n)]
+    rows = [{k: float(v) for k, v in r.items()} for r in rows]
+    return stack_hypers(rows)
+
+
+def _vbatch(n, seed):
+    bs = [make_batch(seed=seed + i) for i in range(n)]
+    return {k: jnp.asarray(np.stack([b[k] for b in bs]), dtype=jnp.int32 if k == "tokens" else jnp.float32)
+            for k in bs[0]}
+
+
+def _check_conformance(fn):
+    """``fn(batch, hp) -> pytree``: jit(vmap(fn)) twice on fresh values -> finite, one trace."""
+    traces = []
+
+    def counted(batch, hp):
+        traces.append(1)
+        return fn(batch, hp)
+
+    jf = jax.jit(jax.vmap(counted))
+    for seed in (0, 100):
+        out = jf(_vbatch(3, seed), _stacked_hp(3))
+        for leaf in jax.tree_util.tree_leaves(out):
+            assert leaf.shape[0] == 3 and np.isfinite(np.asarray(leaf)).all()
+    assert len(traces) == 1
+    assert jf._cache_size() == 1
+
+
+REGISTERED = ([("estimator", n) for n in sorted(ESTIMATORS)] + [("ratio", n) for n in sorted(RATIOS)]
+              + [("surrogate", n) for n in sorted(SURROGATES)] + [("aggregation", n) for n in sorted(AGGREGATIONS)]
+              + [("kl", n) for n in sorted(KL_ESTIMATORS)])
+
+
+@pytest.mark.parametrize("kind,name", REGISTERED)
+def test_component_conformance(kind, name):
+    """jit + vmap, finite, one trace: the component alone and (for the loss-side components) inside the
+    whole differentiated update (advantages -> loss -> logit gradient)."""
+    spec = AlgoSpec(**{kind: name}, kl_placement="loss" if kind == "kl" else "none", entropy_bonus=True)
+
+    def alone(b, hp):
+        if kind == "estimator":
+            return ESTIMATORS[name](b["rewards"], lengths=b["lengths"], valid=b["valid"], hp=hp)
+        if kind == "ratio":
+            return RATIOS[name](b["logp"], b["logp_old"], b["mask"])
+        if kind == "surrogate":
+            return SURROGATES[name](b["logp"] - b["logp_old"], b["logp"], b["adv"][..., None], hp)
+        if kind == "aggregation":
+            return AGGREGATIONS[name](b["logp"], b["mask"] * b["valid"][:, None, None])
+        return KL_ESTIMATORS[name](b["logp"], b["logp_ref"], b["logq"], b["logq_ref"])
+
+    def fn(b, hp):
+        if kind == "estimator":  # advantages are constants of the update: no gradient flows through them
+            return alone(b, hp)
+        adv = advantages(spec, b["rewards"], lengths=b["lengths"], valid=b["valid"], hp=hp)
+        mask = b["mask"] * b["valid"][:, None, None]
+
+        def loss(logq):
+            return policy_loss(spec, jax.nn.log_softmax(logq, -1), b["tokens"], mask, adv, b["logp_old"],
+                               b["logq_ref"], hp)
+
+        g, aux = jax.grad(loss, has_aux=True)(b["logq"])
+        return {"alone": alone(b, hp), "grad": g, "clip_frac": aux["clip_frac"], "adv": adv}
+
+    _check_conformance(fn)
+
+
+def test_take_logp_picks_sampled_tokens():
+    b = make_batch(seed=2)
+    with jax.enable_x64(True):
+        got = take_logp(jnp.asarray(b["logq"]), jnp.asarray(b["tokens"]))
+    np.testing.assert_allclose(np.asarray(got), b["logp"], **TOL)
