@@ -12,6 +12,12 @@ from pathlib import Path
 import pandas as pd
 
 
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
     path = Path(path)
@@ -20,6 +26,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, _umask_mode())  # mkstemp creates 0600; give the file ordinary permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -62,6 +69,7 @@ def write_frame(path: str | Path, frame: pd.DataFrame) -> Path:
             frame.to_csv(tmp, index=False)
         else:
             raise ValueError(f"unknown results format {path.suffix!r}; allowed: .parquet, .csv")
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
