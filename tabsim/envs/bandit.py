@@ -64,6 +64,28 @@ def n_compositions(k: int, K: int) -> int:
 MAX_COMPOSITIONS = 200_000
 
 
+def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, heterogeneous, rng="fast"):
+    """Each prompt's correct answers, its format answer and its own prior strength.
+
+    Shared by every task family so that their draws coincide (a depth-1 tree is the bandit).
+
+    Returns:
+      ``correct [N, K]`` float 0/1, ``is_format [N, K]`` bool, ``p [N]`` per-prompt ``p_s``.
+    """
+    n, K, k = n_prompts, n_answers, n_correct
+    u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=rng)
+    rank = jnp.argsort(jnp.argsort(u_pos, axis=1), axis=1)
+    correct = (rank < k).astype(jnp.float32)
+    is_format = rank == k
+    p = jnp.full((n,), params.prior_strength, jnp.float32)
+    if heterogeneous:
+        c = params.heterogeneity
+        k_beta = jax.random.fold_in(jax.random.wrap_key_data(seed, impl="threefry2x32"), R.TASK_EXTRA)
+        p = jax.random.beta(k_beta, p * c, (1.0 - p) * c, (n,))
+        p = jnp.clip(p, 1e-6, 1.0 - 1e-6)
+    return correct, is_format, p
+
+
 def majority_tables(k: int, K: int, tie: str):
     """Exact maj@k tables: counts ``[M, K]``, log multinomial coefficients ``[M]`` and the credit
     ``[M, K]`` each answer gets when it is the plurality (split evenly over ties for ``random``,
@@ -119,16 +141,8 @@ class BanditEnv:
         ``seed`` is a seed's ``uint32[2]`` words; the task uses the reserved step ``TASK_STEP`` of its stream.
         """
         n, K, k = self.n_prompts, self.n_answers, self.n_correct
-        u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=self.rng)
-        rank = jnp.argsort(jnp.argsort(u_pos, axis=1), axis=1)
-        correct = (rank < k).astype(jnp.float32)
-        is_format = rank == k
-        p = jnp.full((n,), params.prior_strength, jnp.float32)
-        if self.heterogeneous:
-            c = params.heterogeneity
-            k_beta = jax.random.fold_in(jax.random.wrap_key_data(seed, impl="threefry2x32"), R.TASK_EXTRA)
-            p = jax.random.beta(k_beta, p * c, (1.0 - p) * c, (n,))
-            p = jnp.clip(p, 1e-6, 1.0 - 1e-6)
+        correct, is_format, p = draw_answer_structure(seed, params, n_prompts=n, n_answers=K, n_correct=k,
+                                                      heterogeneous=self.heterogeneous, rng=self.rng)
         logits = jnp.where(correct > 0, jnp.log(p / k)[:, None], jnp.log((1.0 - p) / (K - k))[:, None])
         logits = logits + jnp.where(is_format, jnp.log1p(params.format_boost * K), 0.0)
         prior = jax.nn.log_softmax(logits, axis=-1)

@@ -36,7 +36,7 @@ import numpy as np
 from tabsim._pytree import pytree_dataclass
 from tabsim import rng as R
 from tabsim.envs import register_env
-from tabsim.envs.bandit import majority_tables, plurality
+from tabsim.envs.bandit import draw_answer_structure, majority_tables, plurality
 
 STOP = 0
 MAX_PAIRS = 4_000_000  # (node, action) pairs: the table of one prompt
@@ -244,16 +244,8 @@ class TreeEnv:
         """
         n, K, k = self.n_prompts, self.n_answers, self.n_correct
         D, b, S = self.depth, self.branching, self.n_styles
-        u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=self.rng)
-        rank = jnp.argsort(jnp.argsort(u_pos, axis=1), axis=1)
-        correct = (rank < k).astype(jnp.float32)
-        is_format = rank == k
-        p = jnp.full((n,), params.prior_strength, jnp.float32)
-        if self.heterogeneous:
-            c = params.heterogeneity
-            k_beta = jax.random.fold_in(jax.random.wrap_key_data(seed, impl="threefry2x32"), R.TASK_EXTRA)
-            p = jax.random.beta(k_beta, p * c, (1.0 - p) * c, (n,))
-            p = jnp.clip(p, 1e-6, 1.0 - 1e-6)
+        correct, is_format, p = draw_answer_structure(seed, params, n_prompts=n, n_answers=K, n_correct=k,
+                                                      heterogeneous=self.heterogeneous, rng=self.rng)
         ans = self.pair_answer.ravel()
         c_pair = correct[:, ans]  # [N, P] correctness of the answer each pair would end in
         term = jnp.asarray(self.terminal.ravel(), jnp.float32)
