@@ -22,7 +22,7 @@ from tabsim.config import Config, resolve
 from tabsim.engine import Schedule, make_train
 from tabsim.io import provenance, read_frame, write_frame, write_json
 from tabsim.params import stack_hypers
-from tabsim.rng import seed_words
+from tabsim.rng import seed_array
 
 _CACHE: dict = {}
 
@@ -163,7 +163,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     cfg = config
     grid = cfg.grid()
     seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
-    seed_arr = jnp.stack([seed_words(s) for s in seeds])
+    seed_arr = seed_array(seeds)
     values = [cfg.hyper_values(g) for g in grid]
     train = compiled_train(cfg)
     # chunks of equal size so every chunk reuses one compilation

@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from tabsim import arms as arms_mod
@@ -58,6 +59,14 @@ def clip_by_global_norm(g, max_norm):
     return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
 
 
+def _scan(body, carry, length: int):
+    """``lax.scan`` of ``body(carry, i)`` over ``i = 0..length-1``; a length-1 loop is inlined (less to compile)."""
+    if length == 1:
+        carry, out = body(carry, jnp.zeros((), jnp.int32))
+        return carry, jax.tree_util.tree_map(lambda x: x[None], out)
+    return jax.lax.scan(body, carry, jnp.arange(length))
+
+
 def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] = arms_mod.ARMS):
     """One rollout batch: sample, reward, advantage, then ``epochs x minibatches`` updates.
 
@@ -69,8 +78,10 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     n_mb = algo.minibatches
     mb = B // n_mb
 
+    full = B == env.n_prompts and n_mb == 1 and not schedule.replacement  # no gather/scatter
+
     def loss_fn(logits, idx, batch, hp):
-        logits_b = logits[idx]
+        logits_b = logits if full else logits[idx]
         logq = env.token_logq(logits_b, batch["rollout"])
         return policy_loss(algo, logq, batch["rollout"].tokens, batch["mask"], batch["adv"],
                            batch["logp_old"], batch["logq_ref"], hp)
@@ -120,9 +131,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
             logits = logits - active * hp.lr * step
             return (logits, opt_state), aux["clip_frac"]
 
-        n_updates = algo.epochs * n_mb
-        (logits, opt_state), clip_frac = jax.lax.scan(one_update, (state.logits, state.opt_state),
-                                                      jnp.arange(n_updates))
+        (logits, opt_state), clip_frac = _scan(one_update, (state.logits, state.opt_state), algo.epochs * n_mb)
         diag = {"reward_mean": rewards.mean(), "kept_frac": valid.mean(), "clip_frac": clip_frac.mean()}
         return TrainState(logits=logits, opt_state=opt_state, seed=seed, step=step + 1), diag
 
@@ -141,7 +150,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
         raise ValueError(f"algo.minibatches: must divide batch_size={schedule.batch_size}, got {algo.minibatches}")
     n_evals = schedule.steps // schedule.eval_every
     update = make_update(env, algo, schedule, tuple(arms))
-    arm_ids = jnp.arange(len(arms), dtype=jnp.int32)
+    arm_ids = np.arange(len(arms), dtype=np.int32)
 
     def train_one(seed, hp: Hyper, arm):
         task = env.init_task(seed, hp)
@@ -157,17 +166,22 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
             metrics = env.evaluate(state.logits, task, hp)
             return state, {**metrics, **{k: v.mean() for k, v in diag.items()}}
 
-        _, hist = jax.lax.scan(chunk, state, None, length=n_evals)
+        _, hist = _scan(lambda s, _: chunk(s, None), state, n_evals)
         first = {**metrics0, **zero_diag}
         return {k: jnp.concatenate([jnp.asarray(first[k], jnp.float32)[None], v]) for k, v in hist.items()}
 
-    per_arm = jax.vmap(train_one, in_axes=(None, None, 0))  # same seed for every arm: paired
-    per_seed = jax.vmap(per_arm, in_axes=(0, None, None))
-    per_cond = jax.vmap(per_seed, in_axes=(None, 0, None))
+    n_arms = len(arms)
 
     @jax.jit
     def train(seeds, hypers):
         """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays."""
-        return per_cond(seeds, hypers, arm_ids)
+        # one flat vmap over (condition, seed, arm): cheaper to trace than three nested ones; every
+        # arm of a seed gets the same seed words, hence the same draws (paired randomness)
+        n_cond, n_seeds = jax.tree_util.tree_leaves(hypers)[0].shape[0], seeds.shape[0]
+        s = jnp.repeat(jnp.tile(seeds, (n_cond, 1)), n_arms, axis=0)
+        hp = jax.tree_util.tree_map(lambda x: jnp.repeat(x, n_seeds * n_arms, axis=0), hypers)
+        a = jnp.tile(jnp.asarray(arm_ids), n_cond * n_seeds)
+        out = jax.vmap(train_one)(s, hp, a)
+        return jax.tree_util.tree_map(lambda x: x.reshape((n_cond, n_seeds, n_arms) + x.shape[1:]), out)
 
     return train

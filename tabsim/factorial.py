@@ -43,7 +43,7 @@ from tabsim.arms import ARMS
 from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError, TaskConfig, TrainConfig, resolve
 from tabsim.io import provenance, read_frame, write_frame, write_json
 from tabsim.params import stack_hypers
-from tabsim.rng import seed_words
+from tabsim.rng import seed_array
 
 ARM, TRACED, STATIC = "arm", "traced", "static"
 _SECTIONS = {"task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}
@@ -301,7 +301,7 @@ def run_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
     """Run one chunk; returns metric -> ``[n_real, A, E + 1]`` (units, arms, eval points)."""
     cfg = Config.model_validate(chunk.config)
     program = unit_program(cfg)
-    seeds = jnp.stack([seed_words(int(s)) for s in chunk.seeds])[:, None, :]
+    seeds = seed_array(chunk.seeds)[:, None, :]
     hp = jax.tree_util.tree_map(lambda x: x[:, None], stack_hypers(list(chunk.hypers)))
     out = jax.device_get(program(seeds, hp))
     return {k: np.asarray(v)[: chunk.n_real, 0, 0] for k, v in out.items()}

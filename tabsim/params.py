@@ -47,4 +47,4 @@ HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 def stack_hypers(rows: list[dict]) -> Hyper:
     """Stack per-condition dicts of hyperparameter values into one Hyper of ``[C]`` arrays."""
     cols = {name: np.asarray([float(r[name]) for r in rows], dtype=np.float32) for name in HYPER_FIELDS}
-    return Hyper(**{k: jnp.asarray(v) for k, v in cols.items()})
+    return Hyper(**cols)

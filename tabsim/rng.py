@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 RNGS = ("fast", "threefry")
 
@@ -32,11 +33,22 @@ def _lowbias32(x):
     return x ^ (x >> 16)
 
 
-def seed_words(key) -> jax.Array:
-    """The two uint32 words of a threefry key (or of an integer seed)."""
-    if isinstance(key, int):
-        key = jax.random.key(key)
+def seed_words(key):
+    """The two uint32 words of a threefry key (or of an integer seed).
+
+    An integer seed in ``[0, 2**32)`` gives ``[0, seed]``, the data of ``jax.random.key(seed)``,
+    computed on the host (no device dispatch or compilation).
+    """
+    if isinstance(key, (int, np.integer)) and 0 <= int(key) < 2**32:
+        return np.array([0, int(key)], dtype=np.uint32)
+    if isinstance(key, (int, np.integer)):
+        key = jax.random.key(int(key))
     return jax.random.key_data(key).astype(jnp.uint32).reshape(-1)[:2]
+
+
+def seed_array(seeds) -> np.ndarray:
+    """``uint32[S, 2]`` seed words of integer seeds."""
+    return np.stack([np.asarray(seed_words(int(s)), dtype=np.uint32) for s in seeds])
 
 
 def uniform(seed, shape, *, step=0, tag=0, rng: str = "fast"):

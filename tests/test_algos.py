@@ -576,3 +576,34 @@ def test_take_logp_picks_sampled_tokens():
     with jax.enable_x64(True):
         got = take_logp(jnp.asarray(b["logq"]), jnp.asarray(b["tokens"]))
     np.testing.assert_allclose(np.asarray(got), b["logp"], **TOL)
+
+
+@pytest.mark.parametrize("A,G,T", [(5, 6, 1), (5, 7, 3), (70, 4, 1), (6, 80, 1)])
+def test_take_logp_shared_node_path_equals_one_hot(A, G, T):
+    """A ``[B, 1, 1, A]`` distribution (one node per group) takes the fast path: same values and the
+    same gradient as the one-hot product over the broadcast ``[B, G, T, A]`` array, for the unrolled
+    branches (A, G*T <= 64) and the general ones (A = 70, G*T = 80)."""
+    rng = np.random.default_rng(A + G + T)
+    B = 3
+    with jax.enable_x64(True):
+        logits = jnp.asarray(rng.normal(size=(B, A)))
+        tokens = jnp.asarray(rng.integers(0, A, size=(B, G, T)))
+        w = jnp.asarray(rng.normal(size=(B, G, T)))
+
+        def shared(lg):
+            return jax.nn.log_softmax(lg, -1)[:, None, None, :]
+
+        def one_hot(lg):
+            lq = jnp.broadcast_to(shared(lg), (B, G, T, A))
+            return (jax.nn.one_hot(tokens, A, dtype=lq.dtype) * lq).sum(-1)
+
+        fast = jax.jit(lambda lg: take_logp(shared(lg), tokens))
+        np.testing.assert_allclose(np.asarray(fast(logits)), np.asarray(one_hot(logits)), rtol=1e-12)
+        g_fast = jax.grad(lambda lg: (take_logp(shared(lg), tokens) * w).sum())(logits)
+        g_ref = jax.grad(lambda lg: (one_hot(lg) * w).sum())(logits)
+        np.testing.assert_allclose(np.asarray(g_fast), np.asarray(g_ref), rtol=1e-10, atol=1e-12)
+        # and by hand: sum_g w_g (onehot(a_g) - pi)
+        pi = np.asarray(jax.nn.softmax(logits, -1))
+        oh = np.eye(A)[np.asarray(tokens)]
+        by_hand = (np.asarray(w)[..., None] * (oh - pi[:, None, None, :])).sum((1, 2))
+        np.testing.assert_allclose(np.asarray(g_fast), by_hand, rtol=1e-10, atol=1e-12)

@@ -8,6 +8,7 @@ numeric knobs are traced fields of :class:`tabsim.params.Hyper`. Presets in
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -60,9 +61,50 @@ def zero_variance(rewards):
 
 
 def take_logp(logq, tokens):
-    """Log-probability of the sampled tokens, ``[B, G, T]``, from ``logq [B, G, T, A]``."""
+    """Log-probability of the sampled tokens, ``[B, G, T]``, from ``logq [B, G, T, A]``.
+
+    ``logq`` may have size-1 group and token axes, ``[B, 1, 1, A]``: one node shared by the whole
+    group, as in a bandit. That case takes a fast path whose gradient is the count-weighted row
+    ``sum_{g,t} ct_{g,t} onehot(a_{g,t})`` per prompt, built without ``[B, G, T, A]`` temporaries.
+    """
+    if logq.shape[1] == 1 and logq.shape[2] == 1 and logq.ndim == 4:
+        return _take_shared(logq, tokens, logq.shape[-1])
     onehot = jax.nn.one_hot(tokens, logq.shape[-1], dtype=logq.dtype)
     return (onehot * logq).sum(-1)
+
+
+_UNROLL = 64  # unroll over answers / group slots up to this size (XLA CPU reduces minor axes poorly)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _take_shared(logq, tokens, n_act):
+    if n_act <= _UNROLL:  # one select per action over [B, G, T]: vectorises well
+        out = jnp.zeros(tokens.shape, logq.dtype)
+        for a in range(n_act):
+            out = out + jnp.where(tokens == a, logq[..., a], 0.0)
+        return out
+    return jnp.take_along_axis(logq[:, 0, 0, :], tokens.reshape(tokens.shape[0], -1), 1).reshape(tokens.shape)
+
+
+def _take_shared_fwd(logq, tokens, n_act):
+    return _take_shared(logq, tokens, n_act), tokens
+
+
+def _take_shared_bwd(n_act, tokens, ct):
+    shape, dtype = (tokens.shape[0], 1, 1, n_act), ct.dtype
+    flat_t = tokens.reshape(tokens.shape[0], -1)
+    flat_c = ct.reshape(ct.shape[0], -1)
+    acts = jnp.arange(n_act, dtype=tokens.dtype)
+    if flat_t.shape[1] <= _UNROLL:  # accumulate one [B, A] row per sampled slot
+        grad = jnp.zeros((shape[0], n_act), dtype)
+        for j in range(flat_t.shape[1]):
+            grad = grad + jnp.where(flat_t[:, j, None] == acts, flat_c[:, j, None], 0.0)
+    else:
+        grad = (jax.nn.one_hot(flat_t, n_act, dtype=dtype) * flat_c[..., None]).sum(1)
+    return grad.reshape(shape), None
+
+
+_take_shared.defvjp(_take_shared_fwd, _take_shared_bwd)
 
 
 def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp):
@@ -84,9 +126,9 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp)
     loss = AGGREGATIONS[spec.aggregation](SURROGATES[spec.surrogate](log_ratio, logp, a, hp), mask)
     if spec.kl_placement == "loss":
         logp_ref = take_logp(logq_ref, tokens)
-        kl = KL_ESTIMATORS[spec.kl](logp, logp_ref, logq, logq_ref)
+        kl = jnp.broadcast_to(KL_ESTIMATORS[spec.kl](logp, logp_ref, logq, logq_ref), logp.shape)
         loss = loss + hp.beta * AGGREGATIONS[spec.aggregation](kl, mask)
     if spec.entropy_bonus:
-        entropy = -(jnp.exp(logq) * logq).sum(-1)
+        entropy = jnp.broadcast_to(-(jnp.exp(logq) * logq).sum(-1), logp.shape)
         loss = loss - hp.ent_coef * AGGREGATIONS[spec.aggregation](entropy, mask)
     return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp)}

@@ -160,9 +160,13 @@ class BanditEnv:
         return Rollout(answers=answers, tokens=answers[..., None], mask=ones, lengths=ones[..., 0])
 
     def token_logq(self, logits_b, rollout: Rollout):
-        """Log next-token distribution at every visited node, ``[B, G, T, A]``."""
-        logq = jax.nn.log_softmax(logits_b, axis=-1)
-        return jnp.broadcast_to(logq[:, None, None, :], rollout.tokens.shape + (self.n_answers,))
+        """Log next-token distribution at the visited nodes, ``[B, 1, 1, A]``.
+
+        Every answer of a group is sampled at the same node (the prompt), so the distribution is
+        returned once per prompt and broadcasts against ``[B, G, T]``; the gradient of anything
+        summed over the group then reaches the logits as one count-weighted row per prompt.
+        """
+        return jax.nn.log_softmax(logits_b, axis=-1)[:, None, None, :]
 
     def answer_correct(self, task_b: BanditTask, answers):
         """``[B, G]`` 0/1 correctness of sampled answers."""

@@ -312,12 +312,12 @@ class TreeEnv:
     def token_logq(self, logits_b, rollout: TreeRollout):
         """Log next-token distribution at every visited node, ``[B, G, T, b]`` (padding: the root's).
 
-        A one-node tree (``D = 1``) broadcasts the root's distribution as the bandit does, so its
-        gradient is summed in the same order and depth-1 runs match the bandit bit for bit.
+        A one-node tree (``D = 1``) returns the root's distribution once per prompt, ``[B, 1, 1, b]``,
+        as the bandit does, so its gradient is summed in the same order and depth-1 runs match the
+        bandit bit for bit.
         """
         if self.n_nodes == 1:
-            logq = jax.nn.log_softmax(logits_b[:, 0], axis=-1)
-            return jnp.broadcast_to(logq[:, None, None, :], rollout.tokens.shape + (self.branching,))
+            return jax.nn.log_softmax(logits_b[:, 0], axis=-1)[:, None, None, :]
         return gather_logq(logits_b, rollout.nodes)
 
     def answer_correct(self, task_b: TreeTask, answers):
