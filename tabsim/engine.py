@@ -11,6 +11,8 @@ arm of a seed draws the same prompt batches, the same sampling uniforms and the 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 from typing import Any
 
 import jax
@@ -57,6 +59,9 @@ def clip_by_global_norm(g, max_norm):
     """Scale ``g`` so its norm is at most ``max_norm`` (``inf`` disables the clip)."""
     norm = jnp.sqrt((g * g).sum())
     return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
+
+
+STACKED_EVAL_BYTES = 256 * 2**20  # tables kept for one batched evaluation at the end
 
 
 def _scan(body, carry, length: int):
@@ -152,23 +157,30 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
     update = make_update(env, algo, schedule, tuple(arms))
     arm_ids = np.arange(len(arms), dtype=np.int32)
 
-    def train_one(seed, hp: Hyper, arm):
+    def train_one(seed, hp: Hyper, arm, stacked: bool):
         task = env.init_task(seed, hp)
         logits = task.prior_logits
         state = TrainState(logits=logits, opt_state=_optimizer(algo, hp).init(logits), seed=seed,
                            step=jnp.zeros((), jnp.int32))
-        metrics0 = env.evaluate(logits, task, hp)
-        zero_diag = {"reward_mean": jnp.nan, "kept_frac": jnp.nan, "clip_frac": jnp.nan}
+        evaluate = lambda lg: env.evaluate(lg, task, hp)  # noqa: E731
+        nan = jnp.full((1,), jnp.nan, jnp.float32)
 
         def chunk(state, _):
             state, diag = jax.lax.scan(lambda s, _: update(s, task, arm, hp), state, None,
                                        length=schedule.eval_every)
-            metrics = env.evaluate(state.logits, task, hp)
-            return state, {**metrics, **{k: v.mean() for k, v in diag.items()}}
+            diag = {k: v.mean() for k, v in diag.items()}
+            if stacked:  # keep the table; every eval point is evaluated together afterwards
+                return state, (state.logits, diag)
+            return state, (None, {**evaluate(state.logits), **diag})
 
-        _, hist = _scan(lambda s, _: chunk(s, None), state, n_evals)
-        first = {**metrics0, **zero_diag}
-        return {k: jnp.concatenate([jnp.asarray(first[k], jnp.float32)[None], v]) for k, v in hist.items()}
+        _, (tables, hist) = _scan(chunk, state, n_evals)
+        diag = {k: jnp.concatenate([nan, hist.pop(k)]) for k in ("reward_mean", "kept_frac", "clip_frac")}
+        if stacked:  # one copy of the evaluation in the program, vmapped over the E + 1 tables
+            metrics = jax.vmap(evaluate)(jnp.concatenate([logits[None], tables]))
+        else:
+            first = evaluate(logits)
+            metrics = {k: jnp.concatenate([jnp.asarray(first[k], jnp.float32)[None], v]) for k, v in hist.items()}
+        return {**metrics, **diag}
 
     n_arms = len(arms)
 
@@ -179,9 +191,14 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
         # arm of a seed gets the same seed words, hence the same draws (paired randomness)
         n_cond, n_seeds = jax.tree_util.tree_leaves(hypers)[0].shape[0], seeds.shape[0]
         s = jnp.repeat(jnp.tile(seeds, (n_cond, 1)), n_arms, axis=0)
-        hp = jax.tree_util.tree_map(lambda x: jnp.repeat(x, n_seeds * n_arms, axis=0), hypers)
+        leaves, treedef = jax.tree_util.tree_flatten(hypers)  # one [C, F] matrix: one repeat, not F
+        mat = jnp.repeat(jnp.stack([jnp.asarray(x, jnp.float32) for x in leaves], -1), n_seeds * n_arms, axis=0)
+        unstack = lambda row: jax.tree_util.tree_unflatten(treedef, [row[i] for i in range(len(leaves))])  # noqa: E731
         a = jnp.tile(jnp.asarray(arm_ids), n_cond * n_seeds)
-        out = jax.vmap(train_one)(s, hp, a)
+        # keep the E + 1 tables and evaluate them in one vmapped call when they fit in memory: half
+        # the evaluation code to compile
+        stacked = (n_evals + 1) * math.prod(env.table_shape) * s.shape[0] * 4 <= STACKED_EVAL_BYTES
+        out = jax.vmap(lambda s_, row, a_: train_one(s_, unstack(row), a_, stacked))(s, mat, a)
         return jax.tree_util.tree_map(lambda x: x.reshape((n_cond, n_seeds, n_arms) + x.shape[1:]), out)
 
     return train

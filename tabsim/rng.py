@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tabsim._ops import cumsum_last
+
 RNGS = ("fast", "threefry")
 
 # tags: one per use, so streams never overlap
@@ -73,6 +75,6 @@ def uniform(seed, shape, *, step=0, tag=0, rng: str = "fast"):
 
 def categorical(seed, probs, n, *, step=0, tag=0, rng="fast"):
     """``n`` draws per row from ``probs [R, K]`` by inverse CDF, ``[R, n]`` int32."""
-    cdf = jnp.cumsum(probs, axis=-1)[:, None, : probs.shape[-1] - 1]
+    cdf = cumsum_last(probs)[:, None, : probs.shape[-1] - 1]
     u = uniform(seed, (probs.shape[0], n), step=step, tag=tag, rng=rng)
     return (u[..., None] >= cdf).sum(-1).astype(jnp.int32)

@@ -13,6 +13,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from tabsim._ops import take_rows, weighted_counts
+
 from tabsim.algos.advantages import ESTIMATORS, register_estimator  # noqa: F401
 from tabsim.algos.aggregation import AGGREGATIONS, register_aggregation  # noqa: F401
 from tabsim.algos.kl import KL_ESTIMATORS, register_kl  # noqa: F401
@@ -73,17 +75,9 @@ def take_logp(logq, tokens):
     return (onehot * logq).sum(-1)
 
 
-_UNROLL = 64  # unroll over answers / group slots up to this size (XLA CPU reduces minor axes poorly)
-
-
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def _take_shared(logq, tokens, n_act):
-    if n_act <= _UNROLL:  # one select per action over [B, G, T]: vectorises well
-        out = jnp.zeros(tokens.shape, logq.dtype)
-        for a in range(n_act):
-            out = out + jnp.where(tokens == a, logq[..., a], 0.0)
-        return out
-    return jnp.take_along_axis(logq[:, 0, 0, :], tokens.reshape(tokens.shape[0], -1), 1).reshape(tokens.shape)
+    return take_rows(logq[:, 0, 0, :], tokens)
 
 
 def _take_shared_fwd(logq, tokens, n_act):
@@ -91,17 +85,8 @@ def _take_shared_fwd(logq, tokens, n_act):
 
 
 def _take_shared_bwd(n_act, tokens, ct):
-    shape, dtype = (tokens.shape[0], 1, 1, n_act), ct.dtype
-    flat_t = tokens.reshape(tokens.shape[0], -1)
-    flat_c = ct.reshape(ct.shape[0], -1)
-    acts = jnp.arange(n_act, dtype=tokens.dtype)
-    if flat_t.shape[1] <= _UNROLL:  # accumulate one [B, A] row per sampled slot
-        grad = jnp.zeros((shape[0], n_act), dtype)
-        for j in range(flat_t.shape[1]):
-            grad = grad + jnp.where(flat_t[:, j, None] == acts, flat_c[:, j, None], 0.0)
-    else:
-        grad = (jax.nn.one_hot(flat_t, n_act, dtype=dtype) * flat_c[..., None]).sum(1)
-    return grad.reshape(shape), None
+    grad = weighted_counts(tokens.reshape(tokens.shape[0], -1), ct.reshape(ct.shape[0], -1), n_act)
+    return grad[:, None, None, :], None
 
 
 _take_shared.defvjp(_take_shared_fwd, _take_shared_bwd)

@@ -13,5 +13,13 @@ def register_env(name: str):
     return deco
 
 
+def prompt_means(per_prompt: dict) -> dict:
+    """Means over prompts of ``[N]`` per-prompt metrics, taken as one reduction (less to compile)."""
+    import jax.numpy as jnp
+
+    means = jnp.stack(list(per_prompt.values()), axis=-1).mean(-2)
+    return {k: means[..., i] for i, k in enumerate(per_prompt)}
+
+
 from tabsim.envs.bandit import BanditEnv, BanditTask  # noqa: E402,F401
 from tabsim.envs.tree import TreeEnv, TreeTask  # noqa: E402,F401

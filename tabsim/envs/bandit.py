@@ -18,8 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tabsim._ops import take_rows, weighted_counts
 from tabsim._pytree import pytree_dataclass
-from tabsim.envs import register_env
+from tabsim.envs import prompt_means, register_env
 from tabsim import rng as R
 
 
@@ -103,7 +104,7 @@ def majority_tables(k: int, K: int, tie: str):
 
 def plurality(seed, step, tag, answers, n_answers: int, tie: str, rng: str = "fast"):
     """Plurality answer of each row of ``answers [R, G]``; ties random or to the lowest index."""
-    counts = jax.nn.one_hot(answers, n_answers, dtype=jnp.float32).sum(-2)
+    counts = weighted_counts(answers, None, n_answers)
     if tie == "random":
         counts = counts + 0.5 * R.uniform(seed, counts.shape, step=step, tag=tag, rng=rng)
     return jnp.argmax(counts, axis=-1)
@@ -170,7 +171,7 @@ class BanditEnv:
 
     def answer_correct(self, task_b: BanditTask, answers):
         """``[B, G]`` 0/1 correctness of sampled answers."""
-        return jnp.take_along_axis(task_b.correct, answers, axis=1)
+        return take_rows(task_b.correct, answers)
 
     def is_format(self, task_b: BanditTask, answers):
         return (answers == task_b.format_answer[:, None]).astype(jnp.float32)
@@ -185,16 +186,16 @@ class BanditEnv:
         logq = jax.nn.log_softmax(logits, axis=-1)
         q = jnp.exp(logq)
         p_correct = (q * task.correct).sum(-1)
-        out = {
-            "pass1": p_correct.mean(),
-            "entropy": -(q * logq).sum(-1).mean(),
-            "mode_correct": jnp.take_along_axis(task.correct, jnp.argmax(logq, -1)[:, None], 1).mean(),
-            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1).mean(),
-            "kl_ref": (q * (logq - task.prior_logits)).sum(-1).mean(),
+        out = {  # per prompt, [N]
+            "pass1": p_correct,
+            "entropy": -(q * logq).sum(-1),
+            "mode_correct": jnp.take_along_axis(task.correct, jnp.argmax(logq, -1)[:, None], 1)[:, 0],
+            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1)[:, 0],
+            "kl_ref": (q * (logq - task.prior_logits)).sum(-1),
         }
         for k in self.pass_k:
-            out[f"pass@{k}"] = (1.0 - (1.0 - p_correct) ** k).mean()
+            out[f"pass@{k}"] = 1.0 - (1.0 - p_correct) ** k
         for k, (counts, lmc, credit) in self._maj.items():
             logp_counts = lmc[None, :] + logq @ counts.T  # [N, M]
-            out[f"maj@{k}"] = (jnp.exp(logp_counts) * (task.correct @ credit.T)).sum(-1).mean()
-        return out
+            out[f"maj@{k}"] = (jnp.exp(logp_counts) * (task.correct @ credit.T)).sum(-1)
+        return prompt_means(out)

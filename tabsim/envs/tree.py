@@ -33,9 +33,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tabsim._ops import cumsum_last
 from tabsim._pytree import pytree_dataclass
 from tabsim import rng as R
-from tabsim.envs import register_env
+from tabsim.envs import prompt_means, register_env
 from tabsim.envs.bandit import draw_answer_structure, majority_tables, plurality
 
 STOP = 0
@@ -296,7 +297,7 @@ class TreeEnv:
         toks, masks, nodes = [], [], []
         for d in range(D):
             probs = jax.nn.softmax(jnp.take_along_axis(logits_b, node[..., None], axis=1), axis=-1)  # [B, G, b]
-            cdf = jnp.cumsum(probs, axis=-1)[..., : self.branching - 1]
+            cdf = cumsum_last(probs)[..., : self.branching - 1]
             a = jnp.where(alive, (u[..., d, None] >= cdf).sum(-1).astype(jnp.int32), STOP)
             toks.append(a)
             masks.append(alive)
@@ -373,27 +374,29 @@ class TreeEnv:
         len_mean = qlen.sum(-1)
         seq_h = (reach * node_h).sum(-1)
         tiny = 1e-30
-        out = {
-            "pass1": p_correct.mean(),
-            "entropy": -(q * logq_ans).sum(-1).mean(),
-            "mode_correct": jnp.take_along_axis(corr, jnp.argmax(q, -1)[:, None], 1).mean(),
-            "mode_mass": q.max(-1).mean(),
-            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1).mean(),
-            "kl_ref": (reach * node_kl).sum(-1).mean(),
-            "len_mean": len_mean.mean(),
-            "len_correct": ((qlen * corr).sum(-1) / jnp.maximum(p_correct, tiny)).mean(),
-            "len_wrong": ((qlen * (1.0 - corr)).sum(-1) / jnp.maximum(1.0 - p_correct, tiny)).mean(),
-            "seq_entropy": seq_h.mean(),
-            "token_entropy": (seq_h / len_mean).mean(),
+        out = {  # per prompt, [N]; the bandit's keys first and in its order, reduced as the bandit's
+            "pass1": p_correct,
+            "entropy": -(q * logq_ans).sum(-1),
+            "mode_correct": jnp.take_along_axis(corr, jnp.argmax(q, -1)[:, None], 1)[:, 0],
+            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1)[:, 0],
+            "kl_ref": (reach * node_kl).sum(-1),
+        }
+        for k in self.pass_k:
+            out[f"pass@{k}"] = 1.0 - (1.0 - p_correct) ** k
+        for k, (counts, lmc, credit) in self._maj.items():
+            logp_counts = lmc[None, :] + logq_ans @ counts.T  # [N, M]
+            out[f"maj@{k}"] = (jnp.exp(logp_counts) * (corr @ credit.T)).sum(-1)
+        tree = {
+            "mode_mass": q.max(-1),
+            "len_mean": len_mean,
+            "len_correct": (qlen * corr).sum(-1) / jnp.maximum(p_correct, tiny),
+            "len_wrong": (qlen * (1.0 - corr)).sum(-1) / jnp.maximum(1.0 - p_correct, tiny),
+            "seq_entropy": seq_h,
+            "token_entropy": seq_h / len_mean,
         }
         style_mass = joint.sum(-1)  # [N, S]
         style_right = (joint * corr[:, None, :]).sum(-1)
         for i in range(self.n_styles):
-            out[f"style{i}_mass"] = style_mass[:, i].mean()
-            out[f"style{i}_acc"] = (style_right[:, i] / jnp.maximum(style_mass[:, i], tiny)).mean()
-        for k in self.pass_k:
-            out[f"pass@{k}"] = (1.0 - (1.0 - p_correct) ** k).mean()
-        for k, (counts, lmc, credit) in self._maj.items():
-            logp_counts = lmc[None, :] + logq_ans @ counts.T  # [N, M]
-            out[f"maj@{k}"] = (jnp.exp(logp_counts) * (corr @ credit.T)).sum(-1).mean()
-        return out
+            tree[f"style{i}_mass"] = style_mass[:, i]
+            tree[f"style{i}_acc"] = style_right[:, i] / jnp.maximum(style_mass[:, i], tiny)
+        return {**prompt_means(out), **prompt_means(tree)}
