@@ -89,10 +89,23 @@ class LocalExecutor:
             yield fn(c)
 
 
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        pass
+
+
 def _progress(total: int, enabled: bool, desc: str):
+    if not enabled:  # tqdm.auto is not even imported (it warns in notebooks without widgets)
+        return _NoProgress()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, disable=not enabled, desc=desc, unit="chunk", leave=False)
+    return tqdm(total=total, desc=desc, unit="chunk", leave=False)
 
 
 @dataclasses.dataclass

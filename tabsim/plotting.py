@@ -3,11 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt  # the backend is the user's (headless machines fall back to Agg)
+import pandas as pd
 
 ARM_COLORS = {"frozen": "#7f7f7f", "random": "#ff7f0e", "majority": "#2ca02c", "majority_offline": "#98df8a",
               "incorrect": "#d62728", "format": "#9467bd", "true": "#1f77b4", "noisy": "#17becf"}

@@ -131,8 +131,7 @@ def render_markdown(rep: dict) -> str:
            f"tabsim {rep['run_tabsim_version']})",
            f"- mode: **{rep['mode']}**",
            f"- analysis: metric {rep['analysis_plan']['metric']}, alpha {rep['analysis_plan']['alpha']}, correction "
-           f"{rep['analysis_plan']['correction']}, intervals {rep['analysis_plan']['ci_method']} "
-           f"({rep['analysis_plan']['n_resamples']} resamples, random_state {rep['analysis_plan']['random_state']})",
+           f"{rep['analysis_plan']['correction']}, intervals {_interval_method(rep['analysis_plan'])}",
            ""]
     c = rep["confirmatory_counts"]
     ln += [f"Confirmatory hypotheses: {c['SUPPORTED']} SUPPORTED, {c['NOT SUPPORTED']} NOT SUPPORTED, "
@@ -195,3 +194,11 @@ def write_report(out: str | Path) -> dict:
     write_json(out / "report.json", rep)
     atomic_write_text(out / "report.md", render_markdown(rep))
     return rep
+
+
+def _interval_method(plan: dict) -> str:
+    """The interval method, with its resampling settings only where it resamples."""
+    method = plan["ci_method"]
+    if method == "t":
+        return "t (Student t over seeds)"
+    return f"{method} ({plan['n_resamples']} resamples, random_state {plan['random_state']})"
