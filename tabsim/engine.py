@@ -166,9 +166,14 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
         nan = jnp.full((1,), jnp.nan, jnp.float32)
 
         def chunk(state, _):
-            state, diag = jax.lax.scan(lambda s, _: update(s, task, arm, hp), state, None,
-                                       length=schedule.eval_every)
-            diag = {k: v.mean() for k, v in diag.items()}
+            def step(carry, _):  # diagnostics summed in the carry, not stacked per step
+                s, sums = carry
+                s, d = update(s, task, arm, hp)
+                return (s, {k: sums[k] + d[k] for k in sums}), None
+
+            zeros = {k: jnp.zeros((), jnp.float32) for k in ("reward_mean", "kept_frac", "clip_frac")}
+            (state, sums), _ = jax.lax.scan(step, (state, zeros), None, length=schedule.eval_every)
+            diag = {k: v / schedule.eval_every for k, v in sums.items()}
             if stacked:  # keep the table; every eval point is evaluated together afterwards
                 return state, (state.logits, diag)
             return state, (None, {**evaluate(state.logits), **diag})
