@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-UNROLL = 64  # unroll a static axis up to this length
+UNROLL = 16  # unroll a static axis up to this length (longer unrolls cost more to trace than they save)
 
 
 def weighted_counts(idx, weights, n: int):

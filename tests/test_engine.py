@@ -228,3 +228,22 @@ def test_registry_envs_compile_once_and_are_finite():
         n = train._cache_size()
         train(seeds, stack_hypers([cfg.hyper_values({"lr": 0.1})]))
         assert train._cache_size() == n
+
+
+@pytest.mark.parametrize("env,expect", [
+    ({"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"},
+     "--xla_cpu_enable_fast_math=false --xla_cpu_use_fusion_emitters=false"),
+    ({"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}, "--xla_cpu_use_fusion_emitters=true"),
+    ({"XLA_FLAGS": "", "TABSIM_XLA_DEFAULTS": "0"}, ""),
+])
+def test_xla_cpu_default_respects_user_flags(env, expect):
+    """tabsim adds its compile-time default to XLA_FLAGS only where the user has not set that flag."""
+    import os
+    import subprocess
+    import sys
+
+    full = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TABSIM_XLA_DEFAULTS")}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", "import os, tabsim; print(os.environ.get('XLA_FLAGS', ''))"],
+                         env=full, capture_output=True, text=True, check=True).stdout.strip()
+    assert out == expect
