@@ -1,12 +1,15 @@
-"""Files: atomic writes, provenance, and saved results that load back to the same frame."""
+"""Files: atomic writes, provenance, and saved results that load back to the same frame; the
+command line and output files shared by the study scripts under ``experiments/``."""
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
 import platform
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -110,3 +113,32 @@ def provenance(**extra) -> dict:
         "platform": platform.platform(),
         **extra,
     }
+
+
+def study_args(doc: str, quick_help: str, out: Path, argv=None) -> argparse.Namespace:
+    """Parse a study script's command line: ``--quick`` (help ``quick_help``) and ``--out`` (default ``out``).
+
+    The description is the first line of ``doc`` (the script's docstring).
+    """
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--out", type=Path, default=out)
+    return ap.parse_args(argv)
+
+
+def write_study(out: str | Path, frame: pd.DataFrame, figures: dict, summary: dict, *, started: float,
+                **extra) -> Path:
+    """Write a study's outputs to ``out`` and return the path of its ``summary.json``.
+
+    Writes ``results.parquet`` (``frame``), ``<stem>.png/.pdf`` for each ``stem: figure`` of ``figures``,
+    and ``summary.json``: ``summary`` plus ``provenance`` (:func:`provenance` with ``wall_seconds``
+    since ``started``, a :func:`time.perf_counter` reading, and ``extra``).
+    """
+    from tabsim.plotting import save_figure
+
+    out = Path(out)
+    write_frame(out / "results.parquet", frame)
+    for stem, fig in figures.items():
+        save_figure(fig, out / stem)
+    wall = round(time.perf_counter() - started, 2)
+    return write_json(out / "summary.json", {**summary, "provenance": provenance(wall_seconds=wall, **extra)})

@@ -29,7 +29,6 @@ gamma 0.5 and lr 4.0, plus every condition) and ``d_null.png/.pdf``.
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -37,8 +36,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import provenance, write_frame, write_json
-from tabsim.plotting import save_figure
+from tabsim.io import study_args, write_frame, write_study
 from tabsim.stats import mean_interval
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -170,10 +168,7 @@ def figure(table: pd.DataFrame, lr: float):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="8 seeds, 100 steps (smoke run)")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
+    args = study_args(__doc__, "8 seeds, 100 steps (smoke run)", OUT, argv)
     seeds, steps = (8, 100) if args.quick else (32, 200)
     t0 = time.perf_counter()
     frames, configs = [], {}
@@ -183,12 +178,9 @@ def main(argv=None):
         frames.append(res.frame.assign(setting=setting))
     frame = pd.concat(frames, ignore_index=True)
     table = d_null_table(frame)
-    out = args.out
-    write_frame(out / "results.parquet", frame)
-    write_frame(out / "d_null.csv", table)
-    for lr in LRS:
-        stem = "d_null" if lr == REFERENCE["lr"] else "d_null_lr" + f"{lr:g}".replace(".", "p")
-        save_figure(figure(table, lr), out / stem)
+    write_frame(args.out / "d_null.csv", table)
+    figures = {("d_null" if lr == REFERENCE["lr"] else "d_null_lr" + f"{lr:g}".replace(".", "p")): figure(table, lr)
+               for lr in LRS}
     ref = table[(table.gamma == REFERENCE["gamma"]) & (table.lr == REFERENCE["lr"])]
     summary = {s: entries(ref[ref.setting == s]) for s in [*SETTINGS, DERIVED]}
     summary.update({
@@ -202,10 +194,8 @@ def main(argv=None):
         "conditions": [{"setting": r.setting, "gamma": r.gamma, "lr": r.lr, **entries(table.loc[[i]])[0]}
                        for i, r in table.iterrows()],
         "configs": configs,
-        "provenance": provenance(wall_seconds=round(time.perf_counter() - t0, 2), quick=args.quick, seeds=seeds,
-                                 steps=steps),
     })
-    write_json(out / "summary.json", summary)
+    write_study(args.out, frame, figures, summary, started=t0, quick=args.quick, seeds=seeds, steps=steps)
     with pd.option_context("display.width", 200, "display.max_rows", 200):
         show = table[["setting", "gamma", "lr", "format_boost", "prior_strength", "mode_correct", "d_null", "ci_low",
                       "ci_high", "clip_frac"]]

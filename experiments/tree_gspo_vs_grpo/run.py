@@ -16,7 +16,6 @@ Writes ``out/results.parquet``, ``out/summary.json`` and ``out/gspo_vs_grpo.png/
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -24,8 +23,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import provenance, write_frame, write_json
-from tabsim.plotting import save_figure
+from tabsim.io import study_args, write_study
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE = {"depth": 6, "branching": 3, "length_slope_wrong": 1.0}
@@ -116,10 +114,7 @@ def figure(frame: pd.DataFrame, ps: pd.DataFrame):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="4 seeds, 60 steps (smoke run)")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
+    args = study_args(__doc__, "4 seeds, 60 steps (smoke run)", OUT)
     seeds, steps = (4, 60) if args.quick else (16, 150)
     t0 = time.perf_counter()
     frames, configs = [], {}
@@ -133,17 +128,13 @@ def main():
     one_epoch = frame[frame.epochs == 1].pivot_table(index=["arm", "lr", "seed", "step"], columns="algo",
                                                       values="pass1", observed=True)
     identical = float(np.abs(one_epoch["gspo"] - one_epoch["grpo"]).max())
-    out = args.out
-    write_frame(out / "results.parquet", frame)
-    save_figure(figure(frame, ps), out / "gspo_vs_grpo")
     summary = summarise(ps)
-    write_json(out / "summary.json", {
+    write_study(args.out, frame, {"gspo_vs_grpo": figure(frame, ps)}, {
         "study": "tree_gspo_vs_grpo",
         "question": "under off-policy reuse, is GSPO's sequence-level clipped ratio more stable than GRPO's token-level one,"
                     " and how often does each clip?",
         "one_epoch_max_abs_pass1_difference": identical,
-        "cells": summary, "gspo_minus_grpo": paired_contrast(ps), "configs": configs,
-        "provenance": provenance(wall_seconds=round(time.perf_counter() - t0, 2), quick=args.quick)})
+        "cells": summary, "gspo_minus_grpo": paired_contrast(ps), "configs": configs}, started=t0, quick=args.quick)
     print(f"1 epoch: max |pass1(gspo) - pass1(grpo)| = {identical:.2e}")
     for k, v in summary.items():
         if v["arm"] == "true":

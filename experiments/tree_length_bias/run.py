@@ -11,7 +11,6 @@ Writes ``out/results.parquet`` (tidy, all cells), ``out/summary.json`` and ``out
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -19,8 +18,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import provenance, write_frame, write_json
-from tabsim.plotting import save_figure
+from tabsim.io import study_args, write_study
 
 OUT = Path(__file__).resolve().parent / "out"
 # length profiles of the prior: wrong answers longer (the studied case) and a neutral control
@@ -131,10 +129,7 @@ def figure(frame: pd.DataFrame, lr_show: float):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="4 seeds, 100 steps (smoke run)")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
+    args = study_args(__doc__, "4 seeds, 100 steps (smoke run)", OUT)
     seeds, steps = (4, 100) if args.quick else (16, 300)
     t0 = time.perf_counter()
     frames, configs = [], {}
@@ -147,15 +142,11 @@ def main():
     frame["cell"] = pd.Categorical(frame["cell"], categories=list(CELLS))
     frame["profile"] = pd.Categorical(frame["profile"], categories=list(PROFILES))
     summary = summarise(frame)
-    out = args.out
-    write_frame(out / "results.parquet", frame)
-    save_figure(figure(frame, lr_show=20.0), out / "length_bias")
-    write_json(out / "summary.json", {
+    write_study(args.out, frame, {"length_bias": figure(frame, lr_show=20.0)}, {
         "study": "tree_length_bias", "question": "does GRPO lengthen wrong answers where Dr. GRPO does not?",
         "metric": "len_wrong = E[answer length | wrong answer], exact by DP, mean over prompts; d_ = final - initial,"
                   " per seed; @pass1=t: interpolated where the seed's pass@1 first reaches t",
-        "verdict": verdict(summary), "cells": summary, "configs": configs,
-        "provenance": provenance(wall_seconds=round(time.perf_counter() - t0, 2), quick=args.quick)})
+        "verdict": verdict(summary), "cells": summary, "configs": configs}, started=t0, quick=args.quick)
     for k, v in verdict(summary).items():
         print(k, v)
 

@@ -13,7 +13,6 @@ Writes ``out/results.parquet``, ``out/summary.json`` and ``out/style_amplificati
 """
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -21,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import provenance, write_frame, write_json
-from tabsim.plotting import save_figure
+from tabsim.io import study_args, write_study
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE = {"depth": 4, "branching": 3,
@@ -110,10 +108,7 @@ def figure(diff: pd.DataFrame, frame: pd.DataFrame):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="4 seeds, 100 steps (smoke run)")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
+    args = study_args(__doc__, "4 seeds, 100 steps (smoke run)", OUT)
     seeds, steps = (4, 100) if args.quick else (16, 300)
     t0 = time.perf_counter()
     frames, configs = [], {}
@@ -125,15 +120,12 @@ def main():
     frame["cell"] = pd.Categorical(frame["cell"], categories=list(CELLS))
     diff = paired(frame)
     summary = summarise(frame, diff)
-    out = args.out
-    write_frame(out / "results.parquet", frame)
-    save_figure(figure(diff, frame), out / "style_amplification")
-    write_json(out / "summary.json", {
+    write_study(args.out, frame, {"style_amplification": figure(diff, frame)}, {
         "study": "tree_style_amplification",
         "question": "does random reward with reuse + clipping raise the high-prior style's mass, and not without clipping?",
         "metric": "d_x = x(RANDOM) - x(FROZEN) at the final step, per seed (paired); mean and s.e. over seeds",
-        "cells": summary, "clip_minus_noclip_style0_mass": clip_effect(diff), "configs": configs,
-        "provenance": provenance(wall_seconds=round(time.perf_counter() - t0, 2), quick=args.quick)})
+        "cells": summary, "clip_minus_noclip_style0_mass": clip_effect(diff), "configs": configs},
+        started=t0, quick=args.quick)
     for k, v in summary.items():
         print(k, f"d_style0_mass={v['d_style0_mass']['mean']:+.3f}±{v['d_style0_mass']['se']:.3f}",
               f"d_pass1={v['d_pass1']['mean']:+.3f}", f"clip_frac={v['clip_frac']:.3f}")

@@ -83,30 +83,14 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
     names the same hypothesis wherever it sits in the list.
     """
     if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for k in sorted(set(old) | set(new), key=str):
-            path = f"{prefix}.{k}" if prefix else str(k)
-            if k not in old:
-                out.append(f"{path} (added)")
-            elif k not in new:
-                out.append(f"{path} (removed)")
-            else:
-                out += changed_fields(old[k], new[k], path)
-        return out
+        return _changed_entries(old, new, sorted(set(old) | set(new), key=str),
+                                lambda k: f"{prefix}.{k}" if prefix else str(k))
     if isinstance(old, list) and isinstance(new, list):
         key_of = _list_key(old, new)
         if key_of is not None:
             o = {key_of(x): x for x in old}
             n = {key_of(x): x for x in new}
-            out = []
-            for k in list(o) + [k for k in n if k not in o]:
-                path = f"{prefix}[{k}]"
-                if k not in n:
-                    out.append(f"{path} (removed)")
-                elif k not in o:
-                    out.append(f"{path} (added)")
-                else:
-                    out += changed_fields(o[k], n[k], path)
+            out = _changed_entries(o, n, list(o) + [k for k in n if k not in o], lambda k: f"{prefix}[{k}]")
             if not out and [key_of(x) for x in old] != [key_of(x) for x in new]:
                 out.append(f"{prefix} (order)")
             return out
@@ -120,6 +104,20 @@ def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
                                            and not isinstance(old, bool) and not isinstance(new, bool)):
         return [prefix or "plan"]
     return [] if old == new else [prefix or "plan"]
+
+
+def _changed_entries(old: dict, new: dict, keys, path_of) -> list[str]:
+    """:func:`changed_fields` over the entries ``keys`` of two mappings; ``path_of(key)`` names an entry."""
+    out = []
+    for k in keys:
+        path = path_of(k)
+        if k not in old:
+            out.append(f"{path} (added)")
+        elif k not in new:
+            out.append(f"{path} (removed)")
+        else:
+            out += changed_fields(old[k], new[k], path)
+    return out
 
 
 def _list_key(old: list, new: list):
