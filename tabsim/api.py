@@ -202,8 +202,24 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 
 
+MAJ_TABLE_BYTES = 256 * 2**20  # exact maj@k tables of one chunk (its evaluations hold several copies)
+
+
 def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int) -> int:
-    """About 2e8 sampled answers per chunk: large enough to amortise dispatch, small enough for progress."""
+    """About 2e8 sampled answers per chunk: large enough to amortise dispatch, small enough for progress.
+
+    Exact maj@k evaluates a ``[prompts, count vectors]`` table per condition x seed x arm x eval point
+    (6435 count vectors for maj@8 over 8 answers), so with ``train.maj_k`` a chunk also keeps those
+    tables under ``MAJ_TABLE_BYTES``; one chunk of a large grid would otherwise need tens of GB.
+    """
+    from tabsim.envs.bandit import n_compositions
+
     per_cond = n_seeds * len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size
     per_cond *= cfg.algo.epochs
-    return max(1, min(n_cond, int(2e8 // max(per_cond, 1))))
+    per = max(1, min(n_cond, int(2e8 // max(per_cond, 1))))
+    tables = sum(n_compositions(k, cfg.task.n_answers) for k in cfg.train.maj_k)
+    if tables:
+        n_evals = cfg.train.steps // (cfg.train.eval_every or cfg.train.steps) + 1
+        table_bytes = 4 * n_seeds * len(cfg.arms.arms) * n_evals * cfg.task.n_prompts * tables
+        per = max(1, min(per, int(MAJ_TABLE_BYTES // table_bytes)))
+    return per

@@ -77,11 +77,12 @@ def _parse_levels(spec: str):
 
 
 @main.command("sweep")
-@click.option("--preset", default="paper", show_default=True, help="Preset to start from.")
+@click.option("--preset", default=None, help="Preset to start from (default: the config file's, else paper).")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Optional config file (its values override the preset).")
 @click.option("--vary", multiple=True, metavar="FIELD=v1,v2,...",
-              help="A numeric field and its levels; repeat for a full factorial.")
+              help="A numeric field and its levels; repeat for a full factorial (default: the config "
+                   "file's sweep, else prior_strength=0.2,0.35,0.5,0.65,0.8).")
 @click.option("--arms", default=None, help="Comma-separated arms (default: the preset's).")
 @click.option("--seeds", type=int, default=None)
 @click.option("--steps", type=int, default=None)
@@ -96,10 +97,19 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet):
     Example (the reference prior sweep):
       tabsim sweep --preset paper --vary prior_strength=0.2,0.35,0.5,0.65,0.8 --out results/prior
     """
-    from tabsim.config import load_config, resolve
+    from tabsim.config import read_config_file, resolve
 
-    sweep = dict(_parse_levels(v) for v in vary) if vary else {"prior_strength": [0.2, 0.35, 0.5, 0.65, 0.8]}
-    over: dict = {"preset": preset, "sweep": sweep, "train": {}}
+    try:
+        data = read_config_file(config) if config else {}
+    except ConfigError as err:
+        _fail(str(err))
+    over: dict = {"train": {}}
+    if preset is not None or "preset" not in data:  # an explicit --preset wins; else the file's
+        over["preset"] = preset or "paper"
+    if vary:
+        over["sweep"] = dict(_parse_levels(v) for v in vary)
+    elif not data.get("sweep"):
+        over["sweep"] = {"prior_strength": [0.2, 0.35, 0.5, 0.65, 0.8]}
     if seeds is not None:
         over["train"]["seeds"] = seeds
     if steps is not None:
@@ -107,7 +117,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet):
     if arms:
         over["arms"] = {"arms": [a.strip() for a in arms.split(",") if a.strip()]}
     try:
-        cfg = load_config(config, **over) if config else resolve(None, **over)
+        cfg = resolve(data, **over)
     except ConfigError as err:
         _fail(str(err))
     _run_and_write(cfg, out, fmt, quiet)

@@ -193,6 +193,11 @@ class Config(_Section):
                 raise ValueError(f"sweep.{name}: not a numeric field; sweepable: {', '.join(sorted(SWEEPABLE))}")
             if not levels:
                 raise ValueError(f"sweep.{name}: needs at least one level")
+        if "heterogeneity" in self.sweep and t.heterogeneity is None:
+            # the heterogeneous prior is a static switch: without it the swept concentration is never read
+            raise ValueError("sweep.heterogeneity: the prior is homogeneous (task.heterogeneity is not set), so "
+                             "the levels would have no effect; set task.heterogeneity (any value > 0) to draw "
+                             "per-prompt p_s ~ Beta and sweep its concentration")
         return self
 
     # -- derived ---------------------------------------------------------------------------------
@@ -290,6 +295,11 @@ def resolve(data: dict | None = None, **overrides) -> Config:
 
 def load_config(path: str | Path, **overrides) -> Config:
     """Read a TOML or YAML config file with a safe loader and validate it."""
+    return resolve(read_config_file(path), **overrides)
+
+
+def read_config_file(path: str | Path) -> dict:
+    """The mapping in a TOML or YAML config file, read with a safe loader (not yet validated)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -305,4 +315,4 @@ def load_config(path: str | Path, **overrides) -> Config:
         raise ConfigError(f"{path}: malformed config file: {err}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table/mapping, got {type(data).__name__}")
-    return resolve(data, **overrides)
+    return data

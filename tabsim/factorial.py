@@ -263,7 +263,9 @@ def _program_config(design: Design, static: tuple) -> Config:
         arms = list(cfg.arms.arms) + [a for a in arm_f.levels if a not in cfg.arms.arms]
         if arms != list(cfg.arms.arms):
             cfg = resolve({**data, "sweep": sweep, "arms": {**data.get("arms", {}), "arms": arms}})
-    return resolve({**cfg.model_dump(mode="json"), "sweep": {}})
+    # a swept ent_coef decides that the entropy term is compiled (tabsim.api.algo_spec): keep it
+    kept = {k: v for k, v in sweep.items() if k == "ent_coef"}
+    return resolve({**cfg.model_dump(mode="json"), "sweep": kept})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -151,6 +151,7 @@ def test_units_shared_between_designs_run_once():
     ({"x": {"prior_strength": [0.5]}, "y": {"task.prior_strength": [0.6]}}, ValueError, ["same field"]),
     ({"x": {"prior_strength": []}}, ValueError, ["non-empty"]),
     ({"x": {"lr": [0.1, 0.1]}}, ValueError, ["repeat"]),
+    ({"x": {"heterogeneity": [1.0, 50.0]}}, ConfigError, ["sweep.heterogeneity", "task.heterogeneity"]),
 ])
 def test_bad_factors_are_refused_with_the_field_named(factors, exc, words):
     with pytest.raises(exc) as err:
@@ -164,3 +165,14 @@ def test_bad_seeds_are_refused():
         F.make_design(BASE, {}, seeds=0)
     with pytest.raises(ValueError, match="distinct"):
         F.make_design(BASE, {}, seeds=[1, 1])
+
+
+def test_traced_entropy_coefficient_is_compiled_as_in_a_sweep():
+    """A factor on ent_coef (base 0) compiles the entropy term, as ``ts.run`` does for a swept ent_coef."""
+    base = {"preset": "grpo", "task": {"n_prompts": 8}, "train": {"steps": 10, "batch_size": 4, "seeds": 2}}
+    res = ts.run_factorial(base, {"ent_coef": {"ent_coef": [0.0, 0.5]}}, progress=False)
+    direct = ts.run({**base, "sweep": {"ent_coef": [0.0, 0.5]}}, progress=False)
+    got = res.final().groupby(["ent_coef", "arm"], observed=True)["entropy"].mean()
+    want = direct.final().groupby(["ent_coef", "arm"], observed=True)["entropy"].mean()
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), atol=ATOL)
+    assert got[(0.5, "true")] > got[(0.0, "true")] + 1e-4

@@ -73,6 +73,7 @@ def test_heterogeneous_prior_has_requested_mean_and_spread():
     ({"preset": "nope"}, "preset: unknown preset 'nope'"),
     ({"sweep": {"prior_strength": [0.2, 1.5]}}, "sweep.prior_strength[1]"),
     ({"sweep": {"n_prompts": [10, 20]}}, "sweep.n_prompts: not a numeric field"),
+    ({"sweep": {"heterogeneity": [1.0, 50.0]}}, "sweep.heterogeneity: the prior is homogeneous"),
     ({"task": {"nprompts": 3}}, "task.nprompts"),
 ])
 def test_bad_config_is_refused_naming_the_field(bad, field):
@@ -134,3 +135,17 @@ def test_cli_run_and_errors(tmp_path):
     assert r.exit_code == 0, r.output
     for cmd in (["--help"], ["run", "--help"], ["sweep", "--help"]):
         assert CliRunner().invoke(main, cmd).exit_code == 0
+
+
+def test_cli_sweep_keeps_the_config_files_preset_and_sweep(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('preset = "dapo"\n[train]\nseeds = 2\nsteps = 10\n[sweep]\nlr = [0.4, 0.8]\n')
+    r = CliRunner().invoke(main, ["sweep", "--config", str(cfg), "--out", str(tmp_path / "a"), "-q"])
+    assert r.exit_code == 0, r.output
+    saved = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert saved["preset"] == "dapo" and saved["sweep"] == {"lr": [0.4, 0.8]} and saved["algo"]["eps_high"] == 0.28
+    r = CliRunner().invoke(main, ["sweep", "--config", str(cfg), "--preset", "grpo", "--vary", "gamma=0.2,0.8",
+                                  "--out", str(tmp_path / "b"), "-q"])
+    assert r.exit_code == 0, r.output
+    saved = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert saved["preset"] == "grpo" and saved["sweep"] == {"gamma": [0.2, 0.8]} and saved["train"]["seeds"] == 2
