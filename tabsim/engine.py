@@ -11,7 +11,6 @@ arm of a seed draws the same prompt batches, the same sampling uniforms and the 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any
 
@@ -61,6 +60,7 @@ def clip_by_global_norm(g, max_norm):
     return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
 
 
+DIAG_KEYS = ("reward_mean", "kept_frac", "clip_frac")  # per-update diagnostics, averaged per eval chunk
 STACKED_EVAL_BYTES = 256 * 2**20  # tables kept for one batched evaluation at the end
 
 
@@ -171,7 +171,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
                 s, d = update(s, task, arm, hp)
                 return (s, {k: sums[k] + d[k] for k in sums}), None
 
-            zeros = {k: jnp.zeros((), jnp.float32) for k in ("reward_mean", "kept_frac", "clip_frac")}
+            zeros = {k: jnp.zeros((), jnp.float32) for k in DIAG_KEYS}
             (state, sums), _ = jax.lax.scan(step, (state, zeros), None, length=schedule.eval_every)
             diag = {k: v / schedule.eval_every for k, v in sums.items()}
             if stacked:  # keep the table; every eval point is evaluated together afterwards
@@ -179,7 +179,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
             return state, (None, {**evaluate(state.logits), **diag})
 
         _, (tables, hist) = _scan(chunk, state, n_evals)
-        diag = {k: jnp.concatenate([nan, hist.pop(k)]) for k in ("reward_mean", "kept_frac", "clip_frac")}
+        diag = {k: jnp.concatenate([nan, hist.pop(k)]) for k in DIAG_KEYS}
         if stacked:  # one copy of the evaluation in the program, vmapped over the E + 1 tables
             metrics = jax.vmap(evaluate)(jnp.concatenate([logits[None], tables]))
         else:
