@@ -17,8 +17,18 @@ def _fail(msg: str):
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tabsim")
-def main():
+@click.option("--compile-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+              envvar="TABSIM_COMPILATION_CACHE", show_envvar=True,
+              help="Keep compiled programs in this folder: later runs of the same structure skip compilation.")
+def main(compile_cache):
     """tabsim: causal analysis of RL with verifiable rewards in a tabular GRPO simulator."""
+    if compile_cache is not None:
+        from tabsim.api import enable_compilation_cache
+
+        try:
+            enable_compilation_cache(compile_cache)
+        except ValueError as e:
+            _fail(f"--compile-cache: {e}")
 
 
 def _run_and_write(cfg, out: Path, fmt: str, quiet: bool):

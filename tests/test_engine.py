@@ -232,8 +232,11 @@ def test_registry_envs_compile_once_and_are_finite():
 
 @pytest.mark.parametrize("env,expect", [
     ({"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"},
-     "--xla_cpu_enable_fast_math=false --xla_cpu_use_fusion_emitters=false"),
-    ({"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}, "--xla_cpu_use_fusion_emitters=true"),
+     "--xla_cpu_enable_fast_math=false --xla_cpu_use_fusion_emitters=false"
+     " --xla_backend_extra_options=-unroll-full-max-count=8"),
+    ({"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"},
+     "--xla_cpu_use_fusion_emitters=true --xla_backend_extra_options=-unroll-full-max-count=8"),
+    ({"XLA_FLAGS": "--xla_backend_extra_options=-x"}, "--xla_backend_extra_options=-x --xla_cpu_use_fusion_emitters=false"),
     ({"XLA_FLAGS": "", "TABSIM_XLA_DEFAULTS": "0"}, ""),
 ])
 def test_xla_cpu_default_respects_user_flags(env, expect):
@@ -247,3 +250,40 @@ def test_xla_cpu_default_respects_user_flags(env, expect):
     out = subprocess.run([sys.executable, "-c", "import os, tabsim; print(os.environ.get('XLA_FLAGS', ''))"],
                          env=full, capture_output=True, text=True, check=True).stdout.strip()
     assert out == expect
+
+
+def test_compilation_cache_reuses_programs_across_processes(tmp_path):
+    """With TABSIM_COMPILATION_CACHE a second process loads the compiled program from disk (a
+    cache hit is logged) and gives the same numbers as a process without the cache."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import logging, io, jax, tabsim as ts\n"
+            "jax.config.update('jax_log_compiles', True)\n"
+            "buf = io.StringIO(); logging.getLogger('jax').addHandler(logging.StreamHandler(buf))\n"
+            "r = ts.run({'task': {'n_prompts': 8}, 'train': {'steps': 4, 'batch_size': 4, 'seeds': 2}},"
+            " progress=False)\n"
+            "print(r.final().pass1.round(7).tolist()); print('HIT' if 'cache hit' in buf.getvalue() else 'MISS')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TABSIM_COMPILATION_CACHE"}
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    env["TABSIM_COMPILATION_CACHE"] = str(tmp_path / "cache")
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert any((tmp_path / "cache").iterdir())
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    lines = [p.stdout.strip().splitlines() for p in (plain, first, second)]
+    assert lines[0][0] == lines[1][0] == lines[2][0]
+    assert lines[1][1] == "MISS" and lines[2][1] == "HIT"
+
+
+def test_compilation_cache_refuses_a_path_that_is_not_a_folder(tmp_path):
+    from click.testing import CliRunner
+
+    from tabsim.cli import main
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    res = CliRunner().invoke(main, ["--compile-cache", str(f / "sub"), "run", "missing.toml"])
+    assert res.exit_code != 0 and "--compile-cache" in res.output
+    with pytest.raises(ValueError, match="compilation cache"):
+        ts.enable_compilation_cache(f)
