@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 

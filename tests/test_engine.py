@@ -1,5 +1,4 @@
 """Core engine: the tabular update, paired arms, expected behaviour of each arm, determinism."""
-import dataclasses
 
 import jax
 import jax.numpy as jnp
