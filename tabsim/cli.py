@@ -18,8 +18,8 @@ def _fail(msg: str):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tabsim")
 @click.option("--compile-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
-              envvar="TABSIM_COMPILATION_CACHE", show_envvar=True,
-              help="Keep compiled programs in this folder: later runs of the same structure skip compilation.")
+              help="Keep compiled programs in this folder: later runs of the same structure skip compilation "
+                   "(the TABSIM_COMPILATION_CACHE environment variable, read when tabsim is imported, does the same).")
 def main(compile_cache):
     """tabsim: causal analysis of RL with verifiable rewards in a tabular GRPO simulator."""
     if compile_cache is not None:
