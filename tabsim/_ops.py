@@ -9,9 +9,25 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 UNROLL = 16  # unroll a static axis up to this length (longer unrolls cost more to trace than they save)
 
+
+def _col(x, j: int, shape, dims=(0,)):
+    """Column ``j`` of the last axis of ``x`` broadcast to ``shape`` (``dims``: where x's other axes go)."""
+    return lax.broadcast_in_dim(lax.index_in_dim(x, j, x.ndim - 1, keepdims=False), shape, dims)
+
+
+def _sum(terms):
+    out = terms[0]
+    for t in terms[1:]:
+        out = lax.add(out, t)
+    return out
+
+
+# The unrolled kernels below use lax primitives, not jnp operators: they run inside every traced
+# step and jnp's wrappers cost several times more to trace.
 
 def weighted_counts(idx, weights, n: int):
     """``out[r, a] = sum_j weights[r, j] [idx[r, j] == a]`` for ``idx [R, J]``, ``[R, n]``.
@@ -22,12 +38,15 @@ def weighted_counts(idx, weights, n: int):
     if idx.shape[1] > UNROLL:
         onehot = jax.nn.one_hot(idx, n, dtype=dtype)
         return onehot.sum(1) if weights is None else (onehot * weights[..., None]).sum(1)
-    values = jnp.arange(n, dtype=idx.dtype)
-    out = jnp.zeros((idx.shape[0], n), dtype)
+    shape = (idx.shape[0], n)
+    values = lax.broadcasted_iota(idx.dtype, shape, 1)
+    zeros = lax.full(shape, 0, dtype)
+    terms = []
     for j in range(idx.shape[1]):  # one [R, n] select per slot
-        hit = idx[:, j, None] == values
-        out = out + (hit.astype(dtype) if weights is None else jnp.where(hit, weights[:, j, None], 0.0))
-    return out
+        hit = lax.eq(_col(idx, j, shape), values)
+        terms.append(lax.convert_element_type(hit, dtype) if weights is None
+                     else lax.select(hit, _col(weights, j, shape), zeros))
+    return _sum(terms)
 
 
 def take_rows(table, idx):
@@ -36,11 +55,9 @@ def take_rows(table, idx):
     if n > UNROLL:
         flat = idx.reshape(idx.shape[0], -1)
         return jnp.take_along_axis(table, flat, 1).reshape(idx.shape)
-    col = (slice(None),) + (None,) * (idx.ndim - 1)
-    out = jnp.zeros(idx.shape, table.dtype)
-    for a in range(n):  # one select per value over idx's shape
-        out = out + jnp.where(idx == a, table[:, a][col], 0.0)
-    return out
+    zeros = lax.full(idx.shape, 0, table.dtype)
+    return _sum([lax.select(lax.eq(idx, lax.full(idx.shape, a, idx.dtype)), _col(table, a, idx.shape), zeros)
+                 for a in range(n)])  # one select per value over idx's shape
 
 
 def cumsum_last(x):
@@ -48,7 +65,7 @@ def cumsum_last(x):
     n = x.shape[-1]
     if n > UNROLL:
         return jnp.cumsum(x, axis=-1)
-    parts = [x[..., 0]]
+    parts = [lax.index_in_dim(x, 0, x.ndim - 1)]
     for a in range(1, n):
-        parts.append(parts[-1] + x[..., a])
-    return jnp.stack(parts, -1)
+        parts.append(lax.add(parts[-1], lax.index_in_dim(x, a, x.ndim - 1)))
+    return lax.concatenate(parts, x.ndim - 1)

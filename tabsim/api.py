@@ -52,7 +52,10 @@ def make_env(cfg: Config):
     from tabsim.envs import ENVS
 
     t, tr = cfg.task, cfg.train
-    common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples, pass_k=tuple(tr.pass_k),
+    from tabsim.arms import OFFLINE_ARMS
+
+    offline = any(a in OFFLINE_ARMS for a in cfg.arms.arms)  # otherwise the label is never drawn
+    common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples if offline else 0, pass_k=tuple(tr.pass_k),
                   maj_k=tuple(tr.maj_k), rng=tr.rng)
     if t.env == "bandit":
         return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
@@ -78,7 +81,8 @@ def algo_spec(cfg: Config) -> AlgoSpec:
     a = cfg.algo
     return AlgoSpec(estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
                     kl=a.kl, kl_placement=a.kl_placement, epochs=a.epochs, minibatches=a.minibatches,
-                    optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep)
+                    optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep,
+                    grad_clip=a.max_grad_norm is not None or "max_grad_norm" in cfg.sweep)
 
 
 def schedule(cfg: Config) -> Schedule:

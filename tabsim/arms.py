@@ -13,6 +13,8 @@ from tabsim.envs.bandit import plurality
 from tabsim import rng as R
 
 ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy")
+OFFLINE_ARMS = ("majority_offline", "incorrect")  # read the task's offline majority label
+NOISE_ARMS = ("random", "noisy")  # read the shared reward uniforms
 ARM_HELP = {
     "frozen": "no update at all: the base policy",
     "random": "reward ~ Bernoulli(gamma), independent of the answer",
@@ -55,7 +57,9 @@ def arm_rewards(name, seed, step, env, task_b, answers, params, u):
 
 def all_rewards(seed, step, env, task_b, answers, params, arms=ARMS):
     """Rewards of the listed arms, stacked ``[len(arms), B, G]``, all from the same noise."""
-    u = R.uniform(seed, answers.shape, step=step, tag=R.REWARD, rng=env.rng)
+    u = None
+    if any(a in NOISE_ARMS for a in arms):
+        u = R.uniform(seed, answers.shape, step=step, tag=R.REWARD, rng=env.rng)
     return jnp.stack([arm_rewards(a, seed, step, env, task_b, answers, params, u) for a in arms])
 
 

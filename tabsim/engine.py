@@ -23,7 +23,7 @@ from tabsim import arms as arms_mod
 from tabsim import rng as R
 from tabsim._pytree import pytree_dataclass
 from tabsim.algos import AlgoSpec, advantages, policy_loss, take_logp, zero_variance
-from tabsim.algos import KL_ESTIMATORS
+from tabsim.algos import KL_ESTIMATORS, closed_form
 from tabsim.params import Hyper
 
 
@@ -84,6 +84,17 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     mb = B // n_mb
 
     full = B == env.n_prompts and n_mb == 1 and not schedule.replacement  # no gather/scatter
+    # one node per prompt and a loss linear in log p: the gradient written out, no autodiff
+    closed = getattr(env, "single_node", False) and closed_form.supports(algo)
+    needs_old = not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward"
+
+    def closed_grad(logits, idx, batch, hp):
+        logits_b = logits if full else logits[idx]
+        shape = logits_b.shape
+        g, aux = closed_form.gradient(algo, logits_b.reshape(shape[0], -1), batch["rollout"].answers,
+                                      batch["mask"], batch["adv"], batch["logp_old"], batch["logq_ref"], hp)
+        g = g.reshape(shape)
+        return (g if full else jnp.zeros_like(logits).at[idx].add(g)), aux
 
     def loss_fn(logits, idx, batch, hp):
         logits_b = logits if full else logits[idx]
@@ -91,7 +102,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         return policy_loss(algo, logq, batch["rollout"].tokens, batch["mask"], batch["adv"],
                            batch["logp_old"], batch["logq_ref"], hp)
 
-    grad_fn = jax.grad(loss_fn, has_aux=True)
+    grad_fn = closed_grad if closed else jax.grad(loss_fn, has_aux=True)
 
     def update(state: TrainState, task, arm, hp: Hyper):
         seed, step = state.seed, state.step
@@ -106,13 +117,15 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         task_b = jax.tree_util.tree_map(lambda x: x[idx], task)
         logits_b = state.logits[idx]
         rollout = env.rollout(seed, step, logits_b, G)
-        logq_old = env.token_logq(logits_b, rollout)
-        logp_old = take_logp(logq_old, rollout.tokens)
         ref_b = task_b.prior_logits
-        logq_ref = env.token_logq(ref_b, rollout)
+        logq_old = env.token_logq(logits_b, rollout) if needs_old else None
+        logp_old = take_logp(logq_old, rollout.tokens) if needs_old else None
+        # the closed form reads the reference row itself: the prior is a normalised log-distribution
+        logq_ref = ref_b.reshape(B, -1) if closed else env.token_logq(ref_b, rollout)
         rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp, arms)
         if algo.kl_placement == "reward":
-            kl_tok = KL_ESTIMATORS[algo.kl](logp_old, take_logp(logq_ref, rollout.tokens), logq_old, logq_ref)
+            ref_tok = logq_ref[:, None, None, :] if closed else logq_ref
+            kl_tok = KL_ESTIMATORS[algo.kl](logp_old, take_logp(ref_tok, rollout.tokens), logq_old, ref_tok)
             rewards = rewards - hp.beta * (kl_tok * rollout.mask).sum(-1)
         degenerate = zero_variance(rewards)
         valid = 1.0 - hp.filter * degenerate
@@ -131,7 +144,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                 take = lambda x: jax.lax.dynamic_slice_in_dim(x, start, mb, axis=0)  # noqa: E731
                 sl_idx, sl = take(idx), jax.tree_util.tree_map(take, batch)
             g, aux = grad_fn(logits, sl_idx, sl, hp)
-            g = clip_by_global_norm(g, hp.max_grad_norm)
+            if algo.grad_clip:
+                g = clip_by_global_norm(g, hp.max_grad_norm)
             step, opt_state = opt.update(g, opt_state)
             logits = logits - active * hp.lr * step
             return (logits, opt_state), aux["clip_frac"]

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 
-from tabsim._ops import cumsum_last
+from tabsim._ops import UNROLL
 
 RNGS = ("fast", "threefry")
 
@@ -28,11 +29,16 @@ TASK_STEP = 0x7FFFFFFF  # the step address reserved for drawing a seed's task
 
 
 def _lowbias32(x):
-    x = x ^ (x >> 16)
-    x = x * jnp.uint32(0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = x * jnp.uint32(0x846CA68B)
-    return x ^ (x >> 16)
+    # lax primitives, not jnp operators: this runs inside every traced step and jnp's wrappers
+    # cost several times more to trace
+    for shift, mult in ((16, 0x7FEB352D), (15, 0x846CA68B)):
+        x = lax.mul(lax.bitwise_xor(x, lax.shift_right_logical(x, _u32(shift, x))), _u32(mult, x))
+    return lax.bitwise_xor(x, lax.shift_right_logical(x, _u32(16, x)))
+
+
+def _u32(value: int, like):
+    """A uint32 constant broadcast to ``like``'s shape (lax ops do not broadcast)."""
+    return lax.full(like.shape, np.uint32(value & 0xFFFFFFFF), np.uint32) if like.shape else np.uint32(value & 0xFFFFFFFF)
 
 
 def seed_words(key):
@@ -64,17 +70,36 @@ def uniform(seed, shape, *, step=0, tag=0, rng: str = "fast"):
     if rng == "threefry":
         key = jax.random.wrap_key_data(seed, impl="threefry2x32")
         return jax.random.uniform(jax.random.fold_in(jax.random.fold_in(key, step), tag), shape)
-    n = 1
-    for s in shape:
-        n *= s
-    addr = _lowbias32(jnp.asarray(step).astype(jnp.uint32) * jnp.uint32(0x9E3779B9) + jnp.uint32(tag) * jnp.uint32(0x85EBCA6B) + seed[1])
-    counter = jnp.arange(n, dtype=jnp.uint32).reshape(shape)
-    x = _lowbias32(_lowbias32(counter ^ seed[0]) ^ addr)
-    return (x >> 8).astype(jnp.float32) * jnp.float32(1.0 / 16777216.0)
+    step = lax.convert_element_type(step, np.uint32)
+    if isinstance(tag, (int, np.integer)):
+        tag = _u32(int(tag) * 0x85EBCA6B, step)
+    else:
+        tag = lax.mul(lax.convert_element_type(tag, np.uint32), _u32(0x85EBCA6B, step))
+    addr = _lowbias32(lax.add(lax.add(lax.mul(step, _u32(0x9E3779B9, step)), tag),
+                              lax.convert_element_type(lax.index_in_dim(seed, 1, keepdims=False), np.uint32)))
+    counter = lax.reshape(lax.iota(np.uint32, int(np.prod(shape, dtype=np.int64))), tuple(shape))
+    word0 = lax.convert_element_type(lax.index_in_dim(seed, 0, keepdims=False), np.uint32)
+    x = _lowbias32(lax.bitwise_xor(counter, lax.broadcast_in_dim(word0, tuple(shape), ())))
+    x = _lowbias32(lax.bitwise_xor(x, lax.broadcast_in_dim(addr, shape, ())))
+    x = lax.convert_element_type(lax.shift_right_logical(x, _u32(8, x)), np.float32)
+    return lax.mul(x, lax.full(shape, np.float32(1.0 / 16777216.0), np.float32))
 
 
 def categorical(seed, probs, n, *, step=0, tag=0, rng="fast"):
-    """``n`` draws per row from ``probs [R, K]`` by inverse CDF, ``[R, n]`` int32."""
-    cdf = cumsum_last(probs)[:, None, : probs.shape[-1] - 1]
-    u = uniform(seed, (probs.shape[0], n), step=step, tag=tag, rng=rng)
-    return (u[..., None] >= cdf).sum(-1).astype(jnp.int32)
+    """``n`` draws per row from ``probs [R, K]`` by inverse CDF, ``[R, n]`` int32.
+
+    A draw is the number of the first ``K - 1`` cumulative probabilities (summed left to right) that
+    its uniform reaches.
+    """
+    R_, K = probs.shape
+    u = uniform(seed, (R_, n), step=step, tag=tag, rng=rng)
+    if K > UNROLL:
+        cdf = jnp.cumsum(probs, axis=-1)[:, None, : K - 1]
+        return (u[..., None] >= cdf).sum(-1).astype(jnp.int32)
+    out, cdf = None, None
+    for a in range(K - 1):  # one compare per answer: no [R, n, K] temporary
+        p = lax.index_in_dim(probs, a, 1, keepdims=False)
+        cdf = p if cdf is None else lax.add(cdf, p)
+        hit = lax.convert_element_type(lax.ge(u, lax.broadcast_in_dim(cdf, (R_, n), (0,))), np.int32)
+        out = hit if out is None else lax.add(out, hit)
+    return out if out is not None else lax.full((R_, n), 0, np.int32)

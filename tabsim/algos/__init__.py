@@ -39,6 +39,7 @@ class AlgoSpec:
     minibatches: int = 1  # sequential updates per pass
     optimizer: str = "sgd"
     entropy_bonus: bool = False  # compile the entropy term (set when ent_coef > 0 or swept)
+    grad_clip: bool = False  # compile the global-norm gradient clip (set when max_grad_norm is set or swept)
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
@@ -116,4 +117,4 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp)
     if spec.entropy_bonus:
         entropy = jnp.broadcast_to(-(jnp.exp(logq) * logq).sum(-1), logp.shape)
         loss = loss - hp.ent_coef * AGGREGATIONS[spec.aggregation](entropy, mask)
-    return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp)}
+    return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp, spec.surrogate)}

@@ -11,11 +11,14 @@ import jax
 import jax.numpy as jnp
 
 SURROGATES: dict[str, Callable] = {}
+UNCLIPPED: set[str] = set()  # surrogates that never zero a token's gradient: their clip fraction is 0
 
 
-def register_surrogate(name: str):
+def register_surrogate(name: str, *, clipped: bool = True):
+    """Register ``fn(log_ratio, logp, adv, hp)``; ``clipped=False`` for losses with no hard clip."""
     def deco(fn):
         SURROGATES[name] = fn
+        (UNCLIPPED.discard if clipped else UNCLIPPED.add)(name)
         return fn
 
     return deco
@@ -42,7 +45,7 @@ def dual_clip(log_ratio, logp, adv, hp):
     return jnp.where(adv < 0, jnp.minimum(clipped, -adv * hp.dual_clip_c), clipped)
 
 
-@register_surrogate("cispo")
+@register_surrogate("cispo", clipped=False)
 def cispo(log_ratio, logp, adv, hp):
     """CISPO: ``-sg(clip(w, 1 - eps_low, 1 + eps_high)) A logp`` (MiniMax-M1, arXiv 2506.13585).
 
@@ -54,7 +57,7 @@ def cispo(log_ratio, logp, adv, hp):
     return -w * adv * logp
 
 
-@register_surrogate("sapo")
+@register_surrogate("sapo", clipped=False)
 def sapo(log_ratio, logp, adv, hp):
     """SAPO soft gate: ``-A (4 / tau) sigmoid(tau (w - 1))``, tau_pos for A > 0, tau_neg else.
 
@@ -66,20 +69,24 @@ def sapo(log_ratio, logp, adv, hp):
     return -adv * (4.0 / tau) * jax.nn.sigmoid(tau * (w - 1.0))
 
 
-@register_surrogate("importance")
+@register_surrogate("importance", clipped=False)
 def importance(log_ratio, logp, adv, hp):
     """Unclipped importance-weighted policy gradient ``-A w``."""
     return -adv * jnp.exp(log_ratio)
 
 
-@register_surrogate("reinforce")
+@register_surrogate("reinforce", clipped=False)
 def reinforce(log_ratio, logp, adv, hp):
     """Plain REINFORCE / GPG: ``-A logp`` with no ratio (the reference simulator's update)."""
     return -adv * logp
 
 
-def clip_fraction(log_ratio, adv, mask, hp):
-    """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed)."""
+def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip"):
+    """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed); 0 for a surrogate
+    registered with ``clipped=False`` (REINFORCE, the unclipped ratio, CISPO's detached weight, SAPO's
+    soft gate: every token keeps its gradient)."""
+    if surrogate in UNCLIPPED:
+        return jnp.zeros((), jnp.float32)
     w = jnp.exp(log_ratio)
     active = ((adv > 0) & (w > 1.0 + hp.eps_high)) | ((adv < 0) & (w < 1.0 - hp.eps_low))
     return (active * mask).sum() / jnp.maximum(mask.sum(), 1.0)

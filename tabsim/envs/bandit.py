@@ -87,6 +87,17 @@ def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, hete
     return correct, is_format, p
 
 
+def offline_majority(seed, probs, m: int, n_answers: int, tie: str, rng: str = "fast"):
+    """Each prompt's offline majority label ``[N]`` from ``m`` samples of ``probs [N, K]``.
+
+    ``m = 0`` (no arm reads the label) gives -1, which matches no answer, and draws nothing.
+    """
+    if m == 0:
+        return jnp.full((probs.shape[0],), -1, jnp.int32)
+    base = R.categorical(seed, probs, m, step=R.TASK_STEP, tag=R.OFFLINE, rng=rng)
+    return plurality(seed, R.TASK_STEP, R.OFFLINE_TIE, base, n_answers, tie, rng)
+
+
 def majority_tables(k: int, K: int, tie: str):
     """Exact maj@k tables: counts ``[M, K]``, log multinomial coefficients ``[M]`` and the credit
     ``[M, K]`` each answer gets when it is the plurality (split evenly over ties for ``random``,
@@ -118,7 +129,8 @@ class BanditEnv:
       n_prompts, n_answers, n_correct: N, K and k.
       heterogeneous: draw each prompt's p_s from a Beta (traced concentration ``heterogeneity``).
       tie: majority tie rule, ``random`` or ``lowest``.
-      offline_samples: m, the base-policy samples that fix each prompt's offline majority label.
+      offline_samples: m, the base-policy samples that fix each prompt's offline majority label (0: no
+        arm reads it; the label is -1).
       pass_k, maj_k: the k of the exact pass@k and maj@k metrics.
       rng: hot-path generator (see :mod:`tabsim.rng`).
     """
@@ -129,6 +141,7 @@ class BanditEnv:
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
         self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
         self.max_len = 1
+        self.single_node = True  # every answer is drawn at the prompt: the engine's closed-form path
         self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in self.maj_k}
 
     @property
@@ -147,8 +160,7 @@ class BanditEnv:
         logits = jnp.where(correct > 0, jnp.log(p / k)[:, None], jnp.log((1.0 - p) / (K - k))[:, None])
         logits = logits + jnp.where(is_format, jnp.log1p(params.format_boost * K), 0.0)
         prior = jax.nn.log_softmax(logits, axis=-1)
-        base = R.categorical(seed, jnp.exp(prior), self.offline_samples, step=R.TASK_STEP, tag=R.OFFLINE, rng=self.rng)
-        label = plurality(seed, R.TASK_STEP, R.OFFLINE_TIE, base, K, self.tie, self.rng)
+        label = offline_majority(seed, jnp.exp(prior), self.offline_samples, K, self.tie, self.rng)
         return BanditTask(prior_logits=prior, correct=correct, format_answer=jnp.argmax(is_format, axis=1),
                           offline_label=label, prompt_strength=p)
 

@@ -37,7 +37,7 @@ from tabsim._ops import cumsum_last
 from tabsim._pytree import pytree_dataclass
 from tabsim import rng as R
 from tabsim.envs import prompt_means, register_env
-from tabsim.envs.bandit import draw_answer_structure, majority_tables, plurality
+from tabsim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0
 MAX_PAIRS = 4_000_000  # (node, action) pairs: the table of one prompt
@@ -209,6 +209,7 @@ class TreeEnv:
             _fail("depth", f"depth={D} with branching={b} has {s['n_leaves']} leaves, fewer than "
                            f"task.n_answers={n_answers}; some answers would be unreachable")
         self.n_nodes, self.n_leaves, self.max_len = s["n_nodes"], s["n_leaves"], D
+        self.single_node = self.n_nodes == 1  # one-node tree: the bandit, and its closed-form update
         self.n_styles = len(self.styles)
         self.level_sizes, self.offsets = tuple(int(x) for x in s["level_sizes"]), tuple(int(x) for x in s["offsets"])
         self.node_depth, self.child, self.terminal = s["node_depth"], s["child"], s["terminal"]
@@ -275,8 +276,7 @@ class TreeEnv:
             levels[d] = levels[d].at[:, :, 1:].set(below)
         prior = jax.nn.log_softmax(jnp.concatenate(levels, axis=1), axis=-1)
         p_ans = self._joint(prior, 1.0)[0].sum(1)
-        base = R.categorical(seed, p_ans, self.offline_samples, step=R.TASK_STEP, tag=R.OFFLINE, rng=self.rng)
-        label = plurality(seed, R.TASK_STEP, R.OFFLINE_TIE, base, K, self.tie, self.rng)
+        label = offline_majority(seed, p_ans, self.offline_samples, K, self.tie, self.rng)
         return TreeTask(prior_logits=prior, correct=correct, format_answer=jnp.argmax(is_format, axis=1),
                         offline_label=label, prompt_strength=p)
 
