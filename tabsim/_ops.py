@@ -38,15 +38,14 @@ def weighted_counts(idx, weights, n: int):
     if idx.shape[1] > UNROLL:
         onehot = jax.nn.one_hot(idx, n, dtype=dtype)
         return onehot.sum(1) if weights is None else (onehot * weights[..., None]).sum(1)
-    shape = (idx.shape[0], n)
-    values = lax.broadcasted_iota(idx.dtype, shape, 1)
-    zeros = lax.full(shape, 0, dtype)
-    terms = []
-    for j in range(idx.shape[1]):  # one [R, n] select per slot
-        hit = lax.eq(_col(idx, j, shape), values)
-        terms.append(lax.convert_element_type(hit, dtype) if weights is None
-                     else lax.select(hit, _col(weights, j, shape), zeros))
-    return _sum(terms)
+    R, J = idx.shape
+    shape = (R, n, J)  # the slot axis last: one compare/select kernel and one reduction over the minor axis
+    hit = lax.eq(lax.broadcast_in_dim(idx, shape, (0, 2)), lax.broadcasted_iota(idx.dtype, shape, 1))
+    if weights is None:
+        vals = lax.convert_element_type(hit, dtype)
+    else:
+        vals = lax.select(hit, lax.broadcast_in_dim(weights, shape, (0, 2)), lax.full(shape, 0, dtype))
+    return lax.reduce_sum(vals, (2,)) if hasattr(lax, "reduce_sum") else vals.sum(-1)
 
 
 def take_rows(table, idx):
