@@ -209,7 +209,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     per = min(per, n_cond)
     n_chunks = math.ceil(n_cond / per)
     padded = values + [values[-1]] * (n_chunks * per - n_cond)
-    chunks = [stack_hypers(padded[i * per:(i + 1) * per]) for i in range(n_chunks)]
+    shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
+    chunks = [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
     ex = executor or LocalExecutor()
     show = progress if progress is not None else n_chunks > 1
     parts = []

@@ -205,19 +205,23 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
 
     @jax.jit
     def train(seeds, hypers):
-        """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays."""
+        """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays, or of scalars for
+        the fields shared by every condition (see :func:`tabsim.params.stack_hypers`)."""
         # one flat vmap over (condition, seed, arm): cheaper to trace than three nested ones; every
         # arm of a seed gets the same seed words, hence the same draws (paired randomness)
-        n_cond, n_seeds = jax.tree_util.tree_leaves(hypers)[0].shape[0], seeds.shape[0]
+        leaves, treedef = jax.tree_util.tree_flatten(hypers)
+        swept = [x for x in leaves if jnp.ndim(x) > 0]
+        n_cond, n_seeds = (swept[0].shape[0] if swept else 1), seeds.shape[0]
         s = jnp.repeat(jnp.tile(seeds, (n_cond, 1)), n_arms, axis=0)
-        leaves, treedef = jax.tree_util.tree_flatten(hypers)  # one [C, F] matrix: one repeat, not F
-        mat = jnp.repeat(jnp.stack([jnp.asarray(x, jnp.float32) for x in leaves], -1), n_seeds * n_arms, axis=0)
-        unstack = lambda row: jax.tree_util.tree_unflatten(treedef, [row[i] for i in range(len(leaves))])  # noqa: E731
         a = jnp.tile(jnp.asarray(arm_ids), n_cond * n_seeds)
+        # a shared field stays one scalar (no per-run copy); swept fields are laid out per run
+        per_run = [jnp.repeat(jnp.asarray(x, jnp.float32), n_seeds * n_arms) if jnp.ndim(x) else x for x in leaves]
+        axes = jax.tree_util.tree_unflatten(treedef, [0 if jnp.ndim(x) else None for x in leaves])
         # keep the E + 1 tables and evaluate them in one vmapped call when they fit in memory: half
         # the evaluation code to compile
         stacked = (n_evals + 1) * math.prod(env.table_shape) * s.shape[0] * 4 <= STACKED_EVAL_BYTES
-        out = jax.vmap(lambda s_, row, a_: train_one(s_, unstack(row), a_, stacked))(s, mat, a)
+        out = jax.vmap(lambda s_, hp, a_: train_one(s_, hp, a_, stacked), in_axes=(0, axes, 0))(
+            s, jax.tree_util.tree_unflatten(treedef, per_run), a)
         return jax.tree_util.tree_map(lambda x: x.reshape((n_cond, n_seeds, n_arms) + x.shape[1:]), out)
 
     return train

@@ -44,7 +44,11 @@ class Hyper:
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 
 
-def stack_hypers(rows: list[dict]) -> Hyper:
-    """Stack per-condition dicts of hyperparameter values into one Hyper of ``[C]`` arrays."""
-    cols = {name: np.asarray([float(r[name]) for r in rows], dtype=np.float32) for name in HYPER_FIELDS}
-    return Hyper(**cols)
+def stack_hypers(rows: list[dict], shared=()) -> Hyper:
+    """Stack per-condition dicts of hyperparameter values into one Hyper of ``[C]`` arrays.
+
+    Fields named in ``shared`` (equal in every condition of a run) are kept as float32 scalars: the
+    engine then holds one copy instead of one per run. A different set of shared fields compiles anew.
+    """
+    return Hyper(**{name: np.float32(rows[0][name]) if name in shared else
+                    np.asarray([float(r[name]) for r in rows], dtype=np.float32) for name in HYPER_FIELDS})

@@ -81,8 +81,11 @@ def test_preset_runs_end_to_end_and_compiles_once(name):
     moved = (fin.set_index(["seed", "arm"])["pass1"] - start).abs()
     assert (moved.xs("frozen", level="arm") == 0).all()
     assert moved.drop("frozen", level="arm").max() > 1e-6
-    ts.run(base, progress=False, sweep={"lr": [0.1, 0.3]}, train={"chunk_conditions": 1})
+    ts.run(base, progress=False, algo={"lr": 0.123})  # other numeric values, nothing swept: no recompilation
     assert compiled_train(resolve(base))._cache_size() == 1
+    # a swept field is laid out per run (a new program), compiled once for all its chunks
+    ts.run(base, progress=False, sweep={"lr": [0.1, 0.3, 0.5]}, train={"chunk_conditions": 2})
+    assert compiled_train(resolve(base))._cache_size() == 2
 
 
 def test_docs_table_has_one_row_per_preset():
