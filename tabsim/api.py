@@ -56,7 +56,7 @@ def make_env(cfg: Config):
 
     offline = any(a in OFFLINE_ARMS for a in cfg.arms.arms)  # otherwise the label is never drawn
     common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples if offline else 0, pass_k=tuple(tr.pass_k),
-                  maj_k=tuple(tr.maj_k), rng=tr.rng)
+                  maj_k=tuple(tr.maj_k), rng=tr.rng, metrics=tr.metrics)
     if t.env == "bandit":
         return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
                               heterogeneous=t.heterogeneity is not None, **common)
@@ -74,7 +74,8 @@ def static_key(cfg: Config) -> tuple:
     t, tr = cfg.task, cfg.train
     return (t.env, t.n_prompts, t.n_answers, t.n_correct, t.heterogeneity is not None,
             tuple(sorted((k, str(v)) for k, v in t.tree.items())), cfg.arms.tie, cfg.arms.offline_samples,
-            tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng)
+            tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng,
+            None if tr.metrics is None else tuple(tr.metrics))
 
 
 def algo_spec(cfg: Config) -> AlgoSpec:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tabsim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, KL_PLACEMENTS, OPTIMIZERS, RATIOS, SURROGATES
 from tabsim.arms import ARMS
+from tabsim.envs import ANSWER_METRICS
 from tabsim.params import HYPER_FIELDS
 from tabsim.rng import RNGS
 
@@ -150,11 +151,23 @@ class TrainConfig(_Section):
     maj_k: list[int] = Field(default_factory=list)
     rng: str = "fast"
     chunk_conditions: int | None = Field(None, ge=1, description="conditions per compiled call")
+    metrics: list[str] | None = Field(None, description="answer-level metrics to record (None = all)")
 
     @field_validator("rng")
     @classmethod
     def _rng(cls, v):
         return _one_of("rng", v, RNGS)
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, v):
+        if v is None:
+            return v
+        if not v:
+            raise ValueError(f"list at least one of {', '.join(ANSWER_METRICS)} (or leave it unset for all)")
+        for m in v:
+            _one_of("metric", m, ANSWER_METRICS)
+        return [m for m in ANSWER_METRICS if m in v]  # canonical order, no repeats
 
     @field_validator("pass_k", "maj_k")
     @classmethod

@@ -286,3 +286,25 @@ def test_compilation_cache_refuses_a_path_that_is_not_a_folder(tmp_path):
     assert res.exit_code != 0 and "--compile-cache" in res.output
     with pytest.raises(ValueError, match="compilation cache"):
         ts.enable_compilation_cache(f)
+
+
+@pytest.mark.parametrize("env", ["bandit", "tree"])
+def test_train_metrics_selects_answer_level_metrics(env):
+    """``train.metrics`` records a subset; what is recorded is unchanged (same numbers as a full run)."""
+    base = {"preset": "paper", "task": {"env": env, "n_prompts": 8, "n_answers": 4},
+            "train": {"seeds": 2, "steps": 6, "batch_size": 4, "eval_every": 3, "pass_k": [2]}}
+    full = ts.run(base, progress=False).frame
+    some = ts.run({**base, "train": {**base["train"], "metrics": ["kl_ref", "pass1"]}}, progress=False).frame
+    dropped = {"entropy", "mode_correct", "format_mass"}
+    assert dropped <= set(full.columns) and not dropped & set(some.columns)
+    for col in ("pass1", "kl_ref", "pass@2", "reward_mean"):
+        np.testing.assert_array_equal(some[col].values, full[col].values)
+    if env == "tree":
+        assert "len_mean" in some.columns  # the tree's own metrics stay
+
+
+@pytest.mark.parametrize("metrics,match", [(["pass1", "accuracy"], "train.metrics.*accuracy.*allowed: entropy"),
+                                           ([], "train.metrics.*at least one")])
+def test_train_metrics_refuses_unknown_names(metrics, match):
+    with pytest.raises(ts.ConfigError, match=match):
+        ts.resolve({"train": {"metrics": metrics}})

@@ -20,7 +20,7 @@ import numpy as np
 
 from tabsim._ops import take_rows, weighted_counts
 from tabsim._pytree import pytree_dataclass
-from tabsim.envs import prompt_means, register_env
+from tabsim.envs import prompt_means, register_env, select_metrics
 from tabsim import rng as R
 
 
@@ -132,14 +132,16 @@ class BanditEnv:
       offline_samples: m, the base-policy samples that fix each prompt's offline majority label (0: no
         arm reads it; the label is -1).
       pass_k, maj_k: the k of the exact pass@k and maj@k metrics.
+      metrics: the answer-level metrics to record (``tabsim.envs.ANSWER_METRICS``; ``None``: all).
       rng: hot-path generator (see :mod:`tabsim.rng`).
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
-                 offline_samples=64, pass_k=(), maj_k=(), rng="fast"):
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None):
         self.n_prompts, self.n_answers, self.n_correct = n_prompts, n_answers, n_correct
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
         self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
+        self.metrics = None if metrics is None else tuple(metrics)
         self.max_len = 1
         self.single_node = True  # every answer is drawn at the prompt: the engine's closed-form path
         self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in self.maj_k}
@@ -205,6 +207,7 @@ class BanditEnv:
             "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1)[:, 0],
             "kl_ref": (q * (logq - task.prior_logits)).sum(-1),
         }
+        out = select_metrics(out, self.metrics)
         for k in self.pass_k:
             out[f"pass@{k}"] = 1.0 - (1.0 - p_correct) ** k
         for k, (counts, lmc, credit) in self._maj.items():

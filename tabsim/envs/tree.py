@@ -36,7 +36,7 @@ import numpy as np
 from tabsim._ops import cumsum_last
 from tabsim._pytree import pytree_dataclass
 from tabsim import rng as R
-from tabsim.envs import prompt_means, register_env
+from tabsim.envs import prompt_means, register_env, select_metrics
 from tabsim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0
@@ -182,17 +182,19 @@ class TreeEnv:
         Default: one style over the whole tree.
       length_slope_correct, length_slope_wrong: lambda_c of the length profile
         ``P(L | s, c) ∝ exp(lambda_c (L - 1) / (D - 1))`` (default 0: every length equally likely).
-      heterogeneous, tie, offline_samples, pass_k, maj_k, rng: as in the bandit.
+      heterogeneous, tie, offline_samples, pass_k, maj_k, rng, metrics: as in the bandit (``metrics``
+        selects among the answer-level metrics; the tree's own metrics are always recorded).
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
-                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", **tree: Any):
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, **tree: Any):
         for key in tree:
             if key not in TREE_FIELDS:
                 _fail(key, f"unknown field; allowed: {', '.join(TREE_FIELDS)}")
         self.n_prompts, self.n_answers, self.n_correct = n_prompts, n_answers, n_correct
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
         self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
+        self.metrics = None if metrics is None else tuple(metrics)
         D = self.depth = _int_field(tree, "depth", 4, 1, 32)
         b = self.branching = _int_field(tree, "branching", 3, 2, 1024)
         self.styles = _styles(tree.get("styles"), b)
@@ -381,6 +383,7 @@ class TreeEnv:
             "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1)[:, 0],
             "kl_ref": (reach * node_kl).sum(-1),
         }
+        out = select_metrics(out, self.metrics)
         for k in self.pass_k:
             out[f"pass@{k}"] = 1.0 - (1.0 - p_correct) ** k
         for k, (counts, lmc, credit) in self._maj.items():
