@@ -14,9 +14,9 @@ from jax import lax
 UNROLL = 16  # unroll a static axis up to this length (longer unrolls cost more to trace than they save)
 
 
-def _col(x, j: int, shape, dims=(0,)):
-    """Column ``j`` of the last axis of ``x`` broadcast to ``shape`` (``dims``: where x's other axes go)."""
-    return lax.broadcast_in_dim(lax.index_in_dim(x, j, x.ndim - 1, keepdims=False), shape, dims)
+def _col(x, j: int, shape):
+    """Column ``j`` of ``x [R, n]`` broadcast to ``shape`` (``R`` leading)."""
+    return lax.broadcast_in_dim(lax.index_in_dim(x, j, 1, keepdims=False), shape, (0,))
 
 
 def _sum(terms):
@@ -45,7 +45,7 @@ def weighted_counts(idx, weights, n: int):
         vals = lax.convert_element_type(hit, dtype)
     else:
         vals = lax.select(hit, lax.broadcast_in_dim(weights, shape, (0, 2)), lax.full(shape, 0, dtype))
-    return lax.reduce_sum(vals, (2,)) if hasattr(lax, "reduce_sum") else vals.sum(-1)
+    return vals.sum(-1)
 
 
 def take_rows(table, idx):

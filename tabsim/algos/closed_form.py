@@ -85,9 +85,9 @@ def gradient(spec, logits, answers, mask, adv, logp_old, logq_ref, hp):
     weight = jax.grad(lambda x: AGGREGATIONS[spec.aggregation](x, mask))(jnp.zeros_like(mask))[..., 0]
     node_weight = weight.sum(-1, keepdims=True)  # [B, 1]: a node term is counted once per answer
     a = adv[..., None]
+    logp = None if logq is None else take_rows(logq, answers)  # [B, G]: the sampled answers' log-probs
     if needs_old_logp(spec):
-        logp = take_rows(logq, answers)[..., None]
-        log_ratio = RATIOS[spec.ratio](logp, logp_old, mask)
+        log_ratio = RATIOS[spec.ratio](logp[..., None], logp_old, mask)
         clip_frac = clip_fraction(log_ratio, a, mask, hp, spec.surrogate)
     else:
         log_ratio = jnp.zeros_like(mask)  # not read
@@ -96,7 +96,7 @@ def gradient(spec, logits, answers, mask, adv, logp_old, logq_ref, hp):
     node = jnp.zeros_like(logits)
     if spec.kl_placement == "loss":
         if spec.kl in KL_TOKEN_DERIVATIVES:
-            l = take_rows(logq, answers) - take_rows(logq_ref, answers)
+            l = logp - take_rows(logq_ref, answers)
             coef = coef + hp.beta * weight * KL_TOKEN_DERIVATIVES[spec.kl](l)
         else:
             node = node + hp.beta * node_weight * KL_NODE_GRADIENTS[spec.kl](pi, logq, logq_ref)
