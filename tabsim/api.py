@@ -149,13 +149,30 @@ class Result:
         """Rows at the last evaluated step."""
         return self.frame[self.frame["step"] == self.frame["step"].max()].reset_index(drop=True)
 
-    def save(self, out_dir: str | Path, fmt: str = "parquet") -> Path:
-        """Write ``results.<fmt>``, ``config.json`` and ``provenance.json`` (each atomically)."""
+    def save(self, out_dir: str | Path, fmt: str = "parquet", *, overwrite: bool = False) -> Path:
+        """Write ``results.<fmt>``, ``config.json`` and ``provenance.json`` into ``out_dir``, published whole.
+
+        A non-empty ``out_dir`` is refused unless ``overwrite`` (see :class:`tabsim.store.RunStore`);
+        inside an open store's staging folder the files are written there directly.
+        """
+        from tabsim.store import RunStore, writing_into
+
         out = Path(out_dir)
-        write_frame(out / f"results.{fmt}", self.frame)
-        write_json(out / "config.json", self.config)
-        write_json(out / "provenance.json", self.provenance)
+        if writing_into(out):
+            self.write(out, fmt)
+            return out
+        with RunStore(out, overwrite=overwrite, key=self.provenance.get("config_hash"),
+                      description="Result.save") as store:
+            self.write(store.dir, fmt)
         return out
+
+    def write(self, folder: str | Path, fmt: str = "parquet") -> Path:
+        """Write the three files into ``folder`` (each atomically; no folder-level checks)."""
+        folder = Path(folder)
+        write_frame(folder / f"results.{fmt}", self.frame)
+        write_json(folder / "config.json", self.config)
+        write_json(folder / "provenance.json", self.provenance)
+        return folder
 
     @classmethod
     def load(cls, out_dir: str | Path) -> "Result":
@@ -184,16 +201,36 @@ def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps
     return pd.DataFrame(cols)
 
 
+@dataclasses.dataclass(frozen=True)
+class ConditionChunk:
+    """A picklable call of one compiled program: ``config`` (JSON) fixes the program, ``seeds`` the seed
+    axis; called with a chunk's stacked hyperparameters it returns metric -> ``[C, S, A, E]`` arrays.
+
+    Workers of a distributed executor rebuild (and cache) the program from the config."""
+
+    config: dict
+    seeds: tuple[int, ...]
+
+    def __call__(self, hp) -> dict[str, np.ndarray]:
+        train = compiled_train(Config.model_validate(self.config))
+        return jax.device_get(train(seed_array(list(self.seeds)), hp))
+
+
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
-        **overrides) -> Result:
+        store=None, desc: str = "tabsim run", **overrides) -> Result:
     """Train every arm x seed x sweep condition of ``config`` and return a :class:`Result`.
 
     Args:
       config: a :class:`Config`, or a mapping validated with :func:`tabsim.config.resolve`.
       progress: show a progress bar (default: when there is more than one chunk).
       executor: where chunks run (default :class:`LocalExecutor`).
+      store: a :class:`tabsim.store.RunStore` that keeps each finished chunk, so an interrupted run
+        resumes where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
+      desc: progress bar label.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
+    from tabsim.store import execute, job_key
+
     t0 = time.perf_counter()
     if not isinstance(config, Config) or overrides:
         base = config.model_dump() if isinstance(config, Config) else config
@@ -201,9 +238,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     cfg = config
     grid = cfg.grid()
     seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
-    seed_arr = seed_array(seeds)
     values = [cfg.hyper_values(g) for g in grid]
-    train = compiled_train(cfg)
+    compiled_train(cfg)  # built (and validated) here, before any chunk runs
     # chunks of equal size so every chunk reuses one compilation
     n_cond = len(values)
     per = cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, len(seeds))
@@ -212,13 +248,11 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     padded = values + [values[-1]] * (n_chunks * per - n_cond)
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
     chunks = [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
-    ex = executor or LocalExecutor()
+    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds))
     show = progress if progress is not None else n_chunks > 1
-    parts = []
-    with _progress(n_chunks, show, "tabsim run") as bar:
-        for out in ex.map(lambda hp: jax.device_get(train(seed_arr, hp)), chunks):
-            parts.append(out)
-            bar.update(1)
+    with _progress(n_chunks, show, desc) as bar:
+        parts = execute(fn, chunks, executor=executor, store=store, job=job_key("run", cfg.digest(), per),
+                        progress=bar)
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
     ev = cfg.train.eval_every or cfg.train.steps
     steps = list(range(0, cfg.train.steps + 1, ev))

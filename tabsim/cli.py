@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from tabsim._cli_common import output_options
 from tabsim.config import ConfigError
 
 
@@ -31,14 +32,23 @@ def main(compile_cache):
             _fail(f"--compile-cache: {e}")
 
 
-def _run_and_write(cfg, out: Path, fmt: str, quiet: bool):
-    from tabsim.api import run
-    from tabsim.plotting import plot_curves, save_figure
+def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = False, resume: bool = False,
+                   command: str = "tabsim run", desc: str = "tabsim run"):
+    """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary."""
+    from tabsim._cli_common import open_store
 
-    res = run(cfg, progress=not quiet)
-    res.save(out, fmt=fmt)
-    fig = plot_curves(res.frame, metric="pass1", by=res.factors, title=f"pass@1 per arm ({cfg.preset or 'custom'})")
-    save_figure(fig, out / "pass1")
+    with open_store(out, overwrite=overwrite, resume=resume, key=cfg.digest(), description=command) as store:
+        if store.complete:
+            click.echo(f"nothing to resume: {out} already holds this run, complete")
+            return None
+        from tabsim.api import run
+        from tabsim.plotting import plot_curves, save_figure
+
+        res = run(cfg, progress=not quiet, store=store, desc=desc)
+        res.write(store.dir, fmt=fmt)
+        fig = plot_curves(res.frame, metric="pass1", by=res.factors,
+                          title=f"pass@1 per arm ({cfg.preset or 'custom'})")
+        save_figure(fig, store.dir / "pass1")
     if not quiet:
         final = res.final()
         table = final.groupby(res.factors + ["arm"], observed=True)["pass1"].agg(["mean", "sem"]).unstack("arm")
@@ -56,7 +66,8 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool):
 @click.option("--seeds", type=int, default=None, help="Override train.seeds.")
 @click.option("--steps", type=int, default=None, help="Override train.steps.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or summary.")
-def run_cmd(config, out, fmt, seeds, steps, quiet):
+@output_options
+def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume):
     """Run the study described by CONFIG (a TOML or YAML file).
 
     Writes a tidy results frame, the resolved config, provenance and a plot of pass@1 against step
@@ -73,7 +84,7 @@ def run_cmd(config, out, fmt, seeds, steps, quiet):
         cfg = load_config(config, **over)
     except ConfigError as err:
         _fail(str(err))
-    _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet)
+    _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume)
 
 
 def _parse_levels(spec: str):
@@ -100,7 +111,8 @@ def _parse_levels(spec: str):
               show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True)
 @click.option("--quiet", "-q", is_flag=True)
-def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet):
+@output_options
+def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwrite, resume):
     """Sweep numeric fields of a preset without writing a config file.
 
     \b
@@ -130,7 +142,8 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet):
         cfg = resolve(data, **over)
     except ConfigError as err:
         _fail(str(err))
-    _run_and_write(cfg, out, fmt, quiet)
+    _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
+                   desc="tabsim sweep")
 
 
 # Commands that live beside the feature they expose; each module defines ``command``.

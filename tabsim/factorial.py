@@ -44,6 +44,7 @@ from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError
 from tabsim.io import provenance, read_frame, write_frame, write_json
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
+from tabsim.store import execute, job_key
 
 ARM, TRACED, STATIC = "arm", "traced", "static"
 _SECTIONS = {"task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}
@@ -334,9 +335,16 @@ class DesignResult:
             last = self.frame["step"].max()
         return self.frame[self.frame["step"] == last].reset_index(drop=True)
 
-    def save(self, out_dir: str | Path, fmt: str = "parquet", stem: str = "results") -> Path:
-        """Write ``<stem>.<fmt>``, ``<stem>.config.json`` (base config and factors) and provenance, atomically."""
+    def save(self, out_dir: str | Path, fmt: str = "parquet", stem: str = "results", *,
+             overwrite: bool = False) -> Path:
+        """Write ``<stem>.<fmt>``, ``<stem>.config.json`` (base config and factors) and provenance, atomically.
+
+        An existing ``<stem>.<fmt>`` is refused unless ``overwrite`` (files of other stems are kept)."""
+        from tabsim.store import OutputExistsError, writing_into
+
         out = Path(out_dir)
+        if not overwrite and not writing_into(out) and (out / f"{stem}.{fmt}").exists():
+            raise OutputExistsError(f"{out / f'{stem}.{fmt}'} exists; pass overwrite=True to replace it")
         write_frame(out / f"{stem}.{fmt}", self.frame)
         write_json(out / f"{stem}.config.json", self.config)
         write_json(out / f"{stem}.provenance.json", self.provenance)
@@ -426,7 +434,7 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
 
 def run_designs(designs: Sequence[Design], *, executor: api.Executor | None = None, progress: bool | None = None,
                 units_per_chunk: int | None = None, skip_frozen: bool = True,
-                desc: str = "tabsim factorial") -> list[DesignResult]:
+                desc: str = "tabsim factorial", store=None) -> list[DesignResult]:
     """Run several designs as one packed job: shared units run once, each program compiles once.
 
     Args:
@@ -438,6 +446,8 @@ def run_designs(designs: Sequence[Design], *, executor: api.Executor | None = No
       skip_frozen: evaluate FROZEN from the step-0 metrics instead of simulating it (identical
         evaluation metrics; its diagnostics ``reward_mean``, ``kept_frac``, ``clip_frac`` are NaN).
       desc: progress bar label.
+      store: a :class:`tabsim.store.RunStore` keeping each finished chunk, so an interrupted job resumes
+        where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
 
     Returns:
       One :class:`DesignResult` per design, in order.
@@ -447,15 +457,16 @@ def run_designs(designs: Sequence[Design], *, executor: api.Executor | None = No
     if units_per_chunk is not None and (not isinstance(units_per_chunk, int) or units_per_chunk < 1):
         raise ValueError(f"units_per_chunk must be an int >= 1, got {units_per_chunk!r}")
     planned, index, programs = plan_chunks(designs, units_per_chunk=units_per_chunk, skip_frozen=skip_frozen)
-    ex = executor or api.LocalExecutor()
     show = progress if progress is not None else len(planned) > 1
     n_units = sum(len(p) for p, _ in planned)
     outputs: dict[int, dict] = {}
+    chunks = [c for _, c in planned]
+    job = job_key("designs", [(c.config, c.hypers, c.seeds, c.n_real) for c in chunks])
     with api._progress(len(planned), show, desc) as bar:
-        for (ids, _), out in zip(planned, ex.map(run_chunk, [c for _, c in planned])):
-            for j, uid in enumerate(ids):
-                outputs[uid] = {k: v[j] for k, v in out.items()}
-            bar.update(1)
+        outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
+    for (ids, _), out in zip(planned, outs):
+        for j, uid in enumerate(ids):
+            outputs[uid] = {k: v[j] for k, v in out.items()}
     wall = round(time.perf_counter() - t0, 3)
     results = []
     for d, per in zip(designs, index):

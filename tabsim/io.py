@@ -3,6 +3,7 @@ command line and output files shared by the study scripts under ``experiments/``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -21,20 +22,32 @@ def _umask_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+@contextlib.contextmanager
+def atomic_path(path: str | Path):
+    """Yield a temporary path in ``path``'s folder; rename it to ``path`` when the block succeeds.
+
+    The temporary file is removed if the block raises, so ``path`` is either the old file or the
+    whole new one, never a part.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        yield tmp
         os.chmod(tmp, _umask_mode())  # mkstemp creates 0600; give the file ordinary permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+    return Path(path)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -62,21 +75,13 @@ def _json_default(o):
 def write_frame(path: str | Path, frame: pd.DataFrame) -> Path:
     """Write a frame as Parquet (``.parquet``) or CSV (``.csv``), atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    if path.suffix not in (".parquet", ".csv"):
+        raise ValueError(f"unknown results format {path.suffix!r}; allowed: .parquet, .csv")
+    with atomic_path(path) as tmp:
         if path.suffix == ".parquet":
             frame.to_parquet(tmp, index=False)
-        elif path.suffix == ".csv":
-            frame.to_csv(tmp, index=False)
         else:
-            raise ValueError(f"unknown results format {path.suffix!r}; allowed: .parquet, .csv")
-        os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            frame.to_csv(tmp, index=False)
     return path
 
 

@@ -18,6 +18,7 @@ so a folder without it is an interrupted run.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import sys
 import time
@@ -27,6 +28,8 @@ from typing import Callable
 import click
 import numpy as np
 import pandas as pd
+
+from tabsim._cli_common import output_options
 
 SWEEP_PRIORS = (0.20, 0.35, 0.50, 0.65, 0.80)
 GRID_PRIORS = tuple(round(0.20 + 0.05 * i, 2) for i in range(13))  # crossover grid, 0.20 .. 0.80
@@ -665,12 +668,13 @@ def _warm_up() -> None:
 
 def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = None, steps: int | None = None,
               preset: str = "paper", fmt: str = "parquet", progress: bool = True,
-              log: Callable[[str], None] | None = None, n_resamples: int = 2000) -> dict:
+              log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
+              resume: bool = False) -> dict:
     """Run the five studies, write ``out``'s report, figures, data and provenance; return the summary.
 
     Args:
-      out: output folder (created; ``report.md`` and ``summary.json`` of an earlier run are removed
-        first and written last, so an interrupted run never looks complete).
+      out: output folder, published whole when everything is written (a run store: see
+        :mod:`tabsim.store`); a non-empty ``out`` is refused unless ``overwrite`` or ``resume``.
       scale: ``"default"`` (the paper's sizes) or ``"heavy"`` (the reference's heavy settings).
       seeds, steps: override seeds per condition / training steps of every study.
       preset: the preset the studies start from (must train the four partition arms).
@@ -678,6 +682,8 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
       progress: progress bar and stage lines (on stderr).
       log: where stage lines go (default stderr when ``progress``).
       n_resamples: bootstrap resamples of every interval.
+      overwrite: replace a non-empty ``out`` (kept until the new run is published).
+      resume: continue an interrupted run into ``out`` (finished chunks are reused).
 
     Returns:
       The ``summary.json`` content.
@@ -687,16 +693,28 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         raise ValueError(f"fmt: unknown data format {fmt!r}; allowed: csv, parquet")
     s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out: {out} exists and is not a folder")
     say = log or ((lambda m: click.echo(m, err=True)) if progress else (lambda m: None))
     from tabsim.config import resolve
 
     designs = build_designs(s)  # validates every study's config before anything is written
     cfg = resolve(s.base(s.steps))
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in ("report.md", "summary.json"):
-        (out / stale).unlink(missing_ok=True)
+    from tabsim.store import RunStore, job_key
+
+    key = job_key("reproduce", dataclasses.asdict(s), fmt)
+    with RunStore(out, overwrite=overwrite, resume=resume, key=key, description="tabsim reproduce") as store:
+        if store.complete:
+            say(f"nothing to resume: {out} already holds this reproduction, complete")
+            summary = json.loads((out / "summary.json").read_text())
+        else:
+            summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0)
+    if not store.complete:
+        say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
+    return summary
+
+
+def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
+                    t0: float) -> dict:
+    """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
 
     from tabsim.factorial import run_designs
     from tabsim.io import provenance, write_frame, write_json
@@ -713,7 +731,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         f"{results[0].provenance['n_chunks_job']} chunks, "
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
     for name, fr in frames.items():
-        write_frame(out / "data" / f"{name}.{fmt}", fr)
+        write_frame(dest / "data" / f"{name}.{fmt}", fr)
 
     warm.join()
     a = analyze(frames, s, cfg)
@@ -730,9 +748,9 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         "partition_seeds": a["sweep_seeds"],
     }
     for name, tab in tables.items():
-        write_frame(out / "tables" / f"{name}.csv", tab)
+        write_frame(dest / "tables" / f"{name}.csv", tab)
     warm.join()
-    figs = figures(a, out)
+    figs = figures(a, dest)
     say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
     wall = time.perf_counter() - t0
     prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
@@ -740,20 +758,20 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
                       n_units=results[0].provenance["n_units_job"], n_chunks=results[0].provenance["n_chunks_job"],
                       n_programs=results[0].provenance["n_programs_job"], argv=sys.argv,
                       process_seconds=_process_seconds())
-    write_json(out / "provenance.json", prov)
-    write_json(out / "config.json", {"settings": dataclasses.asdict(s),
+    write_json(dest / "provenance.json", prov)
+    write_json(dest / "config.json", {"settings": dataclasses.asdict(s),
                                      "designs": {n: r.config for n, r in zip(designs, results)},
                                      "constants": {"ci_level": CI_LEVEL, "additivity_threshold": ADDITIVITY_THRESHOLD,
                                                    "share_threshold": SHARE_THRESHOLD, "gate_tolerance": GATE_TOLERANCE,
                                                    "target_half_width": TARGET_HALF_WIDTH, "paper": PAPER}})
     summary = summary_json(a, cmp, s)
-    summary["figures"] = [str(Path(p).relative_to(out)) for p in figs]
+    summary["figures"] = [str(Path(p).relative_to(dest)) for p in figs]
     summary["wall_seconds"] = round(wall, 3)
-    write_json(out / "summary.json", summary)
+    write_json(dest / "summary.json", summary)
     from tabsim.io import atomic_write_text
 
-    atomic_write_text(out / "report.md", render_report(a, cmp, reasons, s, cfg, wall, prov))  # last: marks completion
-    say(f"[{time.perf_counter() - t0:5.1f}s] wrote {out}/report.md")
+    atomic_write_text(dest / "report.md", render_report(a, cmp, reasons, s, cfg, wall, prov))  # last: marks completion
+    say(f"[{time.perf_counter() - t0:5.1f}s] wrote report.md")
     return summary
 
 
@@ -769,7 +787,8 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
               help="Data format of the run frames.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet):
+@output_options
+def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, overwrite, resume):
     """Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers.
 
     Runs the prior sweep, the 2x2x2 factorial, the pilot gate, the two simulated families and a
@@ -786,8 +805,12 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet):
     if preset not in PRESETS:
         raise click.BadParameter(f"unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}",
                                  param_hint="--preset")
+    from tabsim._cli_common import guarded
+
     try:
-        summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt, progress=not quiet)
+        with guarded(out):
+            summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt,
+                                progress=not quiet, overwrite=overwrite, resume=resume)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     if not quiet:
