@@ -358,9 +358,13 @@ def test_report_refuses_results_changed_after_completion(complete_run, tmp_path)
 
 
 def test_complete_run_is_not_overwritten(complete_run):
+    from tabsim.store import OutputExistsError
+
     path, out, _ = complete_run
-    with pytest.raises(PreregError, match="holds a complete run"):
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(OutputExistsError, match="not empty .*--overwrite"):
         prereg.run_study(path, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.parametrize("where", ["training", "analysis"])
@@ -379,23 +383,29 @@ def test_interrupted_run_leaves_no_report_that_looks_complete(complete_run, tmp_
 
     def dying(*a, **k):
         calls["n"] += 1
-        assert json.loads((out / "status.json").read_text())["state"] == "running"
+        assert json.loads((staging_path(out) / "status.json").read_text())["state"] == "running"
         if where == "analysis":
             real(*a, **k)  # the data exist, the analysis is cut off
         raise KeyboardInterrupt("killed midway")
 
+    from tabsim.store import staging_path
+
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     monkeypatch.setattr(target, name, dying)
     with pytest.raises(KeyboardInterrupt):
         prereg.run_study(path, out, overwrite=True)
     assert calls["n"] == 1
-    status = json.loads((out / "status.json").read_text())
+    # the earlier complete run is untouched; the interrupted one stays in the hidden staging folder
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    stage = staging_path(out)
+    status = json.loads((stage / "status.json").read_text())
     assert status["state"] == "failed" and "killed midway" in status["error"]
     for f in ("report.md", "report.json", "results.json"):
-        assert not (out / f).exists(), f
-    assert (out / "data.parquet").exists() == (where == "analysis")
+        assert not (stage / f).exists(), f
+    assert (stage / "data.parquet").exists() == (where == "analysis")
     with pytest.raises(PreregError, match="not complete"):
-        prereg.write_report(out)
-    res = CliRunner().invoke(prereg.command, ["report", str(out)])
+        prereg.write_report(stage)
+    res = CliRunner().invoke(prereg.command, ["report", str(stage)])
     assert res.exit_code != 0 and "not complete" in res.output
 
 

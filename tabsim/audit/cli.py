@@ -6,11 +6,14 @@ from pathlib import Path
 
 import click
 
+from tabsim._cli_common import output_options
+
 
 @click.command("audit")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (written all-or-nothing; an existing audit there is replaced).")
+              help="Output folder, published whole when every output is written (a non-empty one is refused "
+                   "without --overwrite).")
 @click.option("--seed-sd", type=float, default=0.0, show_default=True,
               help="Assumed seed sd (points) of single-run trained arms; 0 leaves seed spread out.")
 @click.option("--ci", type=float, default=0.95, show_default=True, help="Two-sided interval level.")
@@ -22,7 +25,9 @@ import click
               help="Cache of the calibration sweep (default $TABSIM_CACHE or ~/.cache/tabsim).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk calibration cache.")
 @click.option("--quiet", "-q", is_flag=True)
-def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_dir, no_cache, quiet):
+@output_options
+def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_dir, no_cache, quiet, overwrite,
+            resume):
     """Audit published RLVR results: partition, intervals, bounds for missing arms, verdict.
 
     FILES are YAML or CSV tables of published accuracies (format: docs/audit.md); a folder
@@ -34,10 +39,12 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
     Example (the shipped tables):
       tabsim audit experiments/audits --out results/audit
     """
+    from tabsim._cli_common import open_store
     from tabsim.audit import calibrate as cal
     from tabsim.audit.core import audit
-    from tabsim.audit.report import write_outputs
+    from tabsim.audit.report import _sha, write_outputs
     from tabsim.audit.schema import AuditInputError, load_entries
+    from tabsim.store import job_key
 
     problems = []
     if not (0.0 < ci < 1.0):
@@ -59,18 +66,20 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
     if families:
         grid = cal.CalibrationGrid(families=tuple((f, cal.FAMILY_LR[f]) for f in dict.fromkeys(families)))
     cache = None if no_cache else (cache_dir or cal.default_cache_dir())
-    res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
-                cache_dir=cache, progress=not quiet)
     opts = [f"--seed-sd {seed_sd:g}" if seed_sd else "", f"--ci {ci:g}" if ci != 0.95 else "",
             f"--threshold {threshold:g}" if threshold != 0.60 else "", *(f"--family {f}" for f in families),
             "--no-calibration" if no_calibration else ""]
     cmd = " ".join(["tabsim audit", *(shlex.quote(str(f)) for f in files), "--out", shlex.quote(str(out)),
                     *(o for o in opts if o)])
     inputs = list(dict.fromkeys(e.file for e in entries))
-    try:
-        write_outputs(res, out, files=inputs, command=cmd)
-    except FileExistsError as err:
-        raise click.ClickException(str(err))
+    key = job_key("audit", [_sha(f) for f in inputs], seed_sd, ci, threshold, list(families), no_calibration)
+    with open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
+        if store.complete:
+            click.echo(f"nothing to resume: {out} already holds this audit, complete")
+            return
+        res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
+                    cache_dir=cache, progress=not quiet)
+        write_outputs(res, store.dir, files=inputs, command=cmd)
     if not quiet:
         a = res.audit
         show = a[["source", "model", "benchmark", "verdict", "verdict_basis", "identified"]]

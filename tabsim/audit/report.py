@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +11,6 @@ import pandas as pd
 from tabsim.audit.core import AuditResult
 from tabsim.audit.estimate import TERM_HELP
 
-MARKER = "audit.csv"  # an existing output folder is replaced only if it holds an audit (or is empty)
 PLOT_TERMS = ("d_null", "d_elicit", "d_rd", "d_total")
 TERM_COLORS = {"d_null": "#ff7f0e", "d_elicit": "#2ca02c", "d_rd": "#1f77b4", "d_total": "#7f7f7f"}
 
@@ -256,62 +252,35 @@ def plot_terms(res: AuditResult):
     return fig
 
 
-def _check_target(out: Path):
-    if out.exists():
-        if not out.is_dir():
-            raise FileExistsError(f"--out {out}: exists and is not a folder")
-        if any(out.iterdir()) and not (out / MARKER).exists():
-            raise FileExistsError(f"--out {out}: folder is not empty and holds no earlier audit ({MARKER}); "
-                                  "choose a new or empty folder")
+def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_extra: dict | None = None,
+                  overwrite: bool = False) -> Path:
+    """Write every output into ``out_dir``, published whole (a run store: see :mod:`tabsim.store`).
 
-
-def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_extra: dict | None = None) -> Path:
-    """Write every output into a temporary sibling folder, then rename it into place.
-
-    On any error the temporary folder is removed and ``out_dir`` is left as it was.
+    A non-empty ``out_dir`` is refused unless ``overwrite`` (the old contents stay until the new audit
+    is published). Inside an open store's staging folder the files are written there directly.
     """
+    from tabsim.store import RunStore, writing_into
+
+    out = Path(out_dir)
+    if writing_into(out):
+        _write_files(res, out, files=files, command=command, provenance_extra=provenance_extra)
+        return out
+    with RunStore(out, overwrite=overwrite, description="tabsim audit") as store:
+        _write_files(res, store.dir, files=files, command=command, provenance_extra=provenance_extra)
+    return out
+
+
+def _write_files(res: AuditResult, folder: Path, *, files, command: str, provenance_extra: dict | None) -> None:
     from tabsim.io import atomic_write_text, provenance, write_frame, write_json
     from tabsim.plotting import save_figure
 
-    out = Path(out_dir)
-    _check_target(out)
-    parent = out.resolve().parent
-    created_parent = not parent.exists()
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.tmp-"))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the output folder is an ordinary one
-    try:
-        write_frame(tmp / "audit.csv", res.audit)
-        write_frame(tmp / "terms.csv", res.terms)
-        write_frame(tmp / "entries.csv", res.entries)
-        write_frame(tmp / "calibration.csv", res.calibration)
-        atomic_write_text(tmp / "report.md", render_report(res, files=files, command=command))
-        save_figure(plot_terms(res), tmp / "terms")
-        write_json(tmp / "provenance.json", provenance(
-            command=command, inputs=[{"path": str(f), "sha256": _sha(f)} for f in files],
-            options={k: v for k, v in res.info.items() if k != "calibration"},
-            calibration=res.info.get("calibration"), **(provenance_extra or {})))
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{out.name}.old-"))
-            os.rmdir(old)
-            os.replace(out, old)
-        try:
-            os.replace(tmp, out)
-        except BaseException:
-            if old is not None:
-                os.replace(old, out)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if created_parent:
-            try:
-                parent.rmdir()
-            except OSError:
-                pass
-        raise
-    return out
+    write_frame(folder / "audit.csv", res.audit)
+    write_frame(folder / "terms.csv", res.terms)
+    write_frame(folder / "entries.csv", res.entries)
+    write_frame(folder / "calibration.csv", res.calibration)
+    atomic_write_text(folder / "report.md", render_report(res, files=files, command=command))
+    save_figure(plot_terms(res), folder / "terms")
+    write_json(folder / "provenance.json", provenance(
+        command=command, inputs=[{"path": str(f), "sha256": _sha(f)} for f in files],
+        options={k: v for k, v in res.info.items() if k != "calibration"},
+        calibration=res.info.get("calibration"), **(provenance_extra or {})))

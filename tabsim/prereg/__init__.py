@@ -19,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from tabsim._cli_common import output_options
+
 from tabsim.prereg.locking import amend, changed_fields, lock, plan_hash, read_lock, verify
 from tabsim.prereg.schema import Plan, PreregError, load_plan, validate_document
 
@@ -110,19 +112,22 @@ def amend_cmd(file, reason):
               help="Output folder for data, results.json, status.json and the report.")
 @click.option("--exploratory", is_flag=True,
               help="Run without a lock; everything is labelled exploratory (default: confirmatory).")
-@click.option("--overwrite", is_flag=True, help="Replace a complete run already in --out.")
 @click.option("--quiet", "-q", is_flag=True)
-def run_cmd(file, out, exploratory, overwrite, quiet):
+@output_options
+def run_cmd(file, out, exploratory, quiet, overwrite, resume):
     """Run the study of FILE; confirmatory mode refuses a missing or mismatched lock.
 
     \b
     Example:
       tabsim prereg run preregistration/clipping_null/plan.yaml --out preregistration/clipping_null/results
     """
+    from tabsim._cli_common import guarded
     from tabsim.config import ConfigError
 
     try:
-        res = run_study(file, out, confirmatory=not exploratory, overwrite=overwrite, progress=not quiet)
+        with guarded(out):
+            res = run_study(file, out, confirmatory=not exploratory, overwrite=overwrite, progress=not quiet,
+                            resume=resume)
     except (PreregError, ConfigError) as err:
         _fail(err)
     if not quiet:

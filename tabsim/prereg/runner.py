@@ -94,19 +94,8 @@ def run_design(plan: Plan, *, progress: bool = False) -> tuple[pd.DataFrame, lis
     return frame, runs
 
 
-def _prepare(out: Path, overwrite: bool) -> None:
-    status = read_status(out)
-    if status is not None and status.get("state") == "complete" and not overwrite:
-        raise PreregError(f"{out} holds a complete run (finished {status.get('finished_utc')}); results are part "
-                          f"of the record and are not overwritten. Choose another --out or pass --overwrite")
-    out.mkdir(parents=True, exist_ok=True)
-    # nothing from an earlier run may survive next to the new status
-    for name in (*REPORT_FILES, *RESULT_FILES):
-        (out / name).unlink(missing_ok=True)
-
-
 def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, overwrite: bool = False,
-              progress: bool = False, write_report: bool = True) -> dict:
+              progress: bool = False, write_report: bool = True, resume: bool = False) -> dict:
     """Run the study of the plan at ``path`` into ``out`` and (by default) write its report.
 
     Args:
@@ -114,9 +103,12 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
       out: output folder.
       confirmatory: require the plan to match its lock (plus amendments); an exploratory run needs
         no lock and is labelled exploratory throughout.
-      overwrite: replace a complete run already in ``out``.
+      overwrite: replace a non-empty ``out`` (kept until the new run is published; see :mod:`tabsim.store`).
       progress: show progress bars.
       write_report: write ``report.md`` / ``report.json`` after the run is complete.
+      resume: continue an interrupted run into ``out`` (its finished chunks are reused).
+
+    The run is built in a staging folder beside ``out`` and published whole at the end.
 
     Returns:
       The ``results.json`` content.
@@ -135,7 +127,24 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
                                     for a in lock_mod.read_amendments(path, lk)]
         except PreregError:
             pass
-    _prepare(out, overwrite)
+    from tabsim.store import RunStore, job_key
+
+    mode = "confirmatory" if confirmatory else "exploratory"
+    with RunStore(out, overwrite=overwrite, resume=resume, key=job_key("prereg", sha, mode),
+                  description=f"tabsim prereg run ({mode})") as store:
+        if store.complete:
+            return json.loads((out / RESULTS).read_text())
+        results = _run_into(store.dir, path, plan, doc, sha, record, confirmatory=confirmatory, progress=progress)
+        if write_report:
+            from tabsim.prereg.report import write_report as _write
+
+            _write(store.dir)
+    return results
+
+
+def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confirmatory: bool,
+              progress: bool) -> dict:
+    """Run the design and write data, results and status into ``out`` (the run's staging folder)."""
     started = _utc_now()
     base_status = {"started_utc": started, "prereg_file": str(path), "prereg_sha256": sha,
                    "mode": "confirmatory" if confirmatory else "exploratory"}
@@ -169,8 +178,4 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         raise
     write_json(out / STATUS, {**base_status, "state": "complete", "finished_utc": results["finished_utc"],
                               "files": {name: file_sha256(out / name) for name in RESULT_FILES}})
-    if write_report:
-        from tabsim.prereg.report import write_report as _write
-
-        _write(out)
     return results
