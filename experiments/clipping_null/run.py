@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import study_args, write_frame, write_study
+from tabsim.io import study_args, study_store, write_frame, write_study
 from tabsim.stats import mean_interval
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -169,39 +169,40 @@ def figure(table: pd.DataFrame, lr: float):
 
 def main(argv=None):
     args = study_args(__doc__, "8 seeds, 100 steps (smoke run)", OUT, argv)
-    seeds, steps = (8, 100) if args.quick else (32, 200)
-    t0 = time.perf_counter()
-    frames, configs = [], {}
-    for setting in SETTINGS:
-        res = ts.run(config(setting, seeds, steps), progress=False)
-        configs[setting] = res.config
-        frames.append(res.frame.assign(setting=setting))
-    frame = pd.concat(frames, ignore_index=True)
-    table = d_null_table(frame)
-    write_frame(args.out / "d_null.csv", table)
-    figures = {("d_null" if lr == REFERENCE["lr"] else "d_null_lr" + f"{lr:g}".replace(".", "p")): figure(table, lr)
-               for lr in LRS}
-    ref = table[(table.gamma == REFERENCE["gamma"]) & (table.lr == REFERENCE["lr"])]
-    summary = {s: entries(ref[ref.setting == s]) for s in [*SETTINGS, DERIVED]}
-    summary.update({
-        "study": "clipping_null",
-        "question": "does RANDOM reward move pass@1 once rollout batches are reused under a clipped ratio, "
-                    "and does the direction follow the prior's mode?",
-        "reference": REFERENCE,
-        "note": "the top-level setting lists are at the reference gamma and lr; 'conditions' has every cell; "
-                f"'{DERIVED}' is the per-seed paired difference reuse_clip - reuse_noclip",
-        "findings": findings(table),
-        "conditions": [{"setting": r.setting, "gamma": r.gamma, "lr": r.lr, **entries(table.loc[[i]])[0]}
-                       for i, r in table.iterrows()],
-        "configs": configs,
-    })
-    write_study(args.out, frame, figures, summary, started=t0, quick=args.quick, seeds=seeds, steps=steps)
-    with pd.option_context("display.width", 200, "display.max_rows", 200):
-        show = table[["setting", "gamma", "lr", "format_boost", "prior_strength", "mode_correct", "d_null", "ci_low",
-                      "ci_high", "clip_frac"]]
-        print(show.round(4).to_string(index=False))
-    for k, v in summary["findings"].items():
-        print(k, v)
+    with study_store(args, "experiments/clipping_null") as out:
+        seeds, steps = (8, 100) if args.quick else (32, 200)
+        t0 = time.perf_counter()
+        frames, configs = [], {}
+        for setting in SETTINGS:
+            res = ts.run(config(setting, seeds, steps), progress=False)
+            configs[setting] = res.config
+            frames.append(res.frame.assign(setting=setting))
+        frame = pd.concat(frames, ignore_index=True)
+        table = d_null_table(frame)
+        write_frame(out / "d_null.csv", table)
+        figures = {("d_null" if lr == REFERENCE["lr"] else "d_null_lr" + f"{lr:g}".replace(".", "p")): figure(table, lr)
+                   for lr in LRS}
+        ref = table[(table.gamma == REFERENCE["gamma"]) & (table.lr == REFERENCE["lr"])]
+        summary = {s: entries(ref[ref.setting == s]) for s in [*SETTINGS, DERIVED]}
+        summary.update({
+            "study": "clipping_null",
+            "question": "does RANDOM reward move pass@1 once rollout batches are reused under a clipped ratio, "
+                        "and does the direction follow the prior's mode?",
+            "reference": REFERENCE,
+            "note": "the top-level setting lists are at the reference gamma and lr; 'conditions' has every cell; "
+                    f"'{DERIVED}' is the per-seed paired difference reuse_clip - reuse_noclip",
+            "findings": findings(table),
+            "conditions": [{"setting": r.setting, "gamma": r.gamma, "lr": r.lr, **entries(table.loc[[i]])[0]}
+                           for i, r in table.iterrows()],
+            "configs": configs,
+        })
+        write_study(out, frame, figures, summary, started=t0, quick=args.quick, seeds=seeds, steps=steps)
+        with pd.option_context("display.width", 200, "display.max_rows", 200):
+            show = table[["setting", "gamma", "lr", "format_boost", "prior_strength", "mode_correct", "d_null", "ci_low",
+                          "ci_high", "clip_frac"]]
+            print(show.round(4).to_string(index=False))
+        for k, v in summary["findings"].items():
+            print(k, v)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import study_args, write_study
+from tabsim.io import study_args, study_store, write_study
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE = {"depth": 6, "branching": 3, "length_slope_wrong": 1.0}
@@ -115,31 +115,32 @@ def figure(frame: pd.DataFrame, ps: pd.DataFrame):
 
 def main():
     args = study_args(__doc__, "4 seeds, 60 steps (smoke run)", OUT)
-    seeds, steps = (4, 60) if args.quick else (16, 150)
-    t0 = time.perf_counter()
-    frames, configs = [], {}
-    for name, algo in ALGOS.items():
-        for ep in EPOCHS:
-            res = ts.run(config(algo, ep, seeds, steps), progress=False)
-            configs[f"{name}|epochs={ep}"] = res.config
-            frames.append(res.frame.assign(algo=name, epochs=ep))
-    frame = pd.concat(frames, ignore_index=True)
-    ps = per_seed(frame)
-    one_epoch = frame[frame.epochs == 1].pivot_table(index=["arm", "lr", "seed", "step"], columns="algo",
-                                                      values="pass1", observed=True)
-    identical = float(np.abs(one_epoch["gspo"] - one_epoch["grpo"]).max())
-    summary = summarise(ps)
-    write_study(args.out, frame, {"gspo_vs_grpo": figure(frame, ps)}, {
-        "study": "tree_gspo_vs_grpo",
-        "question": "under off-policy reuse, is GSPO's sequence-level clipped ratio more stable than GRPO's token-level one,"
-                    " and how often does each clip?",
-        "one_epoch_max_abs_pass1_difference": identical,
-        "cells": summary, "gspo_minus_grpo": paired_contrast(ps), "configs": configs}, started=t0, quick=args.quick)
-    print(f"1 epoch: max |pass1(gspo) - pass1(grpo)| = {identical:.2e}")
-    for k, v in summary.items():
-        if v["arm"] == "true":
-            print(k, f"pass1={v['final_pass1']['mean']:.3f}±{v['final_pass1']['se']:.3f}",
-                  f"drawdown={v['max_drawdown']['mean']:.3f}", f"clip={v['clip_frac']['mean']:.3f}")
+    with study_store(args, "experiments/tree_gspo_vs_grpo") as out:
+        seeds, steps = (4, 60) if args.quick else (16, 150)
+        t0 = time.perf_counter()
+        frames, configs = [], {}
+        for name, algo in ALGOS.items():
+            for ep in EPOCHS:
+                res = ts.run(config(algo, ep, seeds, steps), progress=False)
+                configs[f"{name}|epochs={ep}"] = res.config
+                frames.append(res.frame.assign(algo=name, epochs=ep))
+        frame = pd.concat(frames, ignore_index=True)
+        ps = per_seed(frame)
+        one_epoch = frame[frame.epochs == 1].pivot_table(index=["arm", "lr", "seed", "step"], columns="algo",
+                                                          values="pass1", observed=True)
+        identical = float(np.abs(one_epoch["gspo"] - one_epoch["grpo"]).max())
+        summary = summarise(ps)
+        write_study(out, frame, {"gspo_vs_grpo": figure(frame, ps)}, {
+            "study": "tree_gspo_vs_grpo",
+            "question": "under off-policy reuse, is GSPO's sequence-level clipped ratio more stable than GRPO's token-level one,"
+                        " and how often does each clip?",
+            "one_epoch_max_abs_pass1_difference": identical,
+            "cells": summary, "gspo_minus_grpo": paired_contrast(ps), "configs": configs}, started=t0, quick=args.quick)
+        print(f"1 epoch: max |pass1(gspo) - pass1(grpo)| = {identical:.2e}")
+        for k, v in summary.items():
+            if v["arm"] == "true":
+                print(k, f"pass1={v['final_pass1']['mean']:.3f}±{v['final_pass1']['se']:.3f}",
+                      f"drawdown={v['max_drawdown']['mean']:.3f}", f"clip={v['clip_frac']['mean']:.3f}")
 
 
 if __name__ == "__main__":

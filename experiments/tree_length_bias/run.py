@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import study_args, write_study
+from tabsim.io import study_args, study_store, write_study
 
 OUT = Path(__file__).resolve().parent / "out"
 # length profiles of the prior: wrong answers longer (the studied case) and a neutral control
@@ -130,25 +130,26 @@ def figure(frame: pd.DataFrame, lr_show: float):
 
 def main():
     args = study_args(__doc__, "4 seeds, 100 steps (smoke run)", OUT)
-    seeds, steps = (4, 100) if args.quick else (16, 300)
-    t0 = time.perf_counter()
-    frames, configs = [], {}
-    for pname, profile in PROFILES.items():
-        for name, cell in CELLS.items():
-            res = ts.run(config(cell, profile, seeds, steps), progress=False)
-            configs[f"{pname}|{name}"] = res.config
-            frames.append(res.frame.assign(profile=pname, cell=name))
-    frame = pd.concat(frames, ignore_index=True)
-    frame["cell"] = pd.Categorical(frame["cell"], categories=list(CELLS))
-    frame["profile"] = pd.Categorical(frame["profile"], categories=list(PROFILES))
-    summary = summarise(frame)
-    write_study(args.out, frame, {"length_bias": figure(frame, lr_show=20.0)}, {
-        "study": "tree_length_bias", "question": "does GRPO lengthen wrong answers where Dr. GRPO does not?",
-        "metric": "len_wrong = E[answer length | wrong answer], exact by DP, mean over prompts; d_ = final - initial,"
-                  " per seed; @pass1=t: interpolated where the seed's pass@1 first reaches t",
-        "verdict": verdict(summary), "cells": summary, "configs": configs}, started=t0, quick=args.quick)
-    for k, v in verdict(summary).items():
-        print(k, v)
+    with study_store(args, "experiments/tree_length_bias") as out:
+        seeds, steps = (4, 100) if args.quick else (16, 300)
+        t0 = time.perf_counter()
+        frames, configs = [], {}
+        for pname, profile in PROFILES.items():
+            for name, cell in CELLS.items():
+                res = ts.run(config(cell, profile, seeds, steps), progress=False)
+                configs[f"{pname}|{name}"] = res.config
+                frames.append(res.frame.assign(profile=pname, cell=name))
+        frame = pd.concat(frames, ignore_index=True)
+        frame["cell"] = pd.Categorical(frame["cell"], categories=list(CELLS))
+        frame["profile"] = pd.Categorical(frame["profile"], categories=list(PROFILES))
+        summary = summarise(frame)
+        write_study(out, frame, {"length_bias": figure(frame, lr_show=20.0)}, {
+            "study": "tree_length_bias", "question": "does GRPO lengthen wrong answers where Dr. GRPO does not?",
+            "metric": "len_wrong = E[answer length | wrong answer], exact by DP, mean over prompts; d_ = final - initial,"
+                      " per seed; @pass1=t: interpolated where the seed's pass@1 first reaches t",
+            "verdict": verdict(summary), "cells": summary, "configs": configs}, started=t0, quick=args.quick)
+        for k, v in verdict(summary).items():
+            print(k, v)
 
 
 if __name__ == "__main__":

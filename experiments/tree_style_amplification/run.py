@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import study_args, write_study
+from tabsim.io import study_args, study_store, write_study
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE = {"depth": 4, "branching": 3,
@@ -109,26 +109,27 @@ def figure(diff: pd.DataFrame, frame: pd.DataFrame):
 
 def main():
     args = study_args(__doc__, "4 seeds, 100 steps (smoke run)", OUT)
-    seeds, steps = (4, 100) if args.quick else (16, 300)
-    t0 = time.perf_counter()
-    frames, configs = [], {}
-    for name, cell in CELLS.items():
-        res = ts.run(config(cell, seeds, steps), progress=False)
-        configs[name] = res.config
-        frames.append(res.frame.assign(cell=name))
-    frame = pd.concat(frames, ignore_index=True)
-    frame["cell"] = pd.Categorical(frame["cell"], categories=list(CELLS))
-    diff = paired(frame)
-    summary = summarise(frame, diff)
-    write_study(args.out, frame, {"style_amplification": figure(diff, frame)}, {
-        "study": "tree_style_amplification",
-        "question": "does random reward with reuse + clipping raise the high-prior style's mass, and not without clipping?",
-        "metric": "d_x = x(RANDOM) - x(FROZEN) at the final step, per seed (paired); mean and s.e. over seeds",
-        "cells": summary, "clip_minus_noclip_style0_mass": clip_effect(diff), "configs": configs},
-        started=t0, quick=args.quick)
-    for k, v in summary.items():
-        print(k, f"d_style0_mass={v['d_style0_mass']['mean']:+.3f}±{v['d_style0_mass']['se']:.3f}",
-              f"d_pass1={v['d_pass1']['mean']:+.3f}", f"clip_frac={v['clip_frac']:.3f}")
+    with study_store(args, "experiments/tree_style_amplification") as out:
+        seeds, steps = (4, 100) if args.quick else (16, 300)
+        t0 = time.perf_counter()
+        frames, configs = [], {}
+        for name, cell in CELLS.items():
+            res = ts.run(config(cell, seeds, steps), progress=False)
+            configs[name] = res.config
+            frames.append(res.frame.assign(cell=name))
+        frame = pd.concat(frames, ignore_index=True)
+        frame["cell"] = pd.Categorical(frame["cell"], categories=list(CELLS))
+        diff = paired(frame)
+        summary = summarise(frame, diff)
+        write_study(out, frame, {"style_amplification": figure(diff, frame)}, {
+            "study": "tree_style_amplification",
+            "question": "does random reward with reuse + clipping raise the high-prior style's mass, and not without clipping?",
+            "metric": "d_x = x(RANDOM) - x(FROZEN) at the final step, per seed (paired); mean and s.e. over seeds",
+            "cells": summary, "clip_minus_noclip_style0_mass": clip_effect(diff), "configs": configs},
+            started=t0, quick=args.quick)
+        for k, v in summary.items():
+            print(k, f"d_style0_mass={v['d_style0_mass']['mean']:+.3f}±{v['d_style0_mass']['se']:.3f}",
+                  f"d_pass1={v['d_pass1']['mean']:+.3f}", f"clip_frac={v['clip_frac']:.3f}")
 
 
 if __name__ == "__main__":
