@@ -314,3 +314,23 @@ def test_result_save_never_clobbers(tmp_path):
     assert tree_bytes(tmp_path / "r") == first
     res.save(tmp_path / "r", overwrite=True)
     assert ts.Result.load(tmp_path / "r").frame.equals(res.frame)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("command", [
+    ["run", ROOT / "experiments" / "configs" / "paper_sweep.toml"],
+    ["sweep", "--steps", "10"],
+    ["reproduce", "-q"],
+    ["audit", ROOT / "experiments" / "audits" / "ttrl.yaml", "--no-calibration", "-q"],
+    ["prereg", "run", ROOT / "preregistration" / "clipping_null" / "plan.yaml", "--exploratory", "-q"],
+], ids=["run", "sweep", "reproduce", "audit", "prereg-run"])
+def test_every_writing_command_refuses_a_non_empty_out(tmp_path, command):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    res = cli(*command, "--out", out)
+    assert_clean_refusal(res, "not empty", "--overwrite")
+    assert tree_bytes(out) == {"notes.txt": b"mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # no staging folder or lock left behind
