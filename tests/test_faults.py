@@ -334,3 +334,32 @@ def test_every_writing_command_refuses_a_non_empty_out(tmp_path, command):
     assert_clean_refusal(res, "not empty", "--overwrite")
     assert tree_bytes(out) == {"notes.txt": b"mine"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # no staging folder or lock left behind
+
+
+def test_reproduce_interrupted_then_resumed_gives_the_same_data(tmp_path, monkeypatch):
+    import tabsim.factorial as fac
+
+    ref = tmp_path / "ref"
+    assert cli("reproduce", "--out", ref, "-q").exit_code == 0
+    real, calls = fac.run_chunk, {"n": 0}
+
+    def dies_after_three(chunk):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise KeyboardInterrupt
+        return real(chunk)
+
+    out = tmp_path / "o"
+    monkeypatch.setattr(fac, "run_chunk", dies_after_three)
+    res = cli("reproduce", "--out", out, "-q")
+    assert res.exit_code == 130 and "interrupted" in res.output and not out.exists()
+    monkeypatch.setattr(fac, "run_chunk", real)
+    res = cli("reproduce", "--out", out, "-q", "--resume")
+    assert res.exit_code == 0, res.output
+    import json
+
+    assert json.loads((out / MARKER).read_text())["chunks_reused"] == 3
+    data = sorted(p.name for p in (ref / "data").iterdir())
+    assert data and data == sorted(p.name for p in (out / "data").iterdir())
+    for name in data:
+        assert (out / "data" / name).read_bytes() == (ref / "data" / name).read_bytes(), name
