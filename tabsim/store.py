@@ -177,6 +177,9 @@ class RunStore:
             raise OutputError(f"--out {out}: choose one of --overwrite (start again) and --resume (continue)")
         if out.exists() and not out.is_dir():
             raise OutputError(f"--out {out}: exists and is not a folder")
+        blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise OutputError(f"--out {out}: {blocker} is a file, not a folder")
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
