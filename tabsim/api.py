@@ -223,7 +223,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     Args:
       config: a :class:`Config`, or a mapping validated with :func:`tabsim.config.resolve`.
       progress: show a progress bar (default: when there is more than one chunk).
-      executor: where chunks run (default :class:`LocalExecutor`).
+      executor: where chunks run (default :class:`LocalExecutor`; :class:`tabsim.executors.DaskExecutor`
+        runs them on a Dask cluster, with the same results). Chunks also fit its workers' memory limit.
       store: a :class:`tabsim.store.RunStore` that keeps each finished chunk, so an interrupted run
         resumes where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
       desc: progress bar label.
@@ -244,6 +245,9 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     n_cond = len(values)
     per = cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, len(seeds))
     per = min(per, n_cond)
+    from tabsim.executors import cap_chunk
+
+    per = cap_chunk(executor, cfg, per, len(seeds))  # one chunk fits a worker's memory limit
     n_chunks = math.ceil(n_cond / per)
     padded = values + [values[-1]] * (n_chunks * per - n_cond)
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition

@@ -10,6 +10,8 @@ import click
 
 from tabsim._cli_common import output_options
 from tabsim.config import ConfigError
+from tabsim.presets import PRESETS
+from tabsim.executors import check_options, executor_options, open_executor
 
 
 def _fail(msg: str):
@@ -33,18 +35,21 @@ def main(compile_cache):
 
 
 def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = False, resume: bool = False,
-                   command: str = "tabsim run", desc: str = "tabsim run"):
-    """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary."""
+                   command: str = "tabsim run", desc: str = "tabsim run", executor: tuple = ("local", None, None)):
+    """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary.
+
+    ``executor`` is ``(--executor, --workers, --scheduler)``."""
     from tabsim._cli_common import open_store
 
-    with open_store(out, overwrite=overwrite, resume=resume, key=cfg.digest(), description=command) as store:
+    with open_executor(*executor, quiet=quiet) as ex, \
+            open_store(out, overwrite=overwrite, resume=resume, key=cfg.digest(), description=command) as store:
         if store.complete:
             click.echo(f"nothing to resume: {out} already holds this run, complete")
             return None
         from tabsim.api import run
         from tabsim.plotting import plot_curves, save_figure
 
-        res = run(cfg, progress=not quiet, store=store, desc=desc)
+        res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
         res.write(store.dir, fmt=fmt)
         fig = plot_curves(res.frame, metric="pass1", by=res.factors,
                           title=f"pass@1 per arm ({cfg.preset or 'custom'})")
@@ -62,12 +67,14 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default: results/<config name>).")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True)
-@click.option("--seeds", type=int, default=None, help="Override train.seeds.")
-@click.option("--steps", type=int, default=None, help="Override train.steps.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
+              help="Format of the results frame (results.parquet or results.csv).")
+@click.option("--seeds", type=int, default=None, help="Seeds per condition, overriding the file's train.seeds.")
+@click.option("--steps", type=int, default=None, help="Training steps, overriding the file's train.steps.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or summary.")
 @output_options
-def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume):
+@executor_options
+def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, workers, scheduler):
     """Run the study described by CONFIG (a TOML or YAML file).
 
     Writes a tidy results frame, the resolved config, provenance and a plot of pass@1 against step
@@ -79,12 +86,14 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume):
     """
     from tabsim.config import load_config
 
+    check_options(executor, workers, scheduler)
     over = {"train": {k: v for k, v in (("seeds", seeds), ("steps", steps)) if v is not None}}
     try:
         cfg = load_config(config, **over)
     except ConfigError as err:
         _fail(str(err))
-    _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume)
+    _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
+                   executor=(executor, workers, scheduler))
 
 
 def _parse_levels(spec: str):
@@ -98,21 +107,26 @@ def _parse_levels(spec: str):
 
 
 @main.command("sweep")
-@click.option("--preset", default=None, help="Preset to start from (default: the config file's, else paper).")
+@click.option("--preset", default=None,
+              help="Preset to start from, one of: " + ", ".join(sorted(PRESETS))
+                   + " (default: the config file's, else paper).")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Optional config file (its values override the preset).")
 @click.option("--vary", multiple=True, metavar="FIELD=v1,v2,...",
               help="A numeric field and its levels; repeat for a full factorial (default: the config "
                    "file's sweep, else prior_strength=0.2,0.35,0.5,0.65,0.8).")
 @click.option("--arms", default=None, help="Comma-separated arms (default: the preset's).")
-@click.option("--seeds", type=int, default=None)
-@click.option("--steps", type=int, default=None)
+@click.option("--seeds", type=int, default=None, help="Seeds per condition (default: the preset's or the file's).")
+@click.option("--steps", type=int, default=None, help="Training steps (default: the preset's or the file's).")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/sweep"),
-              show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True)
-@click.option("--quiet", "-q", is_flag=True)
+              show_default=True, help="Output folder.")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
+              help="Format of the results frame (results.parquet or results.csv).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
 @output_options
-def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwrite, resume):
+@executor_options
+def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwrite, resume, executor, workers,
+              scheduler):
     """Sweep numeric fields of a preset without writing a config file.
 
     \b
@@ -121,6 +135,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     """
     from tabsim.config import read_config_file, resolve
 
+    check_options(executor, workers, scheduler)
     try:
         data = read_config_file(config) if config else {}
     except ConfigError as err:
@@ -143,7 +158,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     except ConfigError as err:
         _fail(str(err))
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
-                   desc="tabsim sweep")
+                   desc="tabsim sweep", executor=(executor, workers, scheduler))
 
 
 # Commands that live beside the feature they expose; each module defines ``command``.

@@ -41,6 +41,7 @@ import pandas as pd
 from tabsim import api
 from tabsim.arms import ARMS
 from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError, TaskConfig, TrainConfig, resolve
+from tabsim.executors import cap_chunk
 from tabsim.io import provenance, read_frame, write_frame, write_json
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
@@ -385,8 +386,12 @@ def run_config(cfg: Config, *, skip_frozen: bool = True) -> Config:
                                                             "arms": [a for a in arms if a != "frozen"]}})
 
 
-def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None, skip_frozen: bool = True):
+def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None, skip_frozen: bool = True,
+                executor=None):
     """Deduplicated units of ``designs`` packed into equal-size chunks, one size per program.
+
+    An ``executor`` whose workers have a memory limit (:class:`tabsim.executors.DaskExecutor`) caps the
+    units per chunk so that one chunk fits it.
 
     Returns:
       ``(chunks, unit_index, programs)``: ``chunks`` a list of ``(unit ids, Chunk)``;
@@ -422,6 +427,7 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
     for key, cfg in programs.items():
         ids = [i for i, k in enumerate(unit_cfg) if k == key]
         u = units_per_chunk or _auto_units(cfg, len(ids))
+        u = cap_chunk(executor, cfg, u, 1)  # a unit is one condition x seed
         conf = cfg.model_dump(mode="json")
         for start in range(0, len(ids), u):
             part = ids[start:start + u]
@@ -456,7 +462,8 @@ def run_designs(designs: Sequence[Design], *, executor: api.Executor | None = No
     designs = list(designs)
     if units_per_chunk is not None and (not isinstance(units_per_chunk, int) or units_per_chunk < 1):
         raise ValueError(f"units_per_chunk must be an int >= 1, got {units_per_chunk!r}")
-    planned, index, programs = plan_chunks(designs, units_per_chunk=units_per_chunk, skip_frozen=skip_frozen)
+    planned, index, programs = plan_chunks(designs, units_per_chunk=units_per_chunk, skip_frozen=skip_frozen,
+                                           executor=executor)
     show = progress if progress is not None else len(planned) > 1
     n_units = sum(len(p) for p, _ in planned)
     outputs: dict[int, dict] = {}

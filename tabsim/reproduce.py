@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from tabsim._cli_common import output_options
+from tabsim.executors import executor_options
 
 SWEEP_PRIORS = (0.20, 0.35, 0.50, 0.65, 0.80)
 GRID_PRIORS = tuple(round(0.20 + 0.05 * i, 2) for i in range(13))  # crossover grid, 0.20 .. 0.80
@@ -669,7 +670,7 @@ def _warm_up() -> None:
 def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = None, steps: int | None = None,
               preset: str = "paper", fmt: str = "parquet", progress: bool = True,
               log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
-              resume: bool = False) -> dict:
+              resume: bool = False, executor=None) -> dict:
     """Run the five studies, write ``out``'s report, figures, data and provenance; return the summary.
 
     Args:
@@ -684,6 +685,8 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
       n_resamples: bootstrap resamples of every interval.
       overwrite: replace a non-empty ``out`` (kept until the new run is published).
       resume: continue an interrupted run into ``out`` (finished chunks are reused).
+      executor: where the training chunks run (default in this process; e.g.
+        :class:`tabsim.executors.DaskExecutor`); the results are the same.
 
     Returns:
       The ``summary.json`` content.
@@ -706,14 +709,14 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
             say(f"nothing to resume: {out} already holds this reproduction, complete")
             summary = json.loads((out / "summary.json").read_text())
         else:
-            summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0)
+            summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0, executor=executor)
     if not store.complete:
         say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
     return summary
 
 
 def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
-                    t0: float) -> dict:
+                    t0: float, executor=None) -> dict:
     """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
 
     from tabsim.factorial import run_designs
@@ -724,7 +727,8 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
     warm = threading.Thread(target=_warm_up, name="tabsim-warm-up", daemon=True)
     warm.start()
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
-    results = run_designs(list(designs.values()), progress=progress, desc="training (compile + run)")
+    results = run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
+                          executor=executor)
     frames = {name: r.frame for name, r in zip(designs, results)}
     t_train = time.perf_counter() - t0
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
@@ -788,7 +792,8 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
               help="Data format of the run frames.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @output_options
-def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, overwrite, resume):
+@executor_options
+def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, overwrite, resume, executor, workers, scheduler):
     """Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers.
 
     Runs the prior sweep, the 2x2x2 factorial, the pilot gate, the two simulated families and a
@@ -806,11 +811,13 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, overwrite, resu
         raise click.BadParameter(f"unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}",
                                  param_hint="--preset")
     from tabsim._cli_common import guarded
+    from tabsim.executors import check_options, open_executor
 
+    check_options(executor, workers, scheduler)
     try:
-        with guarded(out):
+        with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt,
-                                progress=not quiet, overwrite=overwrite, resume=resume)
+                                progress=not quiet, overwrite=overwrite, resume=resume, executor=ex)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     if not quiet:

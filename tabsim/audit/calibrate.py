@@ -135,13 +135,15 @@ def default_cache_dir() -> Path:
 _MEMO: dict = {}
 
 
-def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progress: bool = False) -> tuple:
+def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progress: bool = False,
+             executor=None) -> tuple:
     """Final metrics of every arm x seed x structure of ``grid`` (cached in memory and on disk).
 
     Args:
       grid: the simulated family.
       cache_dir: folder for the cached frame (None: no disk cache).
       progress: show tabsim's progress bar.
+      executor: where the sweep's chunks run (default in this process; see :mod:`tabsim.executors`).
 
     Returns:
       ``(frame, info)``: tidy frame with columns ``family, n_correct, prior_strength, format_boost,
@@ -166,7 +168,7 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
     t0 = time.perf_counter()
     parts = []
     for name, k, cfg in grid.configs():
-        fin = run(cfg, progress=progress).final()
+        fin = run(cfg, progress=progress, executor=executor).final()
         keep = ["prior_strength", "format_boost", "heterogeneity", "lr", "seed", "arm", "pass1"]
         keep += [c for c in fin.columns if c.startswith(("pass@", "maj@"))]
         fin = fin[keep].copy()

@@ -73,12 +73,13 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
                     *(o for o in opts if o)])
     inputs = list(dict.fromkeys(e.file for e in entries))
     key = job_key("audit", [_sha(f) for f in inputs], seed_sd, ci, threshold, list(families), no_calibration)
-    with open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
+    with open_executor(executor, workers, scheduler, quiet=quiet) as ex, \
+            open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
         if store.complete:
             click.echo(f"nothing to resume: {out} already holds this audit, complete")
             return
         res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
-                    cache_dir=cache, progress=not quiet)
+                    cache_dir=cache, progress=not quiet, executor=ex)
         write_outputs(res, store.dir, files=inputs, command=cmd)
     if not quiet:
         a = res.audit

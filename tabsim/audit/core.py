@@ -184,7 +184,7 @@ def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame
 
 def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
           calibrate: bool = True, grid: Optional[cal.CalibrationGrid] = None, cache_dir: Optional[Path] = None,
-          progress: bool = False) -> AuditResult:
+          progress: bool = False, executor=None) -> AuditResult:
     """Partition, intervals, bounds and verdict for every entry.
 
     Args:
@@ -196,6 +196,8 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
       grid: the simulated family (default :class:`CalibrationGrid`).
       cache_dir: on-disk cache of the calibration sweep (None: no disk cache).
       progress: tabsim progress bar for the calibration sweep.
+      executor: where the calibration sweep's chunks run (default in this process; e.g.
+        :class:`tabsim.executors.DaskExecutor`); the results are the same.
 
     Returns:
       :class:`AuditResult`.
@@ -210,7 +212,7 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
             "n_entries": len(entries)}
     structs = None
     if calibrate and any(e.missing for e in entries):
-        frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress)
+        frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor)
         structs = cal.structures(frame)
         cond = ["family", "n_correct", "prior_strength", "format_boost", "heterogeneity", "lr"]
         wide = frame.groupby(cond + ["arm"])["pass1"].mean().unstack("arm")

@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from tabsim._cli_common import output_options
+from tabsim.executors import executor_options
 
 from tabsim.prereg.locking import amend, changed_fields, lock, plan_hash, read_lock, verify
 from tabsim.prereg.schema import Plan, PreregError, load_plan, validate_document
@@ -114,7 +115,8 @@ def amend_cmd(file, reason):
               help="Run without a lock; everything is labelled exploratory (default: confirmatory).")
 @click.option("--quiet", "-q", is_flag=True)
 @output_options
-def run_cmd(file, out, exploratory, quiet, overwrite, resume):
+@executor_options
+def run_cmd(file, out, exploratory, quiet, overwrite, resume, executor, workers, scheduler):
     """Run the study of FILE; confirmatory mode refuses a missing or mismatched lock.
 
     \b
@@ -123,11 +125,13 @@ def run_cmd(file, out, exploratory, quiet, overwrite, resume):
     """
     from tabsim._cli_common import guarded
     from tabsim.config import ConfigError
+    from tabsim.executors import check_options, open_executor
 
+    check_options(executor, workers, scheduler)
     try:
-        with guarded(out):
+        with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             res = run_study(file, out, confirmatory=not exploratory, overwrite=overwrite, progress=not quiet,
-                            resume=resume)
+                            resume=resume, executor=ex)
     except (PreregError, ConfigError) as err:
         _fail(err)
     if not quiet:

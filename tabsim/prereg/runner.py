@@ -47,13 +47,14 @@ def read_status(out: str | Path) -> Optional[dict]:
         return {"state": "corrupted"}
 
 
-def run_design(plan: Plan, *, progress: bool = False) -> tuple[pd.DataFrame, list[dict]]:
+def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd.DataFrame, list[dict]]:
     """Train every cell of the design into one tidy frame.
 
     Uses the factorial runner (:func:`tabsim.factorial.run_factorial`: one compiled program per
     static combination, traced factors and seeds vmapped) when it is available, else one
     :func:`tabsim.api.run` sweep per static cell. The arm factor is not a runner factor: every arm
     of the design runs (the partition needs them all) and the factor column copies ``arm``.
+    ``executor`` is where the chunks run (default in this process; see :mod:`tabsim.executors`).
 
     Returns:
       ``(frame, runs)``: one row per cell x seed x arm x eval step, with a column per design factor;
@@ -68,7 +69,7 @@ def run_design(plan: Plan, *, progress: bool = False) -> tuple[pd.DataFrame, lis
         (_, base), *_ = design_runs(plan)
         base = {k: v for k, v in base.items() if k != "sweep"}
         factors = {f.name: {f.field: list(f.levels)} for f in plan.design.factors if f is not arm_factor}
-        res = run_factorial(base, factors, progress=progress, name=plan.title)
+        res = run_factorial(base, factors, progress=progress, name=plan.title, executor=executor)
         frame = res.frame.copy()
         runs = [{"runner": "tabsim.factorial.run_factorial", "config": res.config, "provenance": res.provenance}]
     else:
@@ -76,7 +77,7 @@ def run_design(plan: Plan, *, progress: bool = False) -> tuple[pd.DataFrame, lis
 
         frames, runs = [], []
         for levels, cfg in design_runs(plan):
-            res = run(cfg, progress=progress)
+            res = run(cfg, progress=progress, executor=executor)
             part = res.frame.copy()
             for f in plan.design.factors:
                 kind, target = _classify_field(f.field)
@@ -95,7 +96,7 @@ def run_design(plan: Plan, *, progress: bool = False) -> tuple[pd.DataFrame, lis
 
 
 def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, overwrite: bool = False,
-              progress: bool = False, write_report: bool = True, resume: bool = False) -> dict:
+              progress: bool = False, write_report: bool = True, resume: bool = False, executor=None) -> dict:
     """Run the study of the plan at ``path`` into ``out`` and (by default) write its report.
 
     Args:
@@ -107,6 +108,8 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
       progress: show progress bars.
       write_report: write ``report.md`` / ``report.json`` after the run is complete.
       resume: continue an interrupted run into ``out`` (its finished chunks are reused).
+      executor: where the training chunks run (default in this process; e.g.
+        :class:`tabsim.executors.DaskExecutor`); the results are the same.
 
     The run is built in a staging folder beside ``out`` and published whole at the end.
 
@@ -134,7 +137,8 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
                   description=f"tabsim prereg run ({mode})") as store:
         if store.complete:
             return json.loads((out / RESULTS).read_text())
-        results = _run_into(store.dir, path, plan, doc, sha, record, confirmatory=confirmatory, progress=progress)
+        results = _run_into(store.dir, path, plan, doc, sha, record, confirmatory=confirmatory, progress=progress,
+                            executor=executor)
         if write_report:
             from tabsim.prereg.report import write_report as _write
 
@@ -143,7 +147,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
 
 
 def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confirmatory: bool,
-              progress: bool) -> dict:
+              progress: bool, executor=None) -> dict:
     """Run the design and write data, results and status into ``out`` (the run's staging folder)."""
     started = _utc_now()
     base_status = {"started_utc": started, "prereg_file": str(path), "prereg_sha256": sha,
@@ -151,7 +155,7 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
     write_json(out / STATUS, {**base_status, "state": "running"})
     t0 = time.perf_counter()
     try:
-        frame, runs = run_design(plan, progress=progress)
+        frame, runs = run_design(plan, progress=progress, executor=executor)
         write_frame(out / DATA, frame)
         from tabsim.prereg.analysis import analyse
 

@@ -1,0 +1,509 @@
+"""Executors: where the chunks of a run are computed.
+
+The default runs chunks one after another in this process. :class:`DaskExecutor` runs them on a Dask
+cluster: a :class:`distributed.LocalCluster` of single-threaded worker processes that it starts on this
+machine, or an existing cluster given by its scheduler address (or a :class:`distributed.Client`).
+
+    import tabsim as ts
+    from tabsim.executors import DaskExecutor
+
+    with DaskExecutor(workers=2) as ex:          # closes the cluster it started on leaving the block
+        res = ts.run({"preset": "paper", "sweep": {"prior_strength": [0.2, 0.5, 0.8]}}, executor=ex)
+
+What the Dask path guarantees:
+
+* **The same numbers.** Every task carries the client's numeric settings (its ``XLA_FLAGS``, the JAX
+  float settings and the versions of jax, jaxlib and tabsim). A worker starts JAX with the client's
+  ``XLA_FLAGS`` and applies the JAX settings before running a chunk; a worker that cannot (its JAX
+  started with other flags, other versions) fails the task with a message saying so, so a
+  distributed run gives the frame of a local run byte for byte or none at all.
+* **Chunks stream back.** :meth:`DaskExecutor.imap_unordered` yields each chunk as it finishes
+  (``distributed.as_completed``) and keeps only a window of chunks in flight, so the run store saves
+  every finished chunk at once: a crash of the client loses at most the chunks in flight, and
+  ``--resume`` continues from the rest.
+* **Lost workers cost only their chunks.** A worker that dies is restarted by its nanny and the
+  scheduler gives its chunks to a live worker; a chunk that raises is retried (``retries``).
+* **One compilation per program and process, one cache for all.** Workers keep compiled programs
+  for their life (:mod:`tabsim.api` caches them per process) and share JAX's on-disk compilation
+  cache (default ``~/.cache/tabsim/jax``), so a worker that starts later loads what another compiled.
+
+Command-line use: ``--executor dask --workers N`` or ``--executor dask --scheduler tcp://HOST:PORT``
+(:func:`executor_options`, :func:`open_executor`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import click
+
+from tabsim.api import LocalExecutor
+
+# JAX settings that change the numbers a program computes; the client's values travel with each task.
+NUMERIC_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl",
+                  "jax_threefry_partitionable", "jax_numpy_dtype_promotion")
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+_ADDRESS = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(?P<port>[0-9]{1,5})/?$")
+MEMORY_FRACTION = 0.5  # of a worker's memory limit that one chunk may use (JAX, the program and Dask need the rest)
+
+
+class ExecutorError(RuntimeError):
+    """An executor cannot be started or cannot run a chunk as the client would (the message says why)."""
+
+
+def default_compilation_cache() -> Path:
+    """The compilation cache shared by workers: ``$TABSIM_COMPILATION_CACHE``, else the folder the
+    client uses (``jax_compilation_cache_dir``), else ``$TABSIM_CACHE/jax`` or ``~/.cache/tabsim/jax``."""
+    if os.environ.get("TABSIM_COMPILATION_CACHE"):
+        return Path(os.environ["TABSIM_COMPILATION_CACHE"]).expanduser()
+    import jax
+
+    if jax.config.jax_compilation_cache_dir:
+        return Path(jax.config.jax_compilation_cache_dir)
+    if os.environ.get("TABSIM_CACHE"):
+        return Path(os.environ["TABSIM_CACHE"]).expanduser() / "jax"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "tabsim" / "jax"
+
+
+def check_address(address: str, option: str = "--scheduler") -> str:
+    """``address`` if it reads ``SCHEME://HOST:PORT`` (a Dask scheduler), else a :class:`ValueError` naming it."""
+    m = _ADDRESS.match(address.strip()) if isinstance(address, str) else None
+    if m is None or m["scheme"] not in SCHEMES or not 1 <= int(m["port"]) <= 65535:
+        raise ValueError(f"{option} {address!r}: not a scheduler address; expected SCHEME://HOST:PORT with SCHEME "
+                         f"one of {', '.join(SCHEMES)} and PORT in 1..65535, e.g. tcp://10.0.0.5:8786")
+    return address.strip()
+
+
+# ------------------------------------------------------------------------------------------------
+# What a worker needs to compute the numbers the client would
+
+
+def numerics() -> dict:
+    """The client's settings that decide the bits of a result: ``XLA_FLAGS``, JAX float settings, versions."""
+    import jax
+    import jaxlib
+
+    import tabsim
+
+    conf = {}
+    for name in NUMERIC_CONFIG:
+        try:
+            conf[name] = getattr(jax.config, name)
+        except AttributeError:
+            continue
+        if hasattr(conf[name], "value"):  # enum-valued settings
+            conf[name] = conf[name].value
+    return {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "config": conf,
+            "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tabsim": tabsim.__version__}}
+
+
+_WORKER_FLAGS: str | None = None  # the XLA_FLAGS this worker process started JAX with
+_WORKER_CACHE: str | None = None
+
+
+def _backend_started() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # an older/newer JAX without the helper: assume started, the flag check decides
+        return True
+
+
+def prepare_worker(client_numerics: dict, cache: str | None = None) -> None:
+    """Set this process up to compute what the client computes (idempotent).
+
+    Before JAX's backend starts, ``XLA_FLAGS`` is set to the client's; afterwards the flags it started
+    with are what they are and :func:`_check` refuses to run when they differ. ``cache`` enables JAX's
+    on-disk compilation cache in that folder.
+    """
+    global _WORKER_FLAGS, _WORKER_CACHE
+    if _WORKER_FLAGS is None:
+        if not _backend_started():
+            os.environ["XLA_FLAGS"] = client_numerics["XLA_FLAGS"]
+        _WORKER_FLAGS = os.environ.get("XLA_FLAGS", "")
+    import tabsim  # noqa: F401  (tabsim's XLA defaults see the flags above and add nothing)
+
+    if cache and _WORKER_CACHE != cache:
+        from tabsim.api import enable_compilation_cache
+
+        enable_compilation_cache(cache)
+        _WORKER_CACHE = cache
+
+
+def _check(client_numerics: dict) -> None:
+    import jax
+
+    mine = numerics()
+    host = os.uname().nodename
+    if _WORKER_FLAGS != client_numerics["XLA_FLAGS"]:
+        raise ExecutorError(f"worker on {host} (pid {os.getpid()}) started JAX with XLA_FLAGS={_WORKER_FLAGS!r}, "
+                            f"the client uses {client_numerics['XLA_FLAGS']!r}: its results would differ. Start the "
+                            "workers with the client's XLA_FLAGS (or without importing JAX before the first task)")
+    bad = {k: (v, client_numerics["versions"][k]) for k, v in mine["versions"].items()
+           if client_numerics["versions"].get(k) != v}
+    if bad:
+        what = ", ".join(f"{k} {w} (client {c})" for k, (w, c) in bad.items())
+        raise ExecutorError(f"worker on {host} (pid {os.getpid()}) runs {what}: install the client's versions on "
+                            "every worker so that results are the same")
+    for name, value in client_numerics["config"].items():
+        if mine["config"].get(name) != value:
+            jax.config.update(name, value)
+
+
+def run_task(fn: Callable, item, client_numerics: dict, cache: str | None = None):
+    """What a worker runs for one chunk: ``fn(item)`` with the client's numeric settings."""
+    prepare_worker(client_numerics, cache)
+    _check(client_numerics)
+    return fn(item)
+
+
+try:  # a base class that Dask recognises as a worker plugin; the executor works without it
+    from distributed.diagnostics.plugin import WorkerPlugin as _PluginBase
+except ImportError:  # pragma: no cover - dask is a core dependency
+    _PluginBase = object
+
+
+class TabsimWorkerPlugin(_PluginBase):
+    """Sets every worker (also one started later, e.g. a restarted one) up like the client, before its
+    first task: the client's ``XLA_FLAGS`` and the shared compilation cache; JAX is imported here, so the
+    first chunk does not pay for it."""
+
+    name = "tabsim"
+
+    def __init__(self, client_numerics: dict, cache: str | None):
+        self.numerics, self.cache = client_numerics, cache
+
+    def setup(self, worker=None):
+        prepare_worker(self.numerics, self.cache)
+
+
+# ------------------------------------------------------------------------------------------------
+# The Dask executor
+
+
+class DaskExecutor:
+    """Runs chunks on a Dask cluster; a context manager that closes what it started.
+
+    Args:
+      workers: start a :class:`distributed.LocalCluster` of this many single-threaded worker processes
+        on this machine (default: one per CPU core, when neither ``scheduler`` nor ``client`` is given).
+      scheduler: the address of a running cluster's scheduler (``tcp://HOST:PORT``); the cluster is left
+        running on close, only this executor's client is closed.
+      client: a :class:`distributed.Client` to use as is (left open on close).
+      compile_cache: the JAX compilation cache folder every worker uses (default
+        :func:`default_compilation_cache`); ``False`` for none.
+      retries: times a chunk that raised is tried again (a chunk lost with its worker is rescheduled
+        without counting as a retry).
+      in_flight: chunks submitted ahead of the results (default twice the cluster's threads, at least 4).
+      announce: print the dashboard link on stderr once, when there is a dashboard.
+      dashboard: serve the dashboard of a local cluster (needs ``bokeh``) on a free port.
+
+    The cluster starts on ``__enter__`` (or the first use). Iterate with :meth:`imap_unordered` (what
+    :func:`tabsim.store.execute` uses) or :meth:`map` (results in order).
+    """
+
+    def __init__(self, workers: int | None = None, *, scheduler: str | None = None, client=None,
+                 compile_cache: str | Path | bool | None = None, retries: int = 3, in_flight: int | None = None,
+                 announce: bool = True, dashboard: bool = True):
+        given = [n for n, v in (("workers", workers), ("scheduler", scheduler), ("client", client)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"DaskExecutor: give one of workers, scheduler and client, not {' and '.join(given)}")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ValueError(f"workers: {workers!r} is not a whole number >= 1")
+        if scheduler is not None:
+            scheduler = check_address(scheduler, "scheduler")
+        if not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries: {retries!r} is not a whole number >= 0")
+        if in_flight is not None and (not isinstance(in_flight, int) or in_flight < 1):
+            raise ValueError(f"in_flight: {in_flight!r} is not a whole number >= 1")
+        self.workers, self.scheduler, self.retries, self.in_flight = workers, scheduler, retries, in_flight
+        self.announce, self.dashboard = announce, dashboard
+        if compile_cache is False:
+            self.compile_cache = None
+        else:
+            self.compile_cache = str(Path(compile_cache).expanduser() if compile_cache else default_compilation_cache())
+        self.client = client
+        self.cluster = None
+        self._owns_client = client is None
+        self._started = client is not None
+        self._announced = False
+        self._numerics = None
+        if client is not None:
+            self._setup_workers()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> "DaskExecutor":
+        """Start the local cluster or connect to the scheduler (idempotent)."""
+        if self._started:
+            return self
+        from distributed import Client, LocalCluster
+
+        if self.compile_cache:
+            Path(self.compile_cache).mkdir(parents=True, exist_ok=True)
+        if self.scheduler is not None:
+            try:
+                self.client = Client(self.scheduler, timeout="10s")
+            except (OSError, TimeoutError) as err:
+                raise ExecutorError(f"--scheduler {self.scheduler}: cannot connect to a Dask scheduler there "
+                                    f"({err})") from None
+        else:
+            n = self.workers or _cpu_count()
+            import importlib.util
+
+            serve = self.dashboard and importlib.util.find_spec("bokeh") is not None  # the dashboard needs bokeh
+            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                        dashboard_address=":0" if serve else None,
+                                        env=self._worker_env())
+            self.client = Client(self.cluster)
+        self._started = True
+        self._setup_workers()
+        return self
+
+    def _worker_env(self) -> dict:
+        env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
+        if self.compile_cache:
+            env["TABSIM_COMPILATION_CACHE"] = self.compile_cache
+        return env
+
+    def _setup_workers(self) -> None:
+        self._numerics = numerics()
+        self.client.register_plugin(TabsimWorkerPlugin(self._numerics, self.compile_cache), name="tabsim")
+        if self.announce and not self._announced:
+            self._announced = True
+            link = self.dashboard_link
+            if link:
+                click.echo(f"dask dashboard: {link}", err=True)
+
+    def close(self) -> None:
+        """Close the client and the local cluster this executor started (an external cluster keeps running)."""
+        client, cluster = self.client, self.cluster
+        self.cluster = None
+        if client is not None and self._owns_client:
+            self.client = None
+            with contextlib.suppress(Exception):
+                client.close()
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close()
+        self._started = self.client is not None
+
+    def __enter__(self) -> "DaskExecutor":
+        return self.start()
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    # -- facts about the cluster --------------------------------------------------------------
+    @property
+    def dashboard_link(self) -> str | None:
+        """The dashboard URL, or None when the scheduler serves none."""
+        self.start()
+        try:
+            services = self.client.scheduler_info().get("services", {})
+        except Exception:
+            return None
+        return self.client.dashboard_link if "dashboard" in services else None
+
+    @property
+    def address(self) -> str:
+        """The scheduler address (what ``--scheduler`` takes)."""
+        self.start()
+        return self.client.scheduler.address
+
+    def worker_pids(self) -> dict[str, int]:
+        """``{worker address: process id}`` of the workers now connected."""
+        self.start()
+        return self.client.run(os.getpid)
+
+    @property
+    def memory_limit(self) -> int | None:
+        """The smallest memory limit of the workers now connected, in bytes (None: no limit)."""
+        self.start()
+        limits = [w.get("memory_limit") or 0 for w in self.client.scheduler_info(n_workers=-1)["workers"].values()]
+        limits = [x for x in limits if x > 0]
+        return min(limits) if limits else None
+
+    def _threads(self) -> int:
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception:
+            return 1
+
+    # -- running chunks -----------------------------------------------------------------------
+    def imap_unordered(self, fn: Callable, items: Iterable) -> Iterator[tuple[int, object]]:
+        """Yield ``(position, fn(item))`` as chunks finish anywhere on the cluster.
+
+        At most ``in_flight`` chunks are submitted ahead; when the caller stops iterating (an error, an
+        interrupt) the chunks still queued are cancelled.
+        """
+        from distributed import KilledWorker, as_completed
+
+        self.start()
+        window = self.in_flight or max(4, 2 * self._threads())
+        tag = f"tabsim-{getattr(fn, '__name__', type(fn).__name__)}-{uuid.uuid4().hex[:8]}"
+        todo = iter(enumerate(items))
+        pending: dict = {}
+        done = as_completed(with_results=True)
+
+        def submit() -> bool:
+            nxt = next(todo, None)
+            if nxt is None:
+                return False
+            pos, item = nxt
+            fut = self.client.submit(run_task, fn, item, self._numerics, self.compile_cache, key=f"{tag}-{pos}",
+                                     retries=self.retries, pure=False)
+            pending[fut.key] = (pos, fut)
+            done.add(fut)
+            return True
+
+        for _ in range(window):
+            if not submit():
+                break
+        try:
+            try:
+                for fut, out in done:
+                    pos, _ = pending.pop(fut.key)
+                    submit()
+                    fut.release()
+                    yield pos, out
+            except KilledWorker as err:
+                raise ExecutorError(f"a chunk was lost with every worker that ran it ({err}); a worker that runs out "
+                                    "of memory is killed: use smaller chunks (train.chunk_conditions) or workers "
+                                    "with more memory") from None
+        finally:
+            left = [f for _, f in pending.values()]
+            if left and self.client is not None:
+                with contextlib.suppress(Exception):
+                    self.client.cancel(left)
+
+    def map(self, fn: Callable, items: Iterable) -> Iterator:
+        """``fn(item)`` for every item, in order (chunks still run in parallel)."""
+        items = list(items)
+        got: dict = {}
+        nxt = 0
+        for pos, out in self.imap_unordered(fn, items):
+            got[pos] = out
+            while nxt in got:
+                yield got.pop(nxt)
+                nxt += 1
+
+    def __repr__(self) -> str:
+        where = self.scheduler or (f"{self.workers} local workers" if self.workers else "local cluster")
+        return f"DaskExecutor({where}{'' if self._started else ', not started'})"
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Chunk size against a worker's memory
+
+
+def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: float = MEMORY_FRACTION) -> int:
+    """The largest chunk size ``<= per`` whose ``nbytes(size)`` fits ``fraction`` of the executor's
+    worker memory limit (``per`` unchanged when the executor reports none; at least 1)."""
+    limit = getattr(executor, "memory_limit", None) if executor is not None else None
+    if not limit or per <= 1:
+        return per
+    budget = fraction * limit
+    if nbytes(per) <= budget:
+        return per
+    lo, hi = 1, per  # nbytes grows with the size: the largest size under the budget
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if nbytes(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def cap_chunk(executor, cfg, per: int, n_seeds: int) -> int:
+    """``per`` conditions (of ``n_seeds`` seeds) per chunk, reduced so that one chunk fits the executor's
+    worker memory limit (see :func:`fit_memory`); the memory of a chunk is
+    :func:`tabsim.memory.estimate_bytes` (samples, policy tables and metric tables)."""
+    if executor is None or getattr(executor, "memory_limit", None) is None:
+        return per
+    try:
+        from tabsim.memory import estimate_bytes
+    except ImportError:  # no estimate: chunks keep the size chosen for this machine
+        return per
+    return fit_memory(executor, per, lambda n: estimate_bytes(cfg, n, n_seeds))
+
+
+# ------------------------------------------------------------------------------------------------
+# Command-line options
+
+
+def executor_options(fn):
+    """Add ``--executor``, ``--workers`` and ``--scheduler`` to a click command."""
+    fn = click.option("--scheduler", metavar="tcp://HOST:PORT", default=None,
+                      help="With --executor dask: run on the existing Dask cluster of this scheduler (left "
+                           "running afterwards).")(fn)
+    fn = click.option("--workers", type=int, default=None, metavar="N",
+                      help="With --executor dask: start a local cluster of N single-threaded worker processes "
+                           "(default: one per CPU core).")(fn)
+    fn = click.option("--executor", "executor", type=click.Choice(["local", "dask"]), default="local",
+                      show_default=True,
+                      help="Where chunks run: in this process, or on a Dask cluster (results are the same).")(fn)
+    return fn
+
+
+def check_options(executor: str, workers: int | None, scheduler: str | None) -> None:
+    """Refuse bad combinations of the executor options with a :class:`click.UsageError` naming the option."""
+    if workers is not None and workers < 1:
+        raise click.UsageError(f"--workers: {workers} is not a number of workers (a whole number >= 1)")
+    if executor != "dask":
+        used = [f"--{n} {v}" for n, v in (("workers", workers), ("scheduler", scheduler)) if v is not None]
+        if used:
+            raise click.UsageError(f"{used[0]}: needs --executor dask (the local executor runs in this process)")
+        return
+    if workers is not None and scheduler is not None:
+        raise click.UsageError("--workers and --scheduler: choose one (start a local cluster of N workers, or use "
+                               "the cluster at the scheduler address)")
+    if scheduler is not None:
+        try:
+            check_address(scheduler)
+        except ValueError as err:
+            raise click.UsageError(str(err)) from None
+
+
+@contextlib.contextmanager
+def open_executor(executor: str, workers: int | None = None, scheduler: str | None = None, *, quiet: bool = False):
+    """The executor chosen on the command line, as a context (None for local); closes what it started.
+
+    A scheduler address is connected to at once (a wrong address fails before anything is written); a
+    local cluster starts when the first chunk is about to run (an output folder that is refused costs no
+    cluster start). An :class:`ExecutorError` becomes a one-line :class:`click.ClickException`.
+    """
+    check_options(executor, workers, scheduler)
+    if executor != "dask":
+        yield None
+        return
+    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet)
+    try:
+        if scheduler is not None:
+            ex.start()
+        yield ex
+    except ExecutorError as err:
+        raise click.ClickException(str(err)) from None
+    finally:
+        ex.close()
+
+
+__all__ = ["DaskExecutor", "LocalExecutor", "ExecutorError", "TabsimWorkerPlugin", "executor_options",
+           "check_options", "open_executor", "fit_memory", "cap_chunk", "numerics", "default_compilation_cache", "check_address",
+           "run_task"]
