@@ -536,25 +536,25 @@ def test_cli_registers_prereg():
     from tabsim.cli import main
 
     assert main.commands["prereg"] is prereg.command
-    assert set(prereg.command.commands) == {"validate", "lock", "amend", "run", "report"}
+    assert set(prereg.command.commands) == {"validate", "lock", "amend", "run", "report", "keygen"}
 
 
 @pytest.mark.parametrize("study", ["reference_factorial", "clipping_null"])
 def test_shipped_studies_were_locked_before_their_results(study):
     from pathlib import Path
 
-    from tabsim.prereg.report import build_report, load_complete
+    from tabsim.prereg.report import assess, build_report, load_run
 
     root = Path(__file__).resolve().parents[1] / "preregistration" / study
     plan = root / "plan.yaml"
     record = prereg.verify(plan)  # the plan matches its lock (raises naming fields otherwise)
-    results = load_complete(root / "results")  # complete, files unaltered since completion
+    results, status = load_run(root / "results")  # complete, files unaltered since completion
     assert results["mode"] == "confirmatory"
     assert results["prereg"]["sha256"] == record["sha256"] == record["lock"]["sha256"]
     assert record["lock"]["locked_at_utc"] < results["started_utc"]
     # the shipped report is what the results give, and covers every hypothesis of the plan
     rep = json.loads((root / "results" / "report.json").read_text())
-    assert rep == json.loads(json.dumps(build_report(results)))
+    assert rep == json.loads(json.dumps(build_report(results, assess(results, status, root / "results"))))
     plan_ids = [h["id"] for h in yaml.safe_load(plan.read_text())["hypotheses"]]
     assert [h["id"] for h in rep["hypotheses"]] == plan_ids
     assert all(h["verdict"] in ("SUPPORTED", "NOT SUPPORTED", "INCONCLUSIVE") for h in rep["hypotheses"])

@@ -3,10 +3,16 @@
 The hash of a plan is the SHA-256 of its *normalised* content: the canonical JSON (sorted keys, no
 whitespace) of the parsed YAML document, so comments, key order and layout do not change it while
 any value does. ``FILE.lock.json`` stores that hash, the normalised document itself (to name the
-fields that changed later), the UTC time, the git commit and the tabsim version, plus a digest of
-the lock's own content so that a corrupted or hand-edited lock is detected. A change after locking
-is legal only through an amendment (``FILE.amendments.json``): a chained, timestamped record of old
-and new hash, the changed fields and a reason, which every report lists as a deviation.
+fields that changed later), the UTC time, the git commit and the tabsim version, the digest of the
+tabsim source and the numerical libraries' versions (:mod:`tabsim.prereg.integrity`), the commit
+that holds the plan if it is committed already, plus a digest of the lock's own content so that a
+corrupted or hand-edited lock is detected. Hashes guard against accidents only: anyone who edits the
+plan can recompute them. ``lock(..., key=KEYFILE)`` adds an Ed25519 signature
+(:mod:`tabsim.prereg.signing`) over the lock's content, which only the key holder can make.
+
+A change after locking is legal only through an amendment (``FILE.amendments.json``): a chained,
+timestamped record of old and new hash, the changed fields and a reason, which every report lists
+as a deviation.
 """
 from __future__ import annotations
 
@@ -17,9 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from tabsim.io import git_commit, write_json
+from tabsim.prereg import signing
 from tabsim.prereg.schema import PreregError, load_plan, read_document
 
-LOCK_SCHEMA = "tabsim.prereg.lock/1"
+LOCK_SCHEMA = "tabsim.prereg.lock/2"
+# /1: hash, plan, time, commit and version only (no code digest, never signed); still read and reported
+LOCK_SCHEMAS = ("tabsim.prereg.lock/1", LOCK_SCHEMA)
 AMENDMENTS_SCHEMA = "tabsim.prereg.amendments/1"
 
 
@@ -68,6 +77,20 @@ def _utc_now() -> str:
 def _self_digest(record: dict) -> str:
     body = {k: v for k, v in record.items() if k != "self_sha256"}
     return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def signed_body(record: dict) -> dict:
+    """The part of a lock a signature covers: everything but the stored plan (covered through its
+    hash, which :func:`read_lock` checks), the signature and the self-digest. A lock record copied
+    into ``results.json`` without its plan can therefore still be verified."""
+    return {k: v for k, v in record.items() if k not in ("normalized", "self_sha256", "signature")}
+
+
+def verify_lock_signature(record: dict, where: str) -> str | None:
+    """Verify a lock's signature (None for an unsigned lock); raise :class:`signing.SignatureError` naming ``where``."""
+    if record.get("signature") is None:
+        return None
+    return signing.verify(record["signature"], signing.LOCK_DOMAIN, signed_body(record), where)
 
 
 def _tabsim_version() -> str:
@@ -133,35 +156,36 @@ def _list_key(old: list, new: list):
 
 def read_lock(path: str | Path) -> dict:
     """Load and verify ``FILE.lock.json``; raise :class:`PreregError` if missing or corrupted."""
+    from tabsim.prereg.integrity import read_json
+
     lp = lock_path(path)
     if not lp.is_file():
         raise PreregError(f"{path}: not locked (no {lp.name}); run `tabsim prereg lock {path}` before the study")
-    try:
-        lock = json.loads(lp.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise PreregError(f"{lp}: corrupted lock (not valid JSON: {err})") from None
+    lock = read_json(lp, "lock")
     required = ("schema", "sha256", "normalized", "locked_at_utc", "tabsim_version", "self_sha256")
     if not isinstance(lock, dict) or any(k not in lock for k in required):
         missing = [k for k in required if not isinstance(lock, dict) or k not in lock]
         raise PreregError(f"{lp}: corrupted lock (missing fields {missing})")
-    if lock["schema"] != LOCK_SCHEMA:
-        raise PreregError(f"{lp}: corrupted lock (schema {lock['schema']!r}, expected {LOCK_SCHEMA!r})")
+    if lock["schema"] not in LOCK_SCHEMAS:
+        raise PreregError(f"{lp}: corrupted lock (schema {lock['schema']!r}, expected one of {list(LOCK_SCHEMAS)})")
     if _self_digest(lock) != lock["self_sha256"]:
         raise PreregError(f"{lp}: corrupted lock (its content does not match its self_sha256; the lock was edited)")
     if plan_hash(lock["normalized"]) != lock["sha256"]:
         raise PreregError(f"{lp}: corrupted lock (the stored plan does not hash to the stored sha256)")
+    if lock["schema"] == LOCK_SCHEMAS[0] and ("signature" in lock or "code" in lock):
+        raise PreregError(f"{lp}: corrupted lock (schema {lock['schema']!r} has no signature or code fields)")
+    verify_lock_signature(lock, str(lp))
     return lock
 
 
 def read_amendments(path: str | Path, lock: dict) -> list[dict]:
     """Load ``FILE.amendments.json`` (empty if absent) and verify its chain from the lock."""
+    from tabsim.prereg.integrity import read_json
+
     ap = amendments_path(path)
     if not ap.is_file():
         return []
-    try:
-        data = json.loads(ap.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise PreregError(f"{ap}: corrupted amendments log (not valid JSON: {err})") from None
+    data = read_json(ap, "amendments log")
     if not isinstance(data, dict) or data.get("schema") != AMENDMENTS_SCHEMA or not isinstance(data.get("amendments"), list):
         raise PreregError(f"{ap}: corrupted amendments log (expected schema {AMENDMENTS_SCHEMA!r} with a list)")
     prev = lock["sha256"]
@@ -176,27 +200,39 @@ def read_amendments(path: str | Path, lock: dict) -> list[dict]:
     return data["amendments"]
 
 
-def lock(path: str | Path) -> dict:
+def lock(path: str | Path, key: str | Path | None = None) -> dict:
     """Validate the plan and write ``FILE.lock.json`` beside it; refuse if a lock exists.
+
+    Args:
+      path: the plan (YAML).
+      key: a private key file (``tabsim prereg keygen``) to sign the lock with; unsigned without.
 
     Returns:
       The lock record.
     """
+    from tabsim.prereg import integrity
+
     path = Path(path)
     lp = lock_path(path)
     if lp.exists():
         raise PreregError(f"{lp} already exists; a lock is never overwritten. Changes after locking need "
                           f"`tabsim prereg amend {path} --reason ...`")
+    private = signing.load_private_key(key) if key is not None else None
     _, doc = load_plan(path)
+    sha = plan_hash(doc)
     record = {
         "schema": LOCK_SCHEMA,
         "file": path.name,
-        "sha256": plan_hash(doc),
+        "sha256": sha,
         "normalized": normalise(doc),
         "locked_at_utc": _utc_now(),
         "git_commit": git_commit(path.resolve().parent),
         "tabsim_version": _tabsim_version(),
+        "code": integrity.code_digest(),
+        "plan_commit": integrity.plan_commit(path, sha),
     }
+    if private is not None:
+        record["signature"] = signing.sign(private, signing.LOCK_DOMAIN, signed_body(record))
     record["self_sha256"] = _self_digest(record)
     # exclusive create: two concurrent `lock` calls cannot both succeed
     tmp = json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -243,18 +279,25 @@ def amend(path: str | Path, reason: str) -> dict:
     return record
 
 
-def verify(path: str | Path) -> dict:
+def verify(path: str | Path, public_key: str | None = None) -> dict:
     """Check that the plan matches its lock (plus any amendments) for a confirmatory run.
+
+    Args:
+      path: the plan.
+      public_key: the fingerprint the lock must be signed with (:func:`signing.pinned`); None
+        accepts an unsigned lock or any valid signature.
 
     Returns:
       ``{"sha256", "lock": {...}, "amendments": [...]}`` (stored documents left out).
 
     Raises:
-      PreregError: no lock, a corrupted lock or amendments log, or a plan changed since its last
-        recorded version; the message names every changed field.
+      PreregError: no lock, a corrupted lock or amendments log, a bad signature, a lock not signed
+        by the pinned key, or a plan changed since its last recorded version; the message names
+        every changed field.
     """
     path = Path(path)
     lk = read_lock(path)
+    signing.check_pin(lk.get("signature"), public_key, str(lock_path(path)), "lock")
     history = read_amendments(path, lk)
     _, doc = load_plan(path)
     digest = plan_hash(doc)

@@ -3,9 +3,14 @@
 The output folder follows a small protocol so that an interrupted run can never pass for a finished
 one: ``status.json`` is written first with ``state: running``; data and ``results.json`` follow;
 only then is ``status.json`` rewritten with ``state: complete`` and the SHA-256 of every result
-file. ``tabsim prereg report`` refuses any folder whose status is not complete or whose files no
-longer match those hashes. Reports left over from an earlier run in the same folder are deleted
-before the new run starts.
+file, signed when a key is given. ``tabsim prereg report`` refuses any folder whose status is not
+complete, whose files no longer match those hashes, or whose signature does not verify. Reports
+left over from an earlier run in the same folder are deleted before the new run starts.
+
+A confirmatory run also compares the installed tabsim source and library versions with the lock's
+(refusing a difference unless ``allow_code_change``), records the commit holding the plan and the
+seeds of earlier pilot and exploratory runs (:mod:`tabsim.prereg.integrity`). Exploratory runs
+record their seeds and are logged beside the plan.
 """
 from __future__ import annotations
 
@@ -19,7 +24,9 @@ from typing import Optional
 import pandas as pd
 
 from tabsim.io import provenance, write_frame, write_json
+from tabsim.prereg import integrity
 from tabsim.prereg import locking as lock_mod
+from tabsim.prereg import signing
 from tabsim.prereg.schema import Plan, PreregError, _classify_field, design_runs, load_plan
 
 STATUS = "status.json"
@@ -96,7 +103,9 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
 
 
 def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, overwrite: bool = False,
-              progress: bool = False, write_report: bool = True, resume: bool = False, executor=None) -> dict:
+              progress: bool = False, write_report: bool = True, resume: bool = False,
+              key: str | Path | None = None, public_key: str | None = None,
+              allow_code_change: bool = False, executor=None) -> dict:
     """Run the study of the plan at ``path`` into ``out`` and (by default) write its report.
 
     Args:
@@ -108,6 +117,11 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
       progress: show progress bars.
       write_report: write ``report.md`` / ``report.json`` after the run is complete.
       resume: continue an interrupted run into ``out`` (its finished chunks are reused).
+      key: a private key file; signs ``status.json`` (the digests of the result files).
+      public_key: the key the lock must be signed with (a public key file or fingerprint; default
+        ``$TABSIM_PREREG_PUBKEY``); None accepts an unsigned lock.
+      allow_code_change: run although the tabsim source or library versions differ from the
+        lock's, recording the change as a deviation (refused otherwise).
       executor: where the training chunks run (default in this process; e.g.
         :class:`tabsim.executors.DaskExecutor`); the results are the same.
 
@@ -117,10 +131,16 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
       The ``results.json`` content.
     """
     path, out = Path(path), Path(out)
+    private = signing.load_private_key(key) if key is not None else None
+    pin = signing.pinned(public_key)
+    if pin is not None and (private is None or signing.key_fingerprint(private) != pin):
+        given = "" if private is None else f" (the key given is {signing.short(signing.key_fingerprint(private))})"
+        raise PreregError(f"--key: public key {signing.short(pin)} is pinned, so the results must be signed by it; "
+                          f"give its private key with --key{given}")
     plan, doc = load_plan(path)
     sha = lock_mod.plan_hash(doc)
     if confirmatory:
-        record = lock_mod.verify(path)
+        record = lock_mod.verify(path, public_key=pin)
     else:
         record = {"sha256": sha, "lock": None, "amendments": []}
         try:
@@ -130,6 +150,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
                                     for a in lock_mod.read_amendments(path, lk)]
         except PreregError:
             pass
+    checks = integrity_record(path, doc, sha, record, confirmatory=confirmatory, allow_code_change=allow_code_change)
     from tabsim.store import RunStore, job_key
 
     mode = "confirmatory" if confirmatory else "exploratory"
@@ -138,20 +159,46 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         if store.complete:
             return json.loads((out / RESULTS).read_text())
         results = _run_into(store.dir, path, plan, doc, sha, record, confirmatory=confirmatory, progress=progress,
-                            executor=executor)
+                            checks=checks, private=private, executor=executor)
         if write_report:
             from tabsim.prereg.report import write_report as _write
 
-            _write(store.dir)
+            _write(store.dir, public_key=pin)
+    if not confirmatory:
+        integrity.log_exploratory_run(path, {"out": str(out), "started_utc": results["started_utc"],
+                                             "prereg_sha256": sha,
+                                             "seeds": results.get("seeds", integrity.design_seeds(doc))})
     return results
 
 
+def integrity_record(path: Path, doc: dict, sha: str, record: dict, *, confirmatory: bool,
+                     allow_code_change: bool) -> dict:
+    """The code comparison, plan commit and earlier seeds of a run (refuses changed code unless allowed)."""
+    code = integrity.code_digest()
+    locked = (record.get("lock") or {}).get("code")
+    entry = {"run": code, "locked_sha256": locked.get("sha256") if locked else None, "same_as_lock": None,
+             "changes": None, "allowed_change": False}
+    if locked:
+        diff = integrity.code_changes(locked, code)
+        entry["same_as_lock"] = integrity.code_same(diff)
+        if not entry["same_as_lock"]:
+            entry["changes"] = diff
+            if confirmatory and not allow_code_change:
+                raise PreregError(
+                    f"{path}: the code changed since the lock ({integrity.describe_changes(diff)}); a confirmatory "
+                    f"run needs the locked code. Restore it, or rerun with --allow-code-change to record the "
+                    f"change as a deviation in the report")
+            entry["allowed_change"] = confirmatory
+    return {"code": entry, "plan_commit": integrity.plan_commit(path, sha) if confirmatory else None,
+            "earlier_seeds": integrity.earlier_seeds(path, before_utc=_utc_now()) if confirmatory else []}
+
+
 def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confirmatory: bool,
-              progress: bool, executor=None) -> dict:
+              progress: bool, checks: dict, private=None, executor=None) -> dict:
     """Run the design and write data, results and status into ``out`` (the run's staging folder)."""
     started = _utc_now()
     base_status = {"started_utc": started, "prereg_file": str(path), "prereg_sha256": sha,
-                   "mode": "confirmatory" if confirmatory else "exploratory"}
+                   "mode": "confirmatory" if confirmatory else "exploratory", "seeds": integrity.design_seeds(doc)}
     write_json(out / STATUS, {**base_status, "state": "running"})
     t0 = time.perf_counter()
     try:
@@ -172,6 +219,8 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
             "finished_utc": _utc_now(),
             "wall_seconds": round(time.perf_counter() - t0, 3),
             "provenance": provenance(prereg_sha256=sha),
+            "seeds": base_status["seeds"],
+            "integrity": checks,
             "runs": runs,
             "analysis": analysis,
         }
@@ -180,6 +229,9 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
         write_json(out / STATUS, {**base_status, "state": "failed", "failed_utc": _utc_now(),
                                   "error": f"{type(err).__name__}: {err}"})
         raise
-    write_json(out / STATUS, {**base_status, "state": "complete", "finished_utc": results["finished_utc"],
-                              "files": {name: file_sha256(out / name) for name in RESULT_FILES}})
+    status = {**base_status, "state": "complete", "finished_utc": results["finished_utc"],
+              "files": {name: file_sha256(out / name) for name in RESULT_FILES}}
+    if private is not None:
+        status["signature"] = signing.sign(private, signing.STATUS_DOMAIN, status)
+    write_json(out / STATUS, status)
     return results
