@@ -235,6 +235,7 @@ class DaskExecutor:
         self._owns_client = client is None
         self._started = client is not None
         self._announced = False
+        self._serves_dashboard = False
         self._numerics = None
         if client is not None:
             self._setup_workers()
@@ -256,11 +257,9 @@ class DaskExecutor:
                                     f"({err})") from None
         else:
             n = self.workers or _cpu_count()
-            import importlib.util
-
-            serve = self.dashboard and importlib.util.find_spec("bokeh") is not None  # the dashboard needs bokeh
-            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                        dashboard_address=":0" if serve else None,
+            self._serves_dashboard = self.dashboard and _has_bokeh()
+            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                        scheduler_kwargs={"dashboard": self._serves_dashboard},  # on a free port
                                         env=self._worker_env())
             self.client = Client(self.cluster)
         self._started = True
@@ -305,13 +304,18 @@ class DaskExecutor:
     # -- facts about the cluster --------------------------------------------------------------
     @property
     def dashboard_link(self) -> str | None:
-        """The dashboard URL, or None when the scheduler serves none."""
+        """The dashboard URL, or None when the scheduler serves none (it needs ``bokeh`` where it runs)."""
         self.start()
+        if self.cluster is not None and not self._serves_dashboard:
+            return None
         try:
-            services = self.client.scheduler_info().get("services", {})
+            if "dashboard" not in self.client.scheduler_info().get("services", {}):
+                return None
+            if self.cluster is None and not self.client.run_on_scheduler(_has_bokeh):
+                return None
         except Exception:
             return None
-        return self.client.dashboard_link if "dashboard" in services else None
+        return self.client.dashboard_link
 
     @property
     def address(self) -> str:
@@ -399,6 +403,12 @@ class DaskExecutor:
     def __repr__(self) -> str:
         where = self.scheduler or (f"{self.workers} local workers" if self.workers else "local cluster")
         return f"DaskExecutor({where}{'' if self._started else ', not started'})"
+
+
+def _has_bokeh() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("bokeh") is not None
 
 
 def _cpu_count() -> int:
