@@ -40,6 +40,7 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.stats import locate_crossover, seed_partition, summarize_partition
+from tabsim.plotting import TERM_COLORS
 
 pd.set_option("display.precision", 3)
 
@@ -116,17 +117,17 @@ summary[summary.term == "d_elicit"][["prior_strength", "estimate", "ci_low", "ci
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.6))
-x = np.arange(len(PRIORS))
+x = np.asarray(PRIORS)  # p_s on a numeric axis: the uneven spacing of the levels shows
 pos = np.zeros(len(PRIORS))
 neg = np.zeros(len(PRIORS))
-for term, color in (("d_null", "#ff7f0e"), ("d_elicit", "#2ca02c"), ("d_rd", "#1f77b4")):
+for term, color in ((t, TERM_COLORS[t]) for t in ("d_null", "d_elicit", "d_rd")):
     v = terms[term].to_numpy()
     base = np.where(v >= 0, pos, neg)
-    ax.bar(x, v, bottom=base, color=color, label=term)
+    ax.bar(x, v, width=0.04, bottom=base, color=color, label=term)
     pos, neg = pos + np.clip(v, 0, None), neg + np.clip(v, None, 0)
 ax.plot(x, terms["d_total"], "ko-", label="d_total")
 ax.axhline(0, color="grey", lw=0.8)
-ax.set_xticks(x, [f"{p:g}" for p in PRIORS])
+ax.set_xticks(x, [f"{p:g}" for p in PRIORS], fontsize=7)
 ax.set(xlabel="prior strength p_s", ylabel="change of pass@1", title="d_total = d_null + d_elicit + d_rd")
 ax.legend(fontsize=8)
 fig.tight_layout()

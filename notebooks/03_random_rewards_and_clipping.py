@@ -41,6 +41,7 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.stats import mean_interval
+from tabsim.plotting import SETTING_COLORS
 
 pd.set_option("display.precision", 4)
 
@@ -110,7 +111,7 @@ table.pivot_table(index=["gamma", "format_boost", "mode"], columns="setting", va
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
-colors = {"on_policy": "#7f7f7f", "reuse_noclip": "#1f77b4", "reuse_clip": "#d62728", "clip_effect": "#2ca02c"}
+colors = {s: SETTING_COLORS[s] for s in ("on_policy", "reuse_noclip", "reuse_clip", "clip_effect")}
 for ax, gamma in zip(axes, (0.5, 0.2)):
     sub = table[table.gamma == gamma]
     for i, (setting, color) in enumerate(colors.items()):

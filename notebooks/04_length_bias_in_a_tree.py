@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
+from tabsim.plotting import ALGO_COLORS
 
 pd.set_option("display.precision", 3)
 
@@ -96,7 +97,7 @@ summary
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-colors = {"grpo": "#d62728", "dr_grpo": "#1f77b4"}
+colors = {a: ALGO_COLORS[a] for a in ("grpo", "dr_grpo")}
 for (cell, lr), c in curves.groupby(level=["cell", "lr"]):
     c = c.droplevel(["cell", "lr"])
     kw = dict(color=colors[cell], ls={5.0: ":", 20.0: "-", 80.0: "--"}[lr], label=f"{cell}, lr {lr:g}")

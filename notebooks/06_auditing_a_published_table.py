@@ -41,6 +41,7 @@ from IPython.display import Image, Markdown, display
 
 import tabsim
 from tabsim.audit import AuditInputError, CalibrationGrid, audit, load_entries, write_outputs
+from tabsim.plotting import TERM_COLORS
 
 pd.set_option("display.precision", 2)
 pd.set_option("display.max_colwidth", 80)
@@ -78,7 +79,7 @@ res.audit[cols]
 fig, ax = plt.subplots(figsize=(8, 3.4))
 terms = ["d_null", "d_elicit", "d_rd"]
 x = np.arange(len(res.audit))
-for i, (term, color) in enumerate(zip(terms, ("#ff7f0e", "#2ca02c", "#1f77b4"))):
+for i, (term, color) in enumerate((t, TERM_COLORS[t]) for t in terms):
     a = res.audit
     ax.errorbar(x + (i - 1) * 0.22, a[term], yerr=[a[term] - a[f"{term}_low"], a[f"{term}_high"] - a[term]],
                 fmt="o", color=color, capsize=3, label=term)

@@ -1,4 +1,11 @@
-"""Figures. Everything here takes tidy frames and writes PNG and PDF (no computation)."""
+"""Figures. Everything here takes tidy frames and writes PNG and PDF (no computation).
+
+One palette for the whole project: every figure (the CLI's, ``tabsim reproduce``'s, the audit's,
+the study scripts' and the notebooks') takes its colours from the dictionaries below, so an arm, a
+partition term or an algorithm has the same colour everywhere. Each partition term shares the
+colour of the arm whose reward defines its upper end (``d_null`` = RANDOM - FROZEN is RANDOM's
+orange, ``d_elicit`` MAJORITY's green, ``d_rd`` TRUE's blue).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +15,32 @@ import pandas as pd
 
 ARM_COLORS = {"frozen": "#7f7f7f", "random": "#ff7f0e", "majority": "#2ca02c", "majority_offline": "#98df8a",
               "incorrect": "#d62728", "format": "#9467bd", "true": "#1f77b4", "noisy": "#17becf"}
+# Line style and marker per arm: arms whose curves coincide (FROZEN and RANDOM under on-policy
+# updates, say) stay visible as a dashed line over markers.
+ARM_STYLES = {"frozen": ("--", "o"), "random": ("-", "s"), "majority": ("-", "^"), "majority_offline": (":", "v"),
+              "incorrect": ("-.", "x"), "format": (":", "D"), "true": ("-", "o"), "noisy": ("-.", "P")}
+TERM_COLORS = {"d_null": ARM_COLORS["random"], "d_elicit": ARM_COLORS["majority"], "d_rd": ARM_COLORS["true"],
+               "d_total": "#000000", "d_naive": "#8c564b", "bias": ARM_COLORS["majority"],
+               "rd_fraction": "#8c564b", "elicitation_share": ARM_COLORS["majority"], "rd_share": ARM_COLORS["true"]}
+TERM_MARKERS = {"d_null": "s", "d_elicit": "^", "d_rd": "o", "d_total": "D", "d_naive": "v"}
+# Algorithms and training settings compared in the study scripts and notebooks.
+ALGO_COLORS = {"grpo": "#d62728", "dr_grpo": "#1f77b4", "gspo": "#17becf", "dapo": "#9467bd", "rloo": "#8c564b",
+               "cispo": "#e377c2", "sapo": "#bcbd22", "reinforce": "#7f7f7f"}
+ALGO_COLORS.update({"grpo_estimator+drgrpo_agg": "#ff9896", "drgrpo_estimator+grpo_agg": "#aec7e8"})  # mixed cells
+SETTING_COLORS = {"on_policy": "#7f7f7f", "no_reuse": "#7f7f7f", "reuse_noclip": "#1f77b4", "reuse_clip": "#d62728",
+                  "clip_effect": "#2ca02c", "clip0.2_reuse4": "#d62728", "clip0.05_reuse4": "#9467bd",
+                  "noclip_reuse4": "#1f77b4", "clip0.2_onpolicy": "#7f7f7f"}
+REFERENCE_COLOR = "#d62728"  # published / reference values drawn beside tabsim's
+FALLBACK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                   "#bcbd22", "#17becf")
+
+
+def color_of(name: str, index: int = 0) -> str:
+    """The project colour of an arm, partition term, algorithm or setting; a cycle colour otherwise."""
+    for table in (ARM_COLORS, TERM_COLORS, ALGO_COLORS, SETTING_COLORS):
+        if name in table:
+            return table[name]
+    return FALLBACK_COLORS[index % len(FALLBACK_COLORS)]
 
 
 def save_figure(fig, path_stem: str | Path) -> list[Path]:
@@ -26,30 +59,51 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
 
 
 def plot_curves(frame: pd.DataFrame, *, metric: str = "pass1", by: list[str] | None = None, title: str = ""):
-    """Mean ``metric`` against step per arm (band: +/- 1 s.e. over seeds), one panel per condition."""
+    """Mean ``metric`` against step per arm (band: +/- 1 s.e. over seeds), one panel per condition.
+
+    Every arm has its project colour, line style and marker (:data:`ARM_STYLES`), so arms whose
+    curves coincide stay visible; one legend for the figure sits below the panels.
+    """
     by = [c for c in (by or []) if c in frame.columns]
     groups = list(frame.groupby(by, observed=True)) if by else [((), frame)]
     n = len(groups)
-    cols = min(n, 4)
+    cols = n if n <= 5 else 4
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 2.8 * rows + 0.5), squeeze=False, sharey=True)
+    handles = {}
     for ax, (key, g) in zip(axes.ravel(), groups):
         stats = g.groupby(["arm", "step"], observed=True)[metric].agg(["mean", "sem", "count"]).reset_index()
-        for arm, s in stats.groupby("arm", observed=True):
-            c = ARM_COLORS.get(str(arm))
-            ax.plot(s["step"], s["mean"], label=str(arm), color=c)
+        arms = list(stats.groupby("arm", observed=True))
+        span = float(stats["step"].max() - stats["step"].min()) or 1.0
+        for i, (arm, s) in enumerate(arms):
+            # dodge: arm i is drawn 1% of the step range beside its neighbours, so equal values do not hide
+            x = s["step"] + (i - (len(arms) - 1) / 2) * 0.01 * span
+            arm = str(arm)
+            c = color_of(arm, i)
+            ls, marker = ARM_STYLES.get(arm, ("-", "o"))
+            n_pts = len(s)
+            # markers on a few points only, staggered per arm so coinciding curves show every marker
+            every = (i % max(1, n_pts // 6), max(1, n_pts // 6)) if n_pts > 8 else None
+            hollow = arm == "frozen"  # a large open circle rings any arm drawn at the same point
+            (line,) = ax.plot(x, s["mean"], label=arm, color=c, ls=ls, marker=marker, ms=7 if hollow else 4,
+                              markevery=every, mfc="none" if hollow else c, mew=1.2, lw=1.3,
+                              zorder=3 if hollow else 2)
+            handles.setdefault(arm, line)
             sem = s["sem"].fillna(0.0)
-            ax.fill_between(s["step"], s["mean"] - sem, s["mean"] + sem, alpha=0.2, color=c)
+            ax.fill_between(x, s["mean"] - sem, s["mean"] + sem, alpha=0.2, color=c, lw=0)
         key = key if isinstance(key, tuple) else (key,)
         ax.set_title(", ".join(f"{b}={k:g}" if isinstance(k, float) else f"{b}={k}" for b, k in zip(by, key)),
                      fontsize=9)
-        ax.set_xlabel("step")
+        ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    axes[0, 0].set_ylabel(metric)
-    axes[0, 0].legend(fontsize=7)
+    for r in range(rows):
+        axes[r, 0].set_ylabel(f"{metric} (mean over seeds, band +/- 1 s.e.)" if metric == "pass1" else metric,
+                              fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08 if rows == 1 else 0.04, 1, 1))
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 8), fontsize=8,
+               frameon=False)
     return fig

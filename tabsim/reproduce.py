@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from tabsim._cli_common import output_options
+from tabsim.presets import PRESETS
 from tabsim.executors import executor_options
 
 SWEEP_PRIORS = (0.20, 0.35, 0.50, 0.65, 0.80)
@@ -44,6 +45,10 @@ GATE_TOLERANCE = 0.05  # widest interval (accuracy units) that still counts as a
 TARGET_HALF_WIDTH = 0.02  # power: wanted CI half-width of d_elicit and d_rd
 POWER_SEEDS_GRID = (4, 8, 16, 32, 64, 128)
 PAPER_SEEDS = 8  # seeds per condition in the reference study
+# Interval method of every partition term: Student t for differences, Fieller for ratios. With 8 seeds
+# the BCa bootstrap covers ~0.88 of the time where t covers ~0.95 (experiments/interval_coverage,
+# tests/test_figures.py), so the reproduction uses t; the reference gate keeps the paper's percentile rule.
+INTERVAL_METHOD = "t"
 
 # The paper's headline numbers (SPEC section 3).
 PAPER = {
@@ -173,7 +178,8 @@ def analyze(frames: dict, s: Settings, cfg) -> dict:
     out: dict = {}
     # 1. prior sweep
     sp = stats.seed_partition(frames["prior_sweep"], by=["prior_strength"])
-    summ = stats.summarize_partition(sp, by=["prior_strength"], ci=CI_LEVEL, method="bca", n_resamples=R)
+    summ = stats.summarize_partition(sp, by=["prior_strength"], ci=CI_LEVEL, method=INTERVAL_METHOD,
+                                     n_resamples=R)
     fieller = []
     for p, g in sp.groupby("prior_strength"):
         f = stats.fieller_interval(g["d_rd"], g["d_naive"], ci=CI_LEVEL)
@@ -200,13 +206,13 @@ def analyze(frames: dict, s: Settings, cfg) -> dict:
     pilot = gsp[gsp["seed"] < s.pilot_seeds]
     by = ["condition", "prior_strength", "format_boost"]
     out["gate_pilot"] = stats.classify_terms(pilot, tolerance=GATE_TOLERANCE, by=by, ci=CI_LEVEL,
-                                             method="bca", n_resamples=R)
+                                             method=INTERVAL_METHOD, n_resamples=R)
     reps = stats.pilot_replicates(gsp, n_seeds=s.pilot_seeds, n_replicates=s.pilot_replicates)
     out["gate_stability"] = stats.gate_stability(reps, tolerance=GATE_TOLERANCE, by=by, ci=CI_LEVEL,
-                                                 method="percentile", n_resamples=1000)
+                                                 method=INTERVAL_METHOD, n_resamples=1000)
     # 4. families
     fsp = stats.seed_partition(frames["families"], by=["family"])
-    fsum = stats.summarize_partition(fsp, by=["family"], ci=CI_LEVEL, method="bca", n_resamples=R)
+    fsum = stats.summarize_partition(fsp, by=["family"], ci=CI_LEVEL, method=INTERVAL_METHOD, n_resamples=R)
     out["families_summary"] = fsum
     out["verdicts"] = stats.share_verdicts(fsum, by=["family"], threshold=SHARE_THRESHOLD)
     # 5. power
@@ -217,7 +223,26 @@ def analyze(frames: dict, s: Settings, cfg) -> dict:
     out["power_recommend"] = {t: stats.recommend_seeds(c, TARGET_HALF_WIDTH)
                               for t, c in zip(("d_elicit", "d_rd"), curves)}
     out["power_pilot"] = psp
+    out["power_mde"] = minimum_detectable_effects(psp, POWER_SEEDS_GRID)
     return out
+
+
+def minimum_detectable_effects(seed_df: pd.DataFrame, seeds_grid, *, power: float = 0.80) -> pd.DataFrame:
+    """Smallest true difference a two-sided t test at ``1 - CI_LEVEL`` detects with ``power``, per seed count.
+
+    ``mde(n) = (t_{n-1, (1+ci)/2} + t_{n-1, power}) * sd / sqrt(n)`` with ``sd`` the pilot's per-seed
+    standard deviation of the term (normal approximation to the noncentral t).
+    """
+    from scipy import stats as sps
+
+    rows = []
+    for term in ("d_elicit", "d_rd"):
+        sd = float(seed_df[term].std(ddof=1))
+        for n in seeds_grid:
+            q = sps.t.ppf(0.5 + CI_LEVEL / 2, n - 1) + sps.t.ppf(power, n - 1)
+            rows.append({"term": term, "n_seeds": int(n), "pilot_sd": sd, "power": power,
+                         "mde": float(q * sd / math.sqrt(n)), "pilot_estimate": float(seed_df[term].mean())})
+    return pd.DataFrame(rows)
 
 
 def _term(summary: pd.DataFrame, term: str, **where) -> pd.Series:
@@ -258,6 +283,89 @@ def compare_with_paper(a: dict, s: Settings) -> pd.DataFrame:
         e.ci_high, s.seeds)
     r = _term(fam, "rd_share", family="weak")
     add("rd_share_weak", "rd share, weak family (p_s=0.35)", r.estimate, r.se, r.ci_low, r.ci_high, s.seeds)
+    return pd.DataFrame(rows)
+
+
+def compare_every_point(a: dict, s: Settings) -> pd.DataFrame:
+    """Every point of the prior sweep and every factorial term beside what the paper reports or implies.
+
+    The paper (SPEC section 3) reports the rd fraction at p_s = 0.20 and 0.80, the sign change of
+    d_elicit at the crossover, the AxC coefficient and the interaction ratio, and describes an
+    on-policy simulator with no clipping, where RANDOM cannot move the policy (``d_null = 0``). So:
+
+    * ``d_null`` at every p_s: the paper's design implies 0; tabsim agrees when its CI contains 0;
+    * ``d_elicit`` at every p_s: the paper's claim is its sign, negative below the crossover and
+      positive above; the crossover is where the prior's mode becomes correct (p* of
+      :func:`mode_switch_prior`); tabsim agrees when its CI lies on the claimed side;
+    * ``rd_fraction``: 1.39 and 0.05 at the ends (the seed-noise rule of :func:`compare_with_paper`);
+      at the inner points the claim is ``> 1`` below p* and ``< 1`` above (the bias d_elicit changes sign);
+    * factorial: AC = -0.089 (reported); ``max |main| = |AC| / 0.385 = 0.231`` when AC is the largest
+      interaction (tabsim's largest main term is compared with it); every other interaction
+      ``|coef| <= 0.089`` under the same reading; the interaction ratio 0.385.
+
+    Returns:
+      DataFrame ``section, p_s, term, paper, paper_kind (reported | implied | not reported), tabsim,
+      ci_low, ci_high, agrees`` with ``agrees`` "yes", "no" or "undetermined" (CI straddles the claim).
+    """
+    summ, coefs = a["sweep_summary"], a["fit"].coefficients.set_index("term")
+    pstar = a["mode_switch"]
+    headline = compare_with_paper(a, s).set_index("quantity")
+    rows = []
+
+    def add(section, p, term, paper, kind, r_est, lo, hi, agrees):
+        rows.append({"section": section, "p_s": p, "term": term, "paper": paper, "paper_kind": kind,
+                     "tabsim": float(r_est), "ci_low": float(lo), "ci_high": float(hi), "agrees": agrees})
+
+    def side(lo, hi, sign):  # CI entirely on the claimed side of 0 (sign +1 / -1)
+        if (sign > 0 and lo > 0) or (sign < 0 and hi < 0):
+            return "yes"
+        return "no" if (sign > 0 and hi < 0) or (sign < 0 and lo > 0) else "undetermined"
+
+    for p in SWEEP_PRIORS:
+        r = _term(summ, "d_null", prior_strength=p)
+        add("prior sweep", p, "d_null", "0 (on-policy, no clip)", "implied", r.estimate, r.ci_low, r.ci_high,
+            "yes" if r.ci_low <= 0 <= r.ci_high else "no")
+        r = _term(summ, "d_elicit", prior_strength=p)
+        sign = 1 if p > pstar else -1
+        add("prior sweep", p, "d_elicit", f"{'> 0' if sign > 0 else '< 0'} (p* = {pstar:.3f})", "implied",
+            r.estimate, r.ci_low, r.ci_high, side(r.ci_low, r.ci_high, sign))
+        r = _term(summ, "rd_fraction", prior_strength=p)
+        key = f"rd_fraction_{p:.2f}"
+        if key in PAPER:
+            h = headline.loc[key]
+            add("prior sweep", p, "rd_fraction", f"{PAPER[key]:.2f}", "reported", r.estimate, r.ci_low, r.ci_high,
+                "no" if h.beyond_seed_noise else "yes")
+        else:
+            above = p > pstar
+            lo_, hi_ = r.ci_low - 1.0, r.ci_high - 1.0
+            add("prior sweep", p, "rd_fraction", "< 1" if above else "> 1", "implied", r.estimate, r.ci_low,
+                r.ci_high, side(lo_, hi_, -1 if above else 1))
+    main_terms, inter_terms = ("A", "B", "C"), ("AB", "AC", "BC", "ABC")
+    implied_main = abs(PAPER["coef_AC"]) / PAPER["interaction_ratio"]
+    largest = max(main_terms, key=lambda t: abs(coefs.loc[t, "estimate"]))
+    for t in main_terms + inter_terms:
+        c = coefs.loc[t]
+        if t == "AC":
+            h = headline.loc["coef_AC"]
+            add("factorial", np.nan, t, f"{PAPER['coef_AC']:.3f}", "reported", c.estimate, c.ci_low, c.ci_high,
+                "no" if h.beyond_seed_noise else "yes")
+        elif t == largest:  # the paper's numbers are rounded to 3 decimals: the implied value is a range
+            lo_i = (abs(PAPER["coef_AC"]) - 5e-4) / (PAPER["interaction_ratio"] + 5e-4)
+            hi_i = (abs(PAPER["coef_AC"]) + 5e-4) / (PAPER["interaction_ratio"] - 5e-4)
+            ok = abs(c.ci_low) <= hi_i and abs(c.ci_high) >= lo_i if c.estimate > 0 else \
+                abs(c.ci_high) <= hi_i and abs(c.ci_low) >= lo_i
+            add("factorial", np.nan, t, f"abs(coef) = {implied_main:.3f} ({lo_i:.3f}..{hi_i:.3f}; largest main)", "implied",
+                c.estimate, c.ci_low, c.ci_high, "yes" if ok else "no")
+        elif t in main_terms:
+            add("factorial", np.nan, t, f"abs(coef) <= {implied_main:.3f}", "implied", c.estimate, c.ci_low, c.ci_high,
+                "yes" if c.ci_low <= implied_main and c.ci_high >= -implied_main else "no")
+        else:
+            bound = abs(PAPER["coef_AC"])
+            add("factorial", np.nan, t, f"abs(coef) <= {bound:.3f}", "implied", c.estimate, c.ci_low, c.ci_high,
+                "yes" if c.ci_low <= bound and c.ci_high >= -bound else "no")
+    h = headline.loc["interaction_ratio"]
+    add("factorial", np.nan, "interaction ratio", f"{PAPER['interaction_ratio']:.3f}", "reported", h.tabsim, h.ci_low,
+        h.ci_high, "no" if h.beyond_seed_noise else "yes")
     return pd.DataFrame(rows)
 
 
@@ -359,74 +467,158 @@ def remarks(a: dict, cfg) -> dict[str, list[str]]:
 
 
 def figures(a: dict, out: Path) -> list[str]:
-    """Three figures (PNG + PDF): the prior sweep, the factorial coefficients, the power curves."""
-    import matplotlib.pyplot as plt
+    """Three figures (PNG + PDF): the prior sweep, the factorial, power.
 
-    from tabsim.plotting import ARM_COLORS, save_figure
+    Colours, line styles and markers come from :mod:`tabsim.plotting` (one palette for the project).
+    Intervals of a few thousandths are narrower than a marker on an axis spanning the whole pass@1
+    range, so each figure shows them twice: as error bars and as numbers (half-widths or printed
+    intervals), so the interval is visible whatever its size.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    from tabsim.plotting import ARM_COLORS, ARM_STYLES, REFERENCE_COLOR, TERM_COLORS, TERM_MARKERS, save_figure
 
     written = []
     sp, summ = a["sweep_seeds"], a["sweep_summary"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.6))
-    for arm in ("frozen", "random", "majority", "true"):
-        g = sp.groupby("prior_strength")[f"acc_{arm}"].agg(["mean", "sem"])
-        ax1.errorbar(g.index, g["mean"], yerr=1.96 * g["sem"].fillna(0), marker="o", ms=3, capsize=2,
-                     label=arm, color=ARM_COLORS[arm], ls="--" if arm == "frozen" else "-",
-                     zorder=3 if arm == "frozen" else 2)
-    ax1.set(xlabel="prior strength p_s", ylabel="final pass@1", title="arms (mean, 95% CI)")
-    ax1.legend(fontsize=7)
+    priors = sorted(sp["prior_strength"].unique())
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4.9), gridspec_kw={"width_ratios": [1, 1.15, 0.8]})
+    arms = ("frozen", "random", "majority", "true")
+    for i, arm in enumerate(arms):
+        g = sp.groupby("prior_strength")[f"acc_{arm}"].agg(["mean", "sem", "count"])
+        half = g["sem"].fillna(0) * [_t_quantile(n) for n in g["count"]]
+        ls, marker = ARM_STYLES[arm]
+        hollow = arm == "frozen"
+        ax1.errorbar(g.index + (i - 1.5) * 0.006, g["mean"], yerr=half, marker=marker, ms=7 if hollow else 4,
+                     mfc="none" if hollow else ARM_COLORS[arm], capsize=3, elinewidth=1.2, label=arm,
+                     color=ARM_COLORS[arm], ls=ls, zorder=3 if hollow else 2)
+    ax1.set(xlabel="prior strength p_s (prior mass on the correct answers)", ylabel="final pass@1 (fraction correct)",
+            title="arms: mean over seeds, 95% t interval", xticks=priors)
+    ax1.legend(fontsize=7, loc="upper left", title="arm", title_fontsize=7)
     ax1.grid(alpha=0.3)
-    colors = {"d_null": "#ff7f0e", "d_elicit": "#2ca02c", "d_rd": "#1f77b4"}
-    for t, c in colors.items():
+    terms = ("d_null", "d_elicit", "d_rd")
+    for i, t in enumerate(terms):
         g = summ[summ["term"] == t]
-        ax2.errorbar(g["prior_strength"], g["estimate"],
+        ax2.errorbar(g["prior_strength"] + (i - 1) * 0.006, g["estimate"],
                      yerr=[g["estimate"] - g["ci_low"], g["ci_high"] - g["estimate"]],
-                     marker="o", ms=3, capsize=2, label=t, color=c)
+                     marker=TERM_MARKERS[t], ms=4, capsize=3, elinewidth=1.2, label=t, color=TERM_COLORS[t])
     curve = a["crossover"].curve
-    ax2.plot(curve["prior_strength"], curve["mean_d_elicit"], ls=":", color=colors["d_elicit"], lw=1,
-             label="d_elicit (fine grid)")
+    ax2.plot(curve["prior_strength"], curve["mean_d_elicit"], ls=":", color=TERM_COLORS["d_elicit"], lw=1,
+             label="d_elicit, fine grid (step 0.05)")
     x = a["crossover"]
     if np.isfinite(x.estimate):
-        ax2.axvline(x.estimate, color="k", lw=0.8)
+        ax2.axvline(x.estimate, color="k", lw=1.0, label=f"crossover estimate {x.estimate:.3f}")
         if np.isfinite(x.ci_low) and np.isfinite(x.ci_high):
-            ax2.axvspan(x.ci_low, x.ci_high, color="k", alpha=0.08)
+            ax2.axvspan(x.ci_low, x.ci_high, color="k", alpha=0.12, lw=0,
+                        label=f"crossover 95% CI [{x.ci_low:.3f}, {x.ci_high:.3f}]")
+    ax2.axvline(a["mode_switch"], color="k", lw=1.0, ls="--",
+                label=f"p* = {a['mode_switch']:.3f}: prior's mode turns correct")
     ax2.axhline(0, color="grey", lw=0.6)
-    ax2.set(xlabel="prior strength p_s", ylabel="partition term", title="partition (BCa 95% CI), crossover")
-    ax2.legend(fontsize=7)
+    ax2.set(xlabel="prior strength p_s", ylabel="partition term (change of pass@1)",
+            title="partition (95% t interval) and the crossover", xticks=priors)
+    ax2.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     ax2.grid(alpha=0.3)
+    for i, t in enumerate(terms):
+        g = summ[summ["term"] == t]
+        half = (g["ci_high"] - g["ci_low"]) / 2
+        ax3.plot(g["prior_strength"], half.clip(lower=1e-6), marker=TERM_MARKERS[t], ms=4, color=TERM_COLORS[t],
+                 label=t)
+    ax3.set(yscale="log", xlabel="prior strength p_s", ylabel="95% CI half-width (pass@1, log scale)",
+            title="interval sizes (bars left and centre)", xticks=priors)
+    for fmt_axis in (ax3.yaxis.set_major_formatter, ax3.yaxis.set_minor_formatter):
+        fmt_axis(ScalarFormatter())
+    ax3.tick_params(axis="y", which="both", labelsize=6.5)
+    ax3.legend(fontsize=7)
+    ax3.grid(alpha=0.3, which="both")
     fig.tight_layout()
     written += [str(p) for p in save_figure(fig, out / "figures" / "prior_sweep")]
 
+    # factorial: coefficients with printed intervals; the reported AC and the interaction ratio
+    names = {"A": "reward", "B": "filter", "C": "prior"}
     coefs = a["fit"].coefficients
-    coefs = coefs[coefs["order"] > 0]
-    fig, ax = plt.subplots(figsize=(4.8, 3.2))
+    coefs = coefs[coefs["order"] > 0].reset_index(drop=True)
+    fig, (ax, axr) = plt.subplots(1, 2, figsize=(10.5, 3.9), gridspec_kw={"width_ratios": [2.3, 1]})
     y = np.arange(len(coefs))[::-1]
     ax.errorbar(coefs["estimate"], y, xerr=[coefs["estimate"] - coefs["ci_low"], coefs["ci_high"] - coefs["estimate"]],
-                fmt="o", ms=4, capsize=2, color="#1f77b4", label="tabsim (95% CI)")
+                fmt="o", ms=4, capsize=4, elinewidth=1.5, color=TERM_COLORS["d_rd"], label="tabsim (95% t interval)")
+    span = float(coefs[["ci_low", "ci_high"]].abs().to_numpy().max())
+    for yi, r in zip(y, coefs.itertuples()):
+        ax.annotate(f"{r.estimate:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}]", (r.estimate, yi), xytext=(0, 6),
+                    textcoords="offset points", fontsize=6.5, ha="center")
     ac = int(np.flatnonzero(coefs["term"].to_numpy() == "AC")[0])
-    ax.plot([PAPER["coef_AC"]], [y[ac]], "x", color="#d62728", label="paper AxC")
-    ax.set_yticks(y, coefs["term"])
+    ax.plot([PAPER["coef_AC"]], [y[ac]], "x", ms=8, mew=2, color=REFERENCE_COLOR,
+            label=f"paper: AC = {PAPER['coef_AC']}")
+    labels = [f"{t}: " + " x ".join(names[c] for c in t) for t in coefs["term"]]
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_ylim(y.min() - 0.6, y.max() + 0.8)
+    ax.set_xlim(-span * 1.35, span * 1.35)
     ax.axvline(0, color="grey", lw=0.6)
-    ax.set(xlabel="coefficient (+/-1 coding)", title="2x2x2 factorial on pass@1")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="coefficient on final pass@1 (+/-1 coding: half the high-minus-low contrast)",
+           ylabel="factorial term",
+           title="2x2x2 factorial: A = reward (TRUE/MAJORITY), B = filter (on/off), C = prior (0.80/0.35)")
+    ax.title.set_fontsize(8.5)
+    ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
+    ratio = a["ratio"]
+    axr.errorbar([ratio.ratio], [1], xerr=[[ratio.ratio - ratio.ci_low], [ratio.ci_high - ratio.ratio]], fmt="o",
+                 ms=5, capsize=4, elinewidth=1.5, color=TERM_COLORS["d_rd"], label="tabsim (95% bootstrap CI)")
+    axr.annotate(f"{ratio.ratio:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]", (ratio.ratio, 1), xytext=(0, 8),
+                 textcoords="offset points", fontsize=7, ha="center")
+    axr.plot([PAPER["interaction_ratio"]], [0.6], "x", ms=8, mew=2, color=REFERENCE_COLOR,
+             label=f"paper: {PAPER['interaction_ratio']}")
+    axr.axvline(ADDITIVITY_THRESHOLD, color="k", ls="--", lw=0.8,
+                label=f"pre-set threshold {ADDITIVITY_THRESHOLD} (above: non-additive)")
+    hi = max(ratio.ci_high if np.isfinite(ratio.ci_high) else ratio.ratio, PAPER["interaction_ratio"], 0.25)
+    axr.set(xlim=(0, hi * 1.3), ylim=(0.2, 1.6), yticks=[], xlabel="max |interaction| / max |main|",
+            title=f"interaction ratio |{ratio.max_interaction_term}| / |{ratio.max_main_term}|")
+    axr.title.set_fontsize(8.5)
+    axr.legend(fontsize=6.5, loc="upper left")
+    axr.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     written += [str(p) for p in save_figure(fig, out / "figures" / "factorial")]
 
-    pc = a["power_curve"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 3.2))
-    for t, g in pc.groupby("term"):
-        ax1.plot(g["n_seeds"], g["mean_half_width"], marker="o", ms=3, label=t)
-        ax2.plot(g["n_seeds"], g["detection_rate"], marker="o", ms=3, label=t)
-    ax1.axhline(TARGET_HALF_WIDTH, color="grey", ls="--", lw=0.8)
-    ax1.set(xscale="log", yscale="log", xlabel="seeds", ylabel="mean 95% CI half-width",
-            title=f"power at p_s={POWER_PRIOR:.2f}")
-    ax2.set(xscale="log", xlabel="seeds", ylabel="P(CI excludes 0)", ylim=(-0.02, 1.02), title="detection rate")
+    # power: interval half-width against the target, and the smallest effect detected with 80% power
+    pc, mde = a["power_curve"], a["power_mde"]
+    grid = sorted(pc["n_seeds"].unique())
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.9))
+    for i, (t, g) in enumerate(pc.groupby("term", sort=False)):
+        ax1.plot(g["n_seeds"], g["mean_half_width"], marker=TERM_MARKERS[t], ms=5 + 2 * (i == 0),
+                 mfc="none" if i == 0 else TERM_COLORS[t], color=TERM_COLORS[t], ls="-" if i == 0 else "--",
+                 label=f"{t} (pilot estimate {g['pilot_estimate'].iloc[0]:+.3f})")
+    ax1.axhline(TARGET_HALF_WIDTH, color="k", ls=":", lw=1.0, label=f"target half-width {TARGET_HALF_WIDTH}")
+    ax1.set(xscale="log", yscale="log", xlabel="seeds per condition (log scale)",
+            ylabel="mean 95% t half-width (pass@1, log scale)",
+            title=f"interval half-width at p_s={POWER_PRIOR:.2f} (simulated from the pilot)")
+    for i, (t, g) in enumerate(mde.groupby("term", sort=False)):
+        ax2.plot(g["n_seeds"], g["mde"], marker=TERM_MARKERS[t], ms=5 + 2 * (i == 0),
+                 mfc="none" if i == 0 else TERM_COLORS[t], color=TERM_COLORS[t], ls="-" if i == 0 else "--",
+                 label=f"{t} (pilot sd {g['pilot_sd'].iloc[0]:.4f})")
+    ax2.set(xscale="log", yscale="log", xlabel="seeds per condition (log scale)",
+            ylabel="smallest detectable difference (pass@1, log scale)",
+            title="effect detected with 80% power (two-sided t, 5%)")
     for ax in (ax1, ax2):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.title.set_fontsize(9)
+        ax.xaxis.set_major_locator(FixedLocator(grid))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.get_major_formatter().set_scientific(False)
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        ax.tick_params(axis="y", which="both", labelsize=6.5)
+        ax.grid(alpha=0.3, which="both")
+        ax.margins(y=0.12)
+        ax.legend(fontsize=7, loc="lower left")  # the curves fall from top left to bottom right
     fig.tight_layout()
     written += [str(p) for p in save_figure(fig, out / "figures" / "power")]
     return written
+
+
+def _t_quantile(n: int) -> float:
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(0.5 + CI_LEVEL / 2, max(int(n) - 1, 1)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -462,7 +654,9 @@ def md_table(frame: pd.DataFrame, nd: int = 3) -> str:
 
 
 def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, wall: float, prov: dict) -> str:
+    """``report.md``: the headline table, every point beside the paper, then one section per study."""
     summ, fit, ratio, x = a["sweep_summary"], a["fit"], a["ratio"], a["crossover"]
+    every = compare_every_point(a, s)
     L = []
     L.append("# tabsim reproduce: the reference study (arXiv 2606.05932)\n")
     L.append(f"Preset `{s.preset}`, scale `{s.scale}`: N={cfg.task.n_prompts} prompts, K={cfg.task.n_answers} answers "
@@ -472,8 +666,10 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
              f"Wall time {wall:.1f} s for the studies (compilation and figures included)"
              + (f", {prov['process_seconds']:.1f} s since the process started (imports included)"
                 if prov.get("process_seconds") else "") + ". "
-             f"All intervals are {CI_LEVEL:.0%}; "
-             f"seeds are the resampling unit (arms of one seed share their random numbers). "
+             f"All intervals are {CI_LEVEL:.0%}: Student t over seeds for the partition terms and Fieller for "
+             f"their ratios (with {s.seeds} seeds the BCa bootstrap under-covers: about 0.88 against t's 0.95 on "
+             f"these very differences, see experiments/interval_coverage); "
+             f"seeds are the independent unit (arms of one seed share their random numbers). "
              f"pass@1 is the exact policy mass on the correct answers.\n")
     L.append("## Headline numbers: tabsim beside the paper\n")
     L.append("`noise SE` is the standard error of the difference, assuming the paper's 8 seeds had tabsim's "
@@ -497,6 +693,24 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
                  f"Reason: {reasons[row.quantity]}.")
     L.append("")
 
+    L.append("## Every point beside the paper\n")
+    L.append("Every point of the prior sweep and every factorial term. `reported`: a number the paper gives; "
+             "`implied`: what its design or its numbers entail (on-policy updates without a clip give d_null = 0; "
+             f"d_elicit is negative below the crossover p* = {a['mode_switch']:.3f} and positive above, so the rd "
+             "fraction is above 1 below it and below 1 above; |AC| / 0.385 is the largest main coefficient and "
+             "|AC| bounds the other interactions when AC is the largest interaction). `agrees`: the tabsim interval "
+             "contains the paper's value or lies on its side (`undetermined` when it straddles the claim); reported "
+             "values use the seed-noise rule of the table above.\n")
+    ev = every.assign(interval=[_ci(lo, hi) for lo, hi in zip(every.ci_low, every.ci_high)])
+    ev = ev[["section", "p_s", "term", "paper", "paper_kind", "tabsim", "interval", "agrees"]].rename(
+        columns={"interval": "tabsim 95% CI", "paper_kind": "paper's number is"})
+    ev["p_s"] = [("" if not np.isfinite(p) else f"{p:.2f}") for p in ev["p_s"]]
+    L.append(md_table(ev) + "\n")
+    n_no = int((every.agrees == "no").sum())
+    n_und = int((every.agrees == "undetermined").sum())
+    L.append(f"{len(every) - n_no - n_und} of {len(every)} comparisons agree, {n_no} disagree, "
+             f"{n_und} undetermined.\n")
+
     L.append("## 1. Prior sweep and the crossover\n")
     wide = summ.pivot(index="prior_strength", columns="term", values="estimate")
     sp = a["sweep_seeds"].groupby("prior_strength")[["acc_frozen", "acc_random", "acc_majority", "acc_true"]].mean()
@@ -508,10 +722,9 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
                      "d_null": wide.loc[p, "d_null"], "d_elicit": de.estimate,
                      "d_elicit CI": _ci(de.ci_low, de.ci_high),
                      "d_rd": dr.estimate, "d_rd CI": _ci(dr.ci_low, dr.ci_high),
-                     "rd fraction": rf.estimate, "BCa CI": _ci(rf.ci_low, rf.ci_high, 2),
-                     "Fieller CI": _ci(fi.fieller_low, fi.fieller_high, 2)})
+                     "rd fraction": rf.estimate, "Fieller CI": _ci(fi.fieller_low, fi.fieller_high, 2)})
     L.append(md_table(pd.DataFrame(rows)) + "\n")
-    L.append("The rd fraction is d_rd / d_naive; its BCa interval resamples seeds, the Fieller interval is the "
+    L.append("The rd fraction is d_rd / d_naive; the Fieller interval is the "
              "exact t-based set for a ratio of means (unbounded, `-inf..inf`, when d_naive is not significantly "
              "non-zero).\n")
     if np.isfinite(x.estimate):
@@ -542,7 +755,7 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     L += [n + "\n" for n in notes["factorial"]]
 
     L.append("## 3. Points-vs-bounds pilot gate\n")
-    L.append(f"One pilot = {s.pilot_seeds} seeds. A term is a point when its BCa CI excludes 0 and is narrower than "
+    L.append(f"One pilot = {s.pilot_seeds} seeds. A term is a point when its t CI excludes 0 and is narrower than "
              f"the pre-set tolerance {GATE_TOLERANCE}, a sign when it excludes 0 but is wider, bounds otherwise "
              "(then the CI intersected with [-1, 1] is the bound). The reference gate: points iff the percentile "
              "CI of d_elicit excludes 0. Strong: p_s = 0.80 with the format boost; uniform: p_s = k/K = "
@@ -552,13 +765,13 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     L.append(md_table(gp) + "\n")
     st = a["gate_stability"][["condition", "term", "frac_point", "frac_sign", "frac_bounds", "modal_classification",
                               "frac_reference_points", "n_replicates"]]
-    L.append(f"Stability over {s.pilot_replicates} disjoint pilots of {s.pilot_seeds} seeds (percentile CIs): "
+    L.append(f"Stability over {s.pilot_replicates} disjoint pilots of {s.pilot_seeds} seeds (t CIs): "
              "fraction of pilots giving each class.\n\n" + md_table(st, 2) + "\n")
     L += [n + "\n" for n in notes["gate"]]
 
     L.append("## 4. Simulated families and verdicts\n")
     L.append(f"Rule (SPEC section 3): elicitation share > {SHARE_THRESHOLD} -> ELICITATION_DOMINATED, else rd share > "
-             f"{SHARE_THRESHOLD} -> REWARD_DESIGN_DOMINATED, else MIXED; on the BCa intervals a deciding share "
+             f"{SHARE_THRESHOLD} -> REWARD_DESIGN_DOMINATED, else MIXED; on the Fieller intervals a deciding share "
              f"that straddles {SHARE_THRESHOLD} gives INCONCLUSIVE. Families use fresh seeds "
              f"({FAMILY_SEED0}..{FAMILY_SEED0 + s.seeds - 1}).\n")
     v = a["verdicts"].assign(elicitation_ci=lambda d: [_ci(lo, hi) for lo, hi in
@@ -575,6 +788,9 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
         L.append(f"- {term}: **{rec['n_seeds']} seeds** for a half-width of {TARGET_HALF_WIDTH} "
                  f"(predicted {rec['predicted_half_width']:.4f}; {rec['note']}).")
     L.append("")
+    mde = a["power_mde"].pivot(index="n_seeds", columns="term", values="mde").reset_index()
+    L.append("Smallest true difference detected with 80% power by a two-sided t test at 5%, from the pilot's "
+             "per-seed spread (`figures/power`):\n\n" + md_table(mde, 4) + "\n")
 
     L.append("## Files and provenance\n")
     L.append("`summary.json` (headline numbers), `tables/*.csv` (every table above), `data/*.parquet|csv` "
@@ -624,6 +840,8 @@ def summary_json(a: dict, cmp: pd.DataFrame, s: Settings) -> dict:
         "gate_stability": a["gate_stability"].to_dict("records"),
         "power": {"target_half_width": TARGET_HALF_WIDTH, "recommended": a["power_recommend"]},
         "paper_comparison": cmp.to_dict("records"),
+        "paper_comparison_every_point": compare_every_point(a, s).replace({np.nan: None}).to_dict("records"),
+        "interval_method": INTERVAL_METHOD,
         "settings": dataclasses.asdict(s),
     }
 
@@ -749,6 +967,7 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
         "factorial_anova": a["fit"].anova.reset_index().rename(columns={"index": "source"}),
         "gate_pilot": a["gate_pilot"], "gate_stability": a["gate_stability"], "families": a["families_summary"],
         "verdicts": a["verdicts"], "power_curve": a["power_curve"], "paper_comparison": cmp,
+        "paper_comparison_every_point": compare_every_point(a, s), "power_mde": a["power_mde"],
         "partition_seeds": a["sweep_seeds"],
     }
     for name, tab in tables.items():
@@ -785,7 +1004,9 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
               help="Seeds per condition for every study (default 8; heavy: 50 sweep / 100 factorial).")
 @click.option("--steps", type=click.IntRange(min=1, max=10_000_000), default=None,
               help="Training steps of every study (default: the preset's; heavy: 400 sweep / 500 factorial).")
-@click.option("--preset", default="paper", show_default=True, help="Preset the studies start from.")
+@click.option("--preset", default="paper", show_default=True,
+              help="Preset the studies start from (it must train the four partition arms), one of: "
+                   + ", ".join(sorted(PRESETS)) + ".")
 @click.option("--scale", type=click.Choice(SCALES), default="default", show_default=True,
               help="heavy = the reference's heavy settings (N=80, K=10, G=10, batch 20, more seeds and steps).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,

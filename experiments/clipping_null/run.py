@@ -37,6 +37,7 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.io import study_args, study_store, write_frame, write_study
+from tabsim.plotting import SETTING_COLORS
 from tabsim.stats import mean_interval
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -136,7 +137,7 @@ def entries(g: pd.DataFrame) -> list[dict]:
 def figure(table: pd.DataFrame, lr: float):
     import matplotlib.pyplot as plt
 
-    colors = {"no_reuse": "#7f7f7f", "reuse_clip": "#d62728", "reuse_noclip": "#1f77b4", DERIVED: "#2ca02c"}
+    colors = {s: SETTING_COLORS[s] for s in ("no_reuse", "reuse_clip", "reuse_noclip", DERIVED)}
     fig, axes = plt.subplots(len(GAMMAS), len(FORMAT_BOOSTS), figsize=(10, 6.6), sharex=True, squeeze=False)
     for i, gamma in enumerate(GAMMAS):
         for j, f in enumerate(FORMAT_BOOSTS):

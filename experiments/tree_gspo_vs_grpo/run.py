@@ -24,6 +24,7 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.io import study_args, study_store, write_study
+from tabsim.plotting import ALGO_COLORS
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE = {"depth": 6, "branching": 3, "length_slope_wrong": 1.0}
@@ -89,7 +90,7 @@ def paired_contrast(ps: pd.DataFrame) -> dict:
 def figure(frame: pd.DataFrame, ps: pd.DataFrame):
     import matplotlib.pyplot as plt
 
-    colors = {"grpo": "#d62728", "gspo": "#1f77b4"}
+    colors = {a: ALGO_COLORS[a] for a in ("grpo", "gspo")}
     styles = {1: ":", 4: "--", 8: "-"}
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     tr = frame[frame.arm == "noisy"]

@@ -19,6 +19,7 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.io import study_args, study_store, write_study
+from tabsim.plotting import color_of
 
 OUT = Path(__file__).resolve().parent / "out"
 # length profiles of the prior: wrong answers longer (the studied case) and a neutral control
@@ -106,7 +107,7 @@ def figure(frame: pd.DataFrame, lr_show: float):
     import matplotlib.pyplot as plt
 
     tr = frame[(frame.arm == "true") & (frame.profile == "wrong_longer")]
-    colors = dict(zip(CELLS, ["#d62728", "#ff9896", "#aec7e8", "#1f77b4"]))
+    colors = {c: color_of(c, i) for i, c in enumerate(CELLS)}
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for cell, g in tr[tr.lr == lr_show].groupby("cell", observed=True, sort=False):
         m = g.groupby("step")[["len_wrong", "len_correct"]].agg(["mean", "sem"])

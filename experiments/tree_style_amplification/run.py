@@ -21,6 +21,7 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.io import study_args, study_store, write_study
+from tabsim.plotting import color_of
 
 OUT = Path(__file__).resolve().parent / "out"
 TREE = {"depth": 4, "branching": 3,
@@ -81,7 +82,7 @@ def clip_effect(diff: pd.DataFrame) -> dict:
 def figure(diff: pd.DataFrame, frame: pd.DataFrame):
     import matplotlib.pyplot as plt
 
-    colors = dict(zip(CELLS, ["#d62728", "#9467bd", "#1f77b4", "#7f7f7f"]))
+    colors = {c: color_of(c, i) for i, c in enumerate(CELLS)}
     fig, axes = plt.subplots(1, len(LRS) + 1, figsize=(4 * (len(LRS) + 1), 3.4))
     for ax, lr in zip(axes, LRS):
         for cell, g in diff[diff.lr == lr].groupby("cell", observed=True, sort=False):

@@ -24,7 +24,7 @@ from tabsim._cli_common import output_options
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Cache of the calibration sweep (default $TABSIM_CACHE or ~/.cache/tabsim).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk calibration cache.")
-@click.option("--quiet", "-q", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines or summary.")
 @output_options
 def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_dir, no_cache, quiet, overwrite,
             resume):

@@ -12,7 +12,7 @@ from tabsim.audit.core import AuditResult
 from tabsim.audit.estimate import TERM_HELP
 
 PLOT_TERMS = ("d_null", "d_elicit", "d_rd", "d_total")
-TERM_COLORS = {"d_null": "#ff7f0e", "d_elicit": "#2ca02c", "d_rd": "#1f77b4", "d_total": "#7f7f7f"}
+from tabsim.plotting import TERM_COLORS  # noqa: E402  (one palette for the project)
 
 
 def _num(x, nd=1) -> str:
@@ -194,61 +194,78 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
 
 
 def plot_terms(res: AuditResult):
-    """Bars of d_null, d_elicit, d_rd, d_total per model, one panel per source x benchmark.
+    """d_null, d_elicit, d_rd and d_total per model: one row per model, one panel per source x benchmark.
 
-    Point-identified terms: filled bar with its interval. Bounded terms: hatched bar over the simulated
-    range with the bound as a whisker (dotted whisker across the panel for logical bounds).
+    A horizontal interval chart that stays readable from a handful of entries to a few dozen (the
+    figure grows with the number of models). Point-identified terms: a dot with its interval.
+    Bounded terms are drawn as bounds, not as values: a bracket ``[ ]`` from the lower to the upper
+    bound with no dot (solid for simulator bounds, with the simulated range as a pale band inside;
+    dotted for logical bounds); an arrow marks a bound that runs off the panel.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     t = res.terms
     groups = list(res.audit.groupby(["source", "benchmark"], sort=False))
     n = len(groups)
-    cols = min(n, 3)
+    cols = 1 if n == 1 else 2
     nrows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.4 * nrows), squeeze=False)
-    width = 0.8 / len(PLOT_TERMS)
+    sizes = [len(sub) for _, sub in groups]
+    heights = [max(sizes[r * cols:(r + 1) * cols]) for r in range(nrows)]
+    row_h = 0.62  # inches per model (four term rows)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.2 * cols, sum(0.9 + row_h * h for h in heights) + 0.6),
+                             squeeze=False, gridspec_kw={"height_ratios": [0.9 / row_h + h for h in heights]})
+    dy = 0.8 / len(PLOT_TERMS)
     for ax, ((src, bench), sub) in zip(axes.ravel(), groups):
         models = list(sub["model"])
-        vals = []
+        rows, vals = [], []
         for i, model in enumerate(models):
             for j, term in enumerate(PLOT_TERMS):
                 r = t[(t.source == src) & (t.model == model) & (t.benchmark == bench) & (t.term == term)].iloc[0]
-                x = i + (j - (len(PLOT_TERMS) - 1) / 2) * width
-                c = TERM_COLORS[term]
-                if r["identified"] == "point":
-                    ax.bar(x, r["estimate"], width, color=c)
-                    ax.errorbar(x, r["estimate"], yerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
-                                color="k", lw=0.8, capsize=2)
-                    vals += [r["low"], r["high"]]
-                elif r["bound_source"] == "simulator":
-                    lo, hi = r["set_low"], r["set_high"]
-                    ax.bar(x, hi - lo, width, bottom=lo, color="white", edgecolor=c, hatch="///")
-                    ax.plot([x, x], [r["low"], r["high"]], color=c, lw=1.0)
-                    vals += [r["low"], r["high"]]
-                else:
-                    ax.axvspan(x - width / 2, x + width / 2, color=c, alpha=0.08, lw=0)
-                    ax.plot([x, x], [r["low"], r["high"]], color=c, lw=1.0, ls=":")
-        finite = [v for v in vals if np.isfinite(v)]
-        if finite:
-            lo, hi = min(finite + [0.0]), max(finite + [0.0])
-            pad = 0.08 * (hi - lo + 1.0)
-            ax.set_ylim(lo - pad, hi + pad)
-        ax.axhline(0, color="k", lw=0.6)
-        ax.set_xticks(range(len(models)))
-        ax.set_xticklabels(models, rotation=25, ha="right", fontsize=7)
+                y = i + (j - (len(PLOT_TERMS) - 1) / 2) * dy
+                rows.append((y, term, r))
+                vals += [v for v in (r["low"], r["high"], r["estimate"]) if np.isfinite(v)]
+        lo_ax, hi_ax = min(vals + [0.0]), max(vals + [0.0])
+        pad = 0.06 * (hi_ax - lo_ax + 1.0)
+        lo_ax, hi_ax = lo_ax - pad, hi_ax + pad
+        for y, term, r in rows:
+            c = TERM_COLORS[term]
+            if r["identified"] == "point":
+                ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
+                            fmt="o", ms=4, color=c, elinewidth=1.2, capsize=0)
+                continue
+            lo, hi = r["low"], r["high"]
+            a, b = max(lo, lo_ax) if np.isfinite(lo) else lo_ax, min(hi, hi_ax) if np.isfinite(hi) else hi_ax
+            ls = "-" if r["bound_source"] == "simulator" else ":"
+            if r["bound_source"] == "simulator" and np.isfinite(r["set_low"]) and np.isfinite(r["set_high"]):
+                ax.plot([r["set_low"], r["set_high"]], [y, y], color=c, lw=5, alpha=0.25, solid_capstyle="butt")
+            ax.plot([a, b], [y, y], color=c, lw=1.2, ls=ls)
+            for end, edge, inside in ((a, lo, "["), (b, hi, "]")):
+                off = not np.isfinite(edge) or (edge < lo_ax if inside == "[" else edge > hi_ax)
+                marker = ("<" if inside == "[" else ">") if off else "|"
+                ax.plot([end], [y], marker=marker, ms=6 if off else 8, color=c, mew=1.4)
+        ax.set_xlim(lo_ax, hi_ax)
+        ax.set_ylim(len(models) - 0.5, -0.5)
+        ax.axvline(0, color="k", lw=0.6)
+        ax.set_yticks(range(len(models)), models, fontsize=8)
+        for i in range(1, len(models)):
+            ax.axhline(i - 0.5, color="grey", lw=0.4, alpha=0.5)
         ax.set_title(f"{src}: {bench}", fontsize=9)
-        ax.set_ylabel("points")
-        ax.grid(axis="y", alpha=0.3)
+        ax.set_xlabel("change of accuracy (points)", fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color=TERM_COLORS[t], label=t) for t in PLOT_TERMS]
-    fig.suptitle("Partition of published gains (filled: identified, with interval; hatched: simulated range, "
-                 "whisker: simulator bound; dotted: logical bound)", fontsize=9)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.96))
-    fig.legend(handles=handles, loc="lower center", fontsize=8, ncol=len(handles), frameon=False)
+    handles = [Line2D([], [], color=TERM_COLORS[t], marker="o", ls="-", label=t) for t in PLOT_TERMS]
+    handles += [Line2D([], [], color="k", marker="o", ls="-", label="identified: estimate and interval"),
+                Line2D([], [], color="k", marker="|", ms=8, ls="-", label="simulator bound [low, high]"),
+                Line2D([], [], color="k", lw=5, alpha=0.25, label="simulated range"),
+                Line2D([], [], color="k", marker="|", ms=8, ls=":", label="logical bound"),
+                Line2D([], [], color="k", marker=">", ls="", label="bound beyond the panel")]
+    fig.suptitle("Partition of published gains, per model (terms top to bottom: " + ", ".join(PLOT_TERMS) + ")",
+                 fontsize=10)
+    legend_h = 0.55 / fig.get_figheight()
+    fig.tight_layout(rect=(0, legend_h * 1.6, 1, 1 - 0.35 / fig.get_figheight()))
+    fig.legend(handles=handles, loc="lower center", fontsize=7.5, ncol=5, frameon=False)
     return fig
 
 
