@@ -202,3 +202,40 @@ def test_executor_closes_the_cluster_it_started(tmp_path):
         DaskExecutor(workers=0)
     with pytest.raises(ValueError, match="scheduler"):
         DaskExecutor(scheduler="nowhere")
+
+
+class _Reached(Exception):
+    """Raised by a stand-in runner once it has seen the executor."""
+
+
+@pytest.mark.parametrize("command, runner", [
+    (["reproduce", "--seeds", "2", "--steps", "2"], "tabsim.factorial.run_designs"),
+    (["prereg", "run", "{plan}", "--exploratory"], "tabsim.factorial.run_factorial"),
+    (["audit", "{audits}", "--no-cache"], "tabsim.api.run"),
+])
+def test_commands_hand_the_executor_to_the_runner(command, runner, tmp_path, monkeypatch):
+    """``--executor dask --workers 2`` reaches the function that runs the chunks (the cluster itself starts
+    only when a chunk is about to run, so none is started here)."""
+    import importlib
+    import shutil
+    from pathlib import Path
+
+    from tabsim.audit import calibrate
+
+    root = Path(__file__).resolve().parents[1]
+    plan = tmp_path / "plan.yaml"
+    shutil.copy(root / "preregistration" / "clipping_null" / "plan.yaml", plan)
+    seen = {}
+
+    def stand_in(*args, executor=None, **kwargs):
+        seen["executor"] = executor
+        raise _Reached
+
+    module, name = runner.rsplit(".", 1)
+    monkeypatch.setattr(importlib.import_module(module), name, stand_in)
+    monkeypatch.setattr(calibrate, "_MEMO", {})  # the audit calibration is not taken from memory
+    args = [a.format(plan=plan, audits=root / "experiments" / "audits") for a in command]
+    res = cli(*args, "--out", tmp_path / "out", "-q", "--executor", "dask", "--workers", "2")
+    assert isinstance(res.exception, _Reached), res.output
+    ex = seen["executor"]
+    assert isinstance(ex, DaskExecutor) and ex.workers == 2 and ex.client is None  # closed, never started
