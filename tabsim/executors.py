@@ -422,13 +422,15 @@ def _cpu_count() -> int:
 # Chunk size against a worker's memory
 
 
-def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: float = MEMORY_FRACTION) -> int:
+def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: float = MEMORY_FRACTION,
+               reserve: float = 0) -> int:
     """The largest chunk size ``<= per`` whose ``nbytes(size)`` fits ``fraction`` of the executor's
-    worker memory limit (``per`` unchanged when the executor reports none; at least 1)."""
+    worker memory limit less ``reserve`` bytes (``per`` unchanged when the executor reports no limit;
+    at least 1: whether one fits is the caller's question)."""
     limit = getattr(executor, "memory_limit", None) if executor is not None else None
     if not limit or per <= 1:
         return per
-    budget = fraction * limit
+    budget = fraction * limit - reserve
     if nbytes(per) <= budget:
         return per
     lo, hi = 1, per  # nbytes grows with the size: the largest size under the budget
@@ -443,15 +445,29 @@ def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: flo
 
 def cap_chunk(executor, cfg, per: int, n_seeds: int) -> int:
     """``per`` conditions (of ``n_seeds`` seeds) per chunk, reduced so that one chunk fits the executor's
-    worker memory limit (see :func:`fit_memory`); the memory of a chunk is
-    :func:`tabsim.memory.estimate_bytes` (samples, policy tables and metric tables)."""
-    if executor is None or getattr(executor, "memory_limit", None) is None:
+    worker memory limit: the chunk's arrays (:func:`tabsim.memory.estimate_bytes`: samples, policy
+    tables, metric tables) plus the runtime (:data:`tabsim.memory.RUNTIME_BYTES`) within
+    :data:`MEMORY_FRACTION` of the limit (Dask pauses a worker at 80% and restarts it at 95%).
+
+    Raises:
+      tabsim.config.ConfigError: not even one condition fits a worker.
+    """
+    limit = getattr(executor, "memory_limit", None) if executor is not None else None
+    if not limit:
         return per
-    try:
-        from tabsim.memory import estimate_bytes
-    except ImportError:  # no estimate: chunks keep the size chosen for this machine
-        return per
-    return fit_memory(executor, per, lambda n: estimate_bytes(cfg, n, n_seeds))
+    from tabsim.config import ConfigError
+    from tabsim.memory import RUNTIME_BYTES, estimate_bytes
+
+    def nbytes(n: int) -> int:
+        return estimate_bytes(cfg, n, n_seeds)
+
+    budget = MEMORY_FRACTION * limit - RUNTIME_BYTES
+    if nbytes(1) > budget:
+        raise ConfigError(f"memory: one condition x {n_seeds} seed(s) needs about {nbytes(1) / 2**30:.3g} GiB, more "
+                          f"than a Dask worker can hold ({MEMORY_FRACTION:g} of its memory limit "
+                          f"{limit / 2**30:.3g} GiB, less {RUNTIME_BYTES / 2**20:.0f} MiB for the runtime); use "
+                          "workers with more memory (fewer workers per machine), fewer seeds or fewer prompts")
+    return fit_memory(executor, per, nbytes, reserve=RUNTIME_BYTES)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -160,8 +160,26 @@ def test_worker_with_other_numerics_refuses(cluster):
 
 
 def test_chunks_fit_the_worker_memory_limit(cluster):
+    from tabsim.config import ConfigError
+    from tabsim.executors import MEMORY_FRACTION, cap_chunk
+    from tabsim.memory import RUNTIME_BYTES, estimate_bytes
+
     limit = cluster.memory_limit
     assert limit and limit > 0  # a LocalCluster splits the machine's memory among its workers
+
+    class Worker(ts.LocalExecutor):  # runs here, reports a worker's memory limit
+        def __init__(self, limit):
+            self.memory_limit = limit
+
+    cfg = ts.resolve({"preset": "paper", "train": {"steps": 4, "seeds": 2},
+                      "sweep": {"prior_strength": [0.2, 0.35, 0.5, 0.65, 0.8]}})
+    two = (estimate_bytes(cfg, 2, 2) + RUNTIME_BYTES) / MEMORY_FRACTION  # room for exactly two conditions
+    assert cap_chunk(Worker(two), cfg, 5, 2) == 2
+    assert cap_chunk(Worker(limit), cfg, 5, 2) == 5
+    res = ts.run(cfg, executor=Worker(two), progress=False)
+    assert res.provenance["n_chunks"] == 3
+    with pytest.raises(ConfigError, match="memory: one condition x 2 seed"):
+        cap_chunk(Worker(RUNTIME_BYTES), cfg, 5, 2)
 
     class Limited:
         memory_limit = 1000
