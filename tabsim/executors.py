@@ -513,8 +513,11 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
 
     A scheduler address is connected to at once (a wrong address fails before anything is written); a
     local cluster starts when the first chunk is about to run (an output folder that is refused costs no
-    cluster start). An :class:`ExecutorError` becomes a one-line :class:`click.ClickException`.
+    cluster start). An :class:`ExecutorError`, or a run refused because a chunk cannot fit a worker
+    (:func:`cap_chunk`), becomes a one-line :class:`click.ClickException`.
     """
+    from tabsim.config import ConfigError
+
     check_options(executor, workers, scheduler)
     if executor != "dask":
         yield None
@@ -524,7 +527,7 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
         if scheduler is not None:
             ex.start()
         yield ex
-    except ExecutorError as err:
+    except (ExecutorError, ConfigError) as err:
         raise click.ClickException(str(err)) from None
     finally:
         ex.close()

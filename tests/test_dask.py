@@ -21,11 +21,11 @@ from tabsim.cli import main  # noqa: E402
 from tabsim.executors import DaskExecutor, ExecutorError, fit_memory, numerics, run_task  # noqa: E402
 from tabsim.store import MARKER, staging_path  # noqa: E402
 
-# 6 conditions in chunks of one; a chunk takes ~0.1-0.3 s, so a kill lands while chunks run
+# 6 conditions in chunks of one; a chunk takes ~0.05-0.2 s, so a kill lands while chunks run
 CONFIG = """\
 preset = "paper"
 [train]
-seeds = 8
+seeds = 4
 steps = 200
 group_size = 64
 chunk_conditions = 1
