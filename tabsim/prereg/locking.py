@@ -297,7 +297,8 @@ def verify(path: str | Path, public_key: str | None = None) -> dict:
     """
     path = Path(path)
     lk = read_lock(path)
-    signing.check_pin(lk.get("signature"), public_key, str(lock_path(path)), "lock")
+    pin = signing.parse_pin(public_key) if public_key else None
+    signing.check_pin(lk.get("signature"), pin, str(lock_path(path)), "lock")
     history = read_amendments(path, lk)
     _, doc = load_plan(path)
     digest = plan_hash(doc)

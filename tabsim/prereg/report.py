@@ -44,6 +44,7 @@ def load_complete(out: str | Path, public_key: str | None = None) -> dict:
 def load_run(out: str | Path, public_key: str | None = None) -> tuple[dict, dict]:
     """``(results, status)`` of a complete run folder, verified as :func:`load_complete` describes."""
     out = Path(out)
+    public_key = signing.parse_pin(public_key) if public_key else None
     status = read_status(out)
     if status is None:
         raise PreregError(f"{out}: no {STATUS}; not a pre-registered run folder")
@@ -436,6 +437,7 @@ def write_report(out: str | Path, public_key: Optional[str] = None) -> dict:
     :func:`signing.pinned`; the CLI also reads ``$TABSIM_PREREG_PUBKEY``).
     """
     out = Path(out)
+    public_key = signing.parse_pin(public_key) if public_key else None
     results, status = load_run(out, public_key)
     rep = build_report(results, assess(results, status, out, public_key))
     write_json(out / "report.json", rep)
