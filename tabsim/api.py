@@ -20,6 +20,7 @@ from tabsim.algos import AlgoSpec
 from tabsim.config import Config, resolve
 from tabsim.engine import Schedule, make_train
 from tabsim.io import provenance, read_frame, write_frame, write_json
+from tabsim.memory import check_memory, max_conditions
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
 
@@ -245,6 +246,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     n_cond = len(values)
     per = cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, len(seeds))
     per = min(per, n_cond)
+    if executor is None or isinstance(executor, LocalExecutor):  # refused before compiling if it cannot fit
+        check_memory(cfg, per, len(seeds))
     from tabsim.executors import cap_chunk
 
     per = cap_chunk(executor, cfg, per, len(seeds))  # one chunk fits a worker's memory limit
@@ -286,4 +289,4 @@ def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int) -> int:
         n_evals = cfg.train.steps // (cfg.train.eval_every or cfg.train.steps) + 1
         table_bytes = 4 * n_seeds * len(cfg.arms.arms) * n_evals * cfg.task.n_prompts * tables
         per = max(1, min(per, int(MAJ_TABLE_BYTES // table_bytes)))
-    return per
+    return max(1, min(per, max_conditions(cfg, n_seeds)))  # and what fits in memory

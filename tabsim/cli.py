@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -10,12 +11,18 @@ import click
 
 from tabsim._cli_common import output_options
 from tabsim.config import ConfigError
+from tabsim.memory import check_run
 from tabsim.presets import PRESETS
 from tabsim.executors import check_options, executor_options, open_executor
 
 
 def _fail(msg: str):
     raise click.ClickException(msg)
+
+
+# bounds of the run-size options, the same as train.seeds and train.steps in a config
+SEEDS = click.IntRange(1, 100_000)
+STEPS = click.IntRange(1, 10_000_000)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,8 +76,8 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
               help="Output folder (default: results/<config name>).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
               help="Format of the results frame (results.parquet or results.csv).")
-@click.option("--seeds", type=int, default=None, help="Seeds per condition, overriding the file's train.seeds.")
-@click.option("--steps", type=int, default=None, help="Training steps, overriding the file's train.steps.")
+@click.option("--seeds", type=SEEDS, default=None, help="Seeds per condition, overriding the file's train.seeds.")
+@click.option("--steps", type=STEPS, default=None, help="Training steps, overriding the file's train.steps.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or summary.")
 @output_options
 @executor_options
@@ -90,6 +97,7 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, 
     over = {"train": {k: v for k, v in (("seeds", seeds), ("steps", steps)) if v is not None}}
     try:
         cfg = load_config(config, **over)
+        check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
     except ConfigError as err:
         _fail(str(err))
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
@@ -97,13 +105,36 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, 
 
 
 def _parse_levels(spec: str):
+    """``FIELD=v1,v2,...`` -> ``(FIELD, [v1, v2, ...])``: finite numbers, none empty or repeated."""
     name, _, levels = spec.partition("=")
-    if not levels:
-        _fail(f"--vary {spec!r}: expected FIELD=v1,v2,...")
-    try:
-        return name.strip(), [float(x) for x in levels.split(",") if x.strip()]
-    except ValueError:
-        _fail(f"--vary {spec!r}: levels must be numbers")
+    name = name.strip()
+    if not name or not levels.strip():
+        _fail(f"--vary {spec!r}: expected FIELD=v1,v2,... (e.g. --vary lr=0.05,0.1)")
+    out = []
+    for x in levels.split(","):
+        x = x.strip()
+        if not x:
+            _fail(f"--vary {spec!r}: an empty level in {name}'s levels (two commas, or a trailing comma)")
+        try:
+            v = float(x)
+        except ValueError:
+            _fail(f"--vary {spec!r}: {name}'s level {x!r} is not a number")
+        if not math.isfinite(v):
+            _fail(f"--vary {spec!r}: {name}'s level {x!r} is not a finite number")
+        out.append(v)
+    return name, out
+
+
+def _parse_vary(specs) -> dict:
+    """Every ``--vary`` into ``{field: levels}``; a field given twice is refused (name its levels once)."""
+    sweep: dict = {}
+    for spec in specs:
+        name, levels = _parse_levels(spec)
+        if name in sweep:
+            _fail(f"--vary {name}: given twice; list every level of {name} in one --vary "
+                  f"(e.g. --vary {name}={','.join(f'{v:g}' for v in sweep[name] + levels)})")
+        sweep[name] = levels
+    return sweep
 
 
 @main.command("sweep")
@@ -116,8 +147,8 @@ def _parse_levels(spec: str):
               help="A numeric field and its levels; repeat for a full factorial (default: the config "
                    "file's sweep, else prior_strength=0.2,0.35,0.5,0.65,0.8).")
 @click.option("--arms", default=None, help="Comma-separated arms (default: the preset's).")
-@click.option("--seeds", type=int, default=None, help="Seeds per condition (default: the preset's or the file's).")
-@click.option("--steps", type=int, default=None, help="Training steps (default: the preset's or the file's).")
+@click.option("--seeds", type=SEEDS, default=None, help="Seeds per condition (default: the preset's or the file's).")
+@click.option("--steps", type=STEPS, default=None, help="Training steps (default: the preset's or the file's).")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/sweep"),
               show_default=True, help="Output folder.")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
@@ -144,7 +175,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     if preset is not None or "preset" not in data:  # an explicit --preset wins; else the file's
         over["preset"] = preset or "paper"
     if vary:
-        over["sweep"] = dict(_parse_levels(v) for v in vary)
+        over["sweep"] = _parse_vary(vary)
     elif not data.get("sweep"):
         over["sweep"] = {"prior_strength": [0.2, 0.35, 0.5, 0.65, 0.8]}
     if seeds is not None:
@@ -155,6 +186,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
         over["arms"] = {"arms": [a.strip() for a in arms.split(",") if a.strip()]}
     try:
         cfg = resolve(data, **over)
+        check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
     except ConfigError as err:
         _fail(str(err))
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",

@@ -9,15 +9,15 @@ factorial is one vmapped grid.
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import itertools
 import json
 import math
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tabsim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, KL_PLACEMENTS, OPTIMIZERS, RATIOS, SURROGATES
@@ -32,13 +32,22 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: no coercion (a float or a string where an integer is meant, 1 or "yes" for a boolean);
+    # every float finite (a float field also takes an integer)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
 
 
 def _one_of(field: str, value: str, allowed) -> str:
     if value not in allowed:
-        raise ValueError(f"unknown {field} {value!r}; allowed: {', '.join(sorted(allowed))}")
+        near = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+        hint = f" (did you mean `{near[0]}`?)" if near else ""
+        raise ValueError(f"unknown {field} {value!r}{hint}; allowed: {', '.join(sorted(allowed))}")
     return value
+
+
+# Upper bounds of the float fields: far beyond any useful value, low enough that float32 arithmetic in
+# the engine stays finite (1e308 would become inf there and turn every metric into NaN).
+BIG = 1e3
 
 
 class TaskConfig(_Section):
@@ -47,9 +56,21 @@ class TaskConfig(_Section):
     n_answers: int = Field(8, ge=2, le=4096)
     n_correct: int = Field(2, ge=1)
     prior_strength: float = Field(0.5, gt=0.0, lt=1.0)
-    format_boost: float = Field(0.2, ge=0.0)
-    heterogeneity: float | None = Field(None, gt=0.0, description="Beta concentration; None = homogeneous")
+    format_boost: float = Field(0.2, ge=0.0, le=1e4)
+    heterogeneity: float | None = Field(None, gt=0.0, le=1e6, description="Beta concentration; None = homogeneous")
     tree: dict[str, Any] = Field(default_factory=dict, description="tree-MDP structure (env = tree)")
+
+    @field_validator("tree")
+    @classmethod
+    def _tree(cls, v, info):
+        env = info.data.get("env", "bandit")
+        if env != "tree":
+            if v:
+                raise ValueError(f"task.tree: only read when task.env = 'tree' (it is {env!r}); remove "
+                                 f"{', '.join(map(str, v))} or set task.env = 'tree'")
+            return v
+        check_tree(v, info.data.get("n_answers"))
+        return v
 
     @model_validator(mode="after")
     def _k_lt_K(self):
@@ -67,6 +88,14 @@ class ArmsConfig(_Section):
     tie: Literal["random", "lowest"] = "random"
     offline_samples: int = Field(64, ge=1, le=100_000)
 
+    @field_validator("arms", mode="before")
+    @classmethod
+    def _no_booleans(cls, v):
+        if isinstance(v, list) and any(isinstance(a, bool) for a in v):
+            raise ValueError(f"arms.arms: {v} holds a boolean: YAML reads an unquoted true as a boolean; quote "
+                             'the arm name: "true"')
+        return v
+
     @field_validator("arms")
     @classmethod
     def _known(cls, v):
@@ -77,6 +106,11 @@ class ArmsConfig(_Section):
         return v
 
 
+# fields whose value names a registered component, and their registries
+CHOICES = {"estimator": ESTIMATORS, "ratio": RATIOS, "surrogate": SURROGATES, "aggregation": AGGREGATIONS,
+           "kl": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "optimizer": OPTIMIZERS}
+
+
 class AlgoConfig(_Section):
     estimator: str = "grpo"
     ratio: str = "token"
@@ -85,63 +119,40 @@ class AlgoConfig(_Section):
     kl: str = "k3"
     kl_placement: str = "none"
     epochs: int = Field(1, ge=1, le=1000)
-    minibatches: int = Field(1, ge=1)
+    minibatches: int = Field(1, ge=1, le=65536)
     optimizer: str = "sgd"
-    lr: float = Field(0.05, gt=0.0)
-    beta: float = Field(0.0, ge=0.0)
-    std_eps: float = Field(1e-8, ge=0.0)
+    lr: float = Field(0.05, gt=0.0, le=BIG)
+    beta: float = Field(0.0, ge=0.0, le=BIG)
+    std_eps: float = Field(1e-8, ge=0.0, le=BIG)
     std_ddof: Literal[0, 1] = 0
-    eps_low: float = Field(0.2, ge=0.0)
-    eps_high: float = Field(0.2, ge=0.0)
-    dual_clip_c: float = Field(3.0, gt=1.0)
-    sapo_tau_pos: float = Field(1.0, gt=0.0)
-    sapo_tau_neg: float = Field(1.05, gt=0.0)
-    ent_coef: float = Field(0.0, ge=0.0)
-    max_grad_norm: float | None = Field(None, gt=0.0)
+    eps_low: float = Field(0.2, ge=0.0, le=BIG)
+    eps_high: float = Field(0.2, ge=0.0, le=BIG)
+    dual_clip_c: float = Field(3.0, gt=1.0, le=BIG)
+    sapo_tau_pos: float = Field(1.0, gt=0.0, le=BIG)
+    sapo_tau_neg: float = Field(1.05, gt=0.0, le=BIG)
+    ent_coef: float = Field(0.0, ge=0.0, le=BIG)
+    max_grad_norm: float | None = Field(None, gt=0.0, le=1e6, description="None = no clipping")
     filter: bool = False
     adam_b1: float = Field(0.9, ge=0.0, lt=1.0)
     adam_b2: float = Field(0.999, ge=0.0, lt=1.0)
-    adam_eps: float = Field(1e-8, gt=0.0)
+    adam_eps: float = Field(1e-8, gt=0.0, le=1.0)
 
-    @field_validator("estimator")
+    @field_validator(*CHOICES)
     @classmethod
-    def _est(cls, v):
-        return _one_of("estimator", v, ESTIMATORS)
+    def _choice(cls, v, info):
+        return _one_of(info.field_name, v, CHOICES[info.field_name])
 
-    @field_validator("ratio")
+    @field_validator("std_ddof", mode="before")
     @classmethod
-    def _ratio(cls, v):
-        return _one_of("ratio", v, RATIOS)
-
-    @field_validator("surrogate")
-    @classmethod
-    def _sur(cls, v):
-        return _one_of("surrogate", v, SURROGATES)
-
-    @field_validator("aggregation")
-    @classmethod
-    def _agg(cls, v):
-        return _one_of("aggregation", v, AGGREGATIONS)
-
-    @field_validator("kl")
-    @classmethod
-    def _kl(cls, v):
-        return _one_of("kl", v, KL_ESTIMATORS)
-
-    @field_validator("kl_placement")
-    @classmethod
-    def _klp(cls, v):
-        return _one_of("kl_placement", v, KL_PLACEMENTS)
-
-    @field_validator("optimizer")
-    @classmethod
-    def _opt(cls, v):
-        return _one_of("optimizer", v, OPTIMIZERS)
+    def _ddof_int(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int):  # Literal[0, 1] alone takes True and 1.0
+            raise ValueError(f"must be the integer 0 or 1, got {v!r}")
+        return v
 
 
 class TrainConfig(_Section):
     steps: int = Field(200, ge=1, le=10_000_000)
-    batch_size: int = Field(16, ge=1)
+    batch_size: int = Field(16, ge=1, le=1_000_000)
     group_size: int = Field(8, ge=2, le=65536)
     eval_every: int | None = Field(None, ge=1, description="None = only at the start and the end")
     replacement: bool = False
@@ -150,13 +161,29 @@ class TrainConfig(_Section):
     pass_k: list[int] = Field(default_factory=list)
     maj_k: list[int] = Field(default_factory=list)
     rng: str = "fast"
-    chunk_conditions: int | None = Field(None, ge=1, description="conditions per compiled call")
+    chunk_conditions: int | None = Field(None, ge=1, le=1_000_000, description="conditions per compiled call")
     metrics: list[str] | None = Field(None, description="answer-level metrics to record (None = all)")
 
     @field_validator("rng")
     @classmethod
     def _rng(cls, v):
         return _one_of("rng", v, RNGS)
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"train.seeds is the number of seeds, an integer >= 1 (got {v!r}); the first seed "
+                             "is train.seed (the run uses seeds seed, seed + 1, ..., seed + seeds - 1)")
+        return v
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"train.seed is the first seed, one integer in [0, 2**31) (got {v!r}); the number "
+                             "of seeds is train.seeds (the run uses seeds seed, seed + 1, ..., seed + seeds - 1)")
+        return v
 
     @field_validator("metrics")
     @classmethod
@@ -173,8 +200,8 @@ class TrainConfig(_Section):
     @classmethod
     def _ks(cls, v):
         for k in v:
-            if k < 1:
-                raise ValueError(f"every k must be >= 1, got {k}")
+            if not 1 <= k <= 1_000_000:
+                raise ValueError(f"every k must be an integer in [1, 1000000], got {k}")
         return sorted(set(v))
 
 
@@ -203,9 +230,12 @@ class Config(_Section):
                                  f"{n_compositions(k, t.n_answers)} count vectors (max {MAX_COMPOSITIONS}); use a smaller k")
         for name, levels in self.sweep.items():
             if name not in SWEEPABLE:
-                raise ValueError(f"sweep.{name}: not a numeric field; sweepable: {', '.join(sorted(SWEEPABLE))}")
+                raise ValueError(f"sweep.{name}: not a numeric field{_suggest(name, SWEEPABLE)}; sweepable: "
+                                 f"{', '.join(sorted(SWEEPABLE))}")
             if not levels:
                 raise ValueError(f"sweep.{name}: needs at least one level")
+            if len(set(levels)) != len(levels):
+                raise ValueError(f"sweep.{name}: a level is listed twice in {levels} (each level is one condition)")
         if "heterogeneity" in self.sweep and t.heterogeneity is None:
             # the heterogeneous prior is a static switch: without it the swept concentration is never read
             raise ValueError("sweep.heterogeneity: the prior is homogeneous (task.heterogeneity is not set), so "
@@ -251,6 +281,37 @@ SWEEPABLE = {
 }
 
 
+def _suggest(name, allowed) -> str:
+    """`` (did you mean `x`?)`` for the closest of ``allowed`` to a misspelt ``name``, else ``""``."""
+    near = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
+    return f" (did you mean `{near[0]}`?)" if near else ""
+
+
+def check_tree(tree: dict, n_answers: int | None) -> None:
+    """Validate ``task.tree`` of a tree-MDP config without building the tree (raises ``ValueError``)."""
+    from tabsim.envs.tree import MAX_PAIRS, TREE_FIELDS, _float_field, _int_field, _styles
+
+    for key in tree:
+        if key not in TREE_FIELDS:
+            raise ValueError(f"task.tree.{key}: unknown field{_suggest(key, TREE_FIELDS)}; allowed: "
+                             f"{', '.join(TREE_FIELDS)}")
+    depth = _int_field(tree, "depth", 4, 1, 32)
+    b = _int_field(tree, "branching", 3, 2, 1024)
+    _styles(tree.get("styles"), b)
+    for key in ("length_slope_correct", "length_slope_wrong"):
+        v = _float_field(tree, key, 0.0)
+        if abs(v) > BIG:
+            raise ValueError(f"task.tree.{key}: must be in [-{BIG:g}, {BIG:g}], got {v!r}")
+    n_nodes = sum((b - 1) ** d for d in range(depth))
+    if n_nodes * b > MAX_PAIRS:
+        raise ValueError(f"task.tree.depth: depth={depth} with branching={b} gives {n_nodes} nodes x {b} actions "
+                         f"= {n_nodes * b} table entries per prompt (max {MAX_PAIRS}); use a smaller depth or branching")
+    n_leaves = n_nodes + (b - 1) ** depth  # STOP at every node, every content action at the last level
+    if n_answers is not None and n_leaves < n_answers:
+        raise ValueError(f"task.tree.depth: depth={depth} with branching={b} has {n_leaves} leaves, fewer than "
+                         f"task.n_answers={n_answers}; some answers would be unreachable")
+
+
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
@@ -261,30 +322,91 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _plain(x):
+    """Python values for NumPy scalars and lists for tuples (the Python API may pass either)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+_MODELS = {"": None, "task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}
+
+
+def _hint(loc: tuple, err: dict) -> str:
+    """Extra words for an error: a suggestion for a misspelt key, the quoting of a YAML boolean."""
+    got = err.get("input")
+    if err["type"] == "extra_forbidden":
+        model = Config if len(loc) == 1 else _MODELS.get(str(loc[0]))
+        if model is not None:
+            return _suggest(loc[-1], model.model_fields)
+    if err["type"] == "string_type" and isinstance(got, bool):
+        return (f"; YAML reads an unquoted {str(got).lower()} as a boolean: quote it "
+                f"(\"{str(got).lower()}\")")
+    return ""
+
+
 def _format_error(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "config"
         msg = e["msg"].removeprefix("Value error, ")
+        if loc == "config" or msg.startswith((loc + ".", loc + ":", loc + " ")):
+            lines.append(msg + _hint(e["loc"], e))  # the message names the field itself
+            continue
         got = e.get("input")
-        shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        lines.append(f"{loc}: {msg}{shown}")
+        quiet = isinstance(got, dict) or e["type"] == "extra_forbidden" or "got " in msg or repr(got) in msg
+        shown = "" if quiet else f" (got {got!r})"
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        lines.append(f"{loc}: {msg}{shown}{_hint(e['loc'], e)}")
     return "invalid config:\n  " + "\n  ".join(lines)
+
+
+def _sweep_level_problems(cfg: "Config") -> list[str]:
+    """Every sweep level checked as a value of its field (0 / 1 for the switches ``filter`` and ``std_ddof``)."""
+    problems = []
+    for name, levels in cfg.sweep.items():
+        section, field = SWEEPABLE[name]
+        model = getattr(cfg, section)
+        for i, level in enumerate(levels):
+            value: Any = level
+            if field in ("filter", "std_ddof"):
+                if level not in (0.0, 1.0):
+                    problems.append(f"sweep.{name}[{i}]: a switch; its levels are 0 and 1 (got {level!r})")
+                    continue
+                value = bool(level) if field == "filter" else int(level)
+            try:
+                model.__class__.model_validate({**model.model_dump(), field: value})
+            except ValidationError as err:
+                problems.append(f"sweep.{name}[{i}]: {err.errors()[0]['msg'].removeprefix('Value error, ')} "
+                                f"(got {level!r})")
+    return problems
 
 
 def resolve(data: dict | None = None, **overrides) -> Config:
     """Build a validated :class:`Config` from a mapping (and a preset it names).
+
+    Values are taken as they are: a float where an integer is meant, a string where a number is meant
+    or a number where a boolean is meant is refused, and every number must be finite and in range.
 
     Raises:
       ConfigError: naming every bad field, its value and the allowed range.
     """
     from tabsim.presets import PRESETS
 
-    data = _deep_merge(dict(data or {}), overrides)
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"config: expected a mapping of sections (task, arms, algo, train, sweep), "
+                          f"got {type(data).__name__}")
+    data = _plain(_deep_merge(dict(data or {}), overrides))
     name = data.get("preset")
     if name is not None:
-        if name not in PRESETS:
-            raise ConfigError(f"preset: unknown preset {name!r}; allowed: {', '.join(sorted(PRESETS))}")
+        if not isinstance(name, str) or name not in PRESETS:
+            raise ConfigError(f"preset: unknown preset {name!r}{_suggest(name, PRESETS)}; allowed: "
+                              f"{', '.join(sorted(PRESETS))}")
         data = _deep_merge(PRESETS[name], data)
     if not isinstance(data.get("sweep", {}), dict):
         raise ConfigError("sweep: must be a table of field = [levels]")
@@ -292,40 +414,53 @@ def resolve(data: dict | None = None, **overrides) -> Config:
         cfg = Config.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_error(err)) from None
-    # every sweep level must be a valid value of its field
-    problems = []
-    for name, levels in cfg.sweep.items():
-        section, field = SWEEPABLE[name]
-        for i, level in enumerate(levels):
-            try:
-                getattr(cfg, section).__class__.model_validate({**getattr(cfg, section).model_dump(), field: level})
-            except ValidationError as err:
-                problems.append(f"sweep.{name}[{i}]: {err.errors()[0]['msg']} (got {level!r})")
+    problems = _sweep_level_problems(cfg)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     return cfg
 
 
+CONFIG_MAX_BYTES = 1 << 20  # a config is a few hundred bytes
+
+
 def load_config(path: str | Path, **overrides) -> Config:
-    """Read a TOML or YAML config file with a safe loader and validate it."""
-    return resolve(read_config_file(path), **overrides)
+    """Read a TOML or YAML config file with a safe loader and validate it.
+
+    Raises:
+      ConfigError: the file cannot be read (see :mod:`tabsim.safeload` for the limits) or a value is
+        bad; the message names the file and every bad field.
+    """
+    data = read_config_file(path)
+    try:
+        return resolve(data, **overrides)
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("invalid config:", f"invalid config {path}:", 1)) from None
 
 
 def read_config_file(path: str | Path) -> dict:
-    """The mapping in a TOML or YAML config file, read with a safe loader (not yet validated)."""
+    """The mapping in a TOML or YAML config file, read with a safe loader (not yet validated).
+
+    YAML is read with the YAML 1.2 core schema (only ``true``/``false`` are booleans; ``1e-3`` is a
+    number). The file must be UTF-8, at most 1 MiB, nested at most 64 levels, and hold settings.
+    """
+    from tabsim.safeload import LoadError, load_toml, load_yaml
+
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    text = path.read_text()
+    if path.suffix not in (".toml", ".yaml", ".yml"):
+        if not path.exists():
+            raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"{path}: unknown config format {path.suffix!r}; allowed: .toml, .yaml, .yml")
     try:
         if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        elif path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
+            data = load_toml(path, max_bytes=CONFIG_MAX_BYTES, what="config file")
         else:
-            raise ConfigError(f"{path}: unknown config format {path.suffix!r}; allowed: .toml, .yaml, .yml")
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: malformed config file: {err}") from None
+            data = load_yaml(path, schema="core", max_bytes=CONFIG_MAX_BYTES, what="config file")
+    except LoadError as err:
+        if "not found" in err.problem:
+            raise ConfigError(f"config file not found: {path}") from None
+        raise ConfigError(str(err).replace("malformed", "malformed config file:", 1)) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a table/mapping, got {type(data).__name__}")
+        hint = " (TOML written in a YAML file? name it .toml)" if isinstance(data, str) and " = " in data else ""
+        raise ConfigError(f"{path}: the top level must be a table/mapping of sections, got "
+                          f"{type(data).__name__}{hint}")
     return data

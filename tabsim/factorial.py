@@ -43,6 +43,7 @@ from tabsim.arms import ARMS
 from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError, TaskConfig, TrainConfig, resolve
 from tabsim.executors import cap_chunk
 from tabsim.io import provenance, read_frame, write_frame, write_json
+from tabsim.memory import check_memory, max_conditions
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
 from tabsim.store import execute, job_key
@@ -369,6 +370,7 @@ def _auto_units(cfg: Config, n_units: int) -> int:
     """About 4e6 sampled answers per chunk (a power of two, at most the units needed)."""
     per = len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size * cfg.algo.epochs
     u = max(1, int(4e6 // max(per, 1)))
+    u = min(u, max(1, max_conditions(cfg, 1)))  # what fits in memory
     u = 1 << (u.bit_length() - 1)
     return min(u, 1 << max(0, (n_units - 1).bit_length()))
 
@@ -427,6 +429,8 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
     for key, cfg in programs.items():
         ids = [i for i, k in enumerate(unit_cfg) if k == key]
         u = units_per_chunk or _auto_units(cfg, len(ids))
+        if executor is None or isinstance(executor, api.LocalExecutor):  # refused before compiling if it cannot fit
+            check_memory(cfg, u, 1)
         u = cap_chunk(executor, cfg, u, 1)  # a unit is one condition x seed
         conf = cfg.model_dump(mode="json")
         for start in range(0, len(ids), u):

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
+from tabsim.safeload import LoadError, load_yaml, read_text
 
 # Arms an entry may report. The first four make the partition; the rest are reported as gains.
 PARTITION_ARMS = ("frozen", "random", "majority", "true")
@@ -36,6 +36,14 @@ ENTRY_FIELDS = ("model", "benchmark", "n_items", "samples_per_item", "values", "
 DEFAULT_FIELDS = ("benchmark", "n_items", "samples_per_item", "values", "majority_kind", "gamma", "notes")
 TOP_FIELDS = ("source", "defaults", "entries")
 _ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+# The largest evaluation sets hold about 10^5 - 10^6 items; 10^7 is beyond any real benchmark, so a
+# larger count is a typo (or a token count) and would make every interval look impossibly precise.
+MAX_ITEMS = 10_000_000
+MAX_SAMPLES = 1_000_000  # samples per item (avg@k)
+MAX_BYTES = 4 << 20  # a published table is a few KiB
+# A value in (0, 1) beside values above 1 is read as a fraction mixed with percentages when 100x it is
+# within this factor of the entry's other values (a real 0.8% base beside a 12.3% arm is kept).
+FRACTION_FACTOR = 3.0
 _AVG = re.compile(r"^avg@(\d+)$")
 
 
@@ -94,29 +102,6 @@ class Entry:
         return tuple(a for a in PARTITION_ARMS if a not in self.arms)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping key given twice (PyYAML keeps the last silently)."""
-
-
-def _construct_mapping(loader, node, deep=False):
-    seen = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key {key!r} given twice (first on line {seen[key] + 1})", key_node.start_mark)
-        seen[key] = key_node.start_mark.line
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-# YAML 1.1 reads the arm name `true` (and yes/no/on/off) as a boolean; the format has no boolean fields.
-_UniqueKeyLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 class _Problems:
     def __init__(self):
         self.items: list[str] = []
@@ -155,15 +140,21 @@ def _parse_samples(value, where: str, probs: _Problems):
     if value is None:
         probs.add(where, "samples_per_item: missing; allowed: 'greedy', 'avg@k' (k >= 1) or an integer >= 1")
         return None, None
+    k = None
     if isinstance(value, str):
         s = value.strip().lower()
         if s == "greedy":
             return 1, "greedy"
         m = _AVG.match(s)
-        if m and int(m.group(1)) >= 1:
-            return int(m.group(1)), s
-    elif isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value, "greedy" if value == 1 else f"avg@{value}"
+        k = int(m.group(1)) if m else None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        k = value
+    if k is not None and k > MAX_SAMPLES:
+        probs.add(where, f"samples_per_item: {value!r} is more samples per item than any evaluation draws; "
+                         f"at most avg@{MAX_SAMPLES}")
+        return None, None
+    if k is not None and k >= 1:
+        return k, "greedy" if k == 1 else f"avg@{k}"
     probs.add(where, f"samples_per_item: {value!r} is not allowed; allowed: 'greedy', 'avg@k' (k >= 1) "
                      "or an integer >= 1")
     return None, None
@@ -179,7 +170,8 @@ def _parse_int(value, where, field, probs, minimum=1):
         except ValueError:
             probs.add(where, f"{field}: expected an integer >= {minimum}, got {value!r}")
             return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < minimum:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or value != int(value) or value < minimum):
         probs.add(where, f"{field}: expected an integer >= {minimum}, got {value!r}")
         return None
     return int(value)
@@ -219,6 +211,10 @@ def _build_entry(data: dict, source: dict, file: str, where: str, probs: _Proble
         if not isinstance(val, str) or not val.strip():
             probs.add(where, f"{name}: missing or empty; a non-empty string is required")
     n_items = _parse_int(data.get("n_items"), where, "n_items", probs)
+    if n_items is not None and n_items > MAX_ITEMS:
+        probs.add(where, f"n_items: {n_items:g} items is more than any benchmark holds (the largest evaluation "
+                         f"sets have about 10^5 - 10^6 items); at most {MAX_ITEMS} (10^7)")
+        n_items = None
     spi, decoding = _parse_samples(data.get("samples_per_item"), where, probs)
     mode = data.get("values")
     if mode not in VALUE_MODES:
@@ -338,12 +334,40 @@ def _build_entry(data: dict, source: dict, file: str, where: str, probs: _Proble
             v = _number(val, where, f"{field}.{k}", probs)
             if v is not None and _check_range(v, where, f"{field}.{k}", probs):
                 ks[field][k_int] = v
+    _check_fractions(arms, other if mode == "absolute" else {}, where, probs)
     if len(probs.items) > n0:
         return None
     return Entry(file=file, label=where, source=source, model=model.strip(), benchmark=bench.strip(),
                  n_items=n_items, samples_per_item=spi, decoding=decoding, values=mode, majority_kind=mk,
                  gamma=gamma, arms=arms, other=other, base_pass_at_k=ks["base_pass_at_k"],
                  base_maj_at_k=ks["base_maj_at_k"], notes=str(data.get("notes") or ""))
+
+
+def _check_fractions(arms: dict, other: dict, where: str, probs: _Problems) -> None:
+    """Refuse a base written as a fraction (0.494) beside arms in percent (55.2), or the reverse.
+
+    The base is compared with the median of the entry's other accuracies (absolute, in percent): it is
+    taken for a fraction when it is in (0, 1), every other value is above 1 and 100x the base is within
+    ``FRACTION_FACTOR`` of their median. A real 0.8% base beside a 12.3% arm, or one arm collapsed to
+    0.5%, is kept.
+    """
+    if "frozen" not in arms:
+        return
+    base = arms["frozen"].mean
+    rest = sorted([v.mean for a, v in arms.items() if a != "frozen"] + list(other.values()))
+    if not rest:
+        return
+    mid = rest[len(rest) // 2] if len(rest) % 2 else 0.5 * (rest[len(rest) // 2 - 1] + rest[len(rest) // 2])
+
+    def close(a, b):
+        return b / FRACTION_FACTOR <= a <= b * FRACTION_FACTOR
+
+    if 0.0 < base < 1.0 and all(v > 1.0 for v in rest) and close(100.0 * base, mid):
+        probs.add(where, f"arms.frozen: the base {base:g} looks like a fraction beside arms in percent (median "
+                         f"{mid:g}); write every value in percent ({100.0 * base:g}), not as a fraction")
+    elif base > 1.0 and all(0.0 < v < 1.0 for v in rest) and close(100.0 * mid, base):
+        probs.add(where, f"arms: the arms ({', '.join(f'{v:g}' for v in rest)}) look like fractions beside a base "
+                         f"in percent ({base:g}); write every value in percent, not as a fraction")
 
 
 def _check_source(src, where, probs: _Problems) -> Optional[dict]:
@@ -372,12 +396,11 @@ def _label(file: str, kind: str, i: int, data) -> str:
 
 def _parse_yaml(path: Path, probs: _Problems) -> list[Entry]:
     file = str(path)
-    try:
-        doc = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 -- a SafeLoader subclass
-    except yaml.YAMLError as err:
-        msg = str(err).replace("\n", " ")
-        hint = " (an arm given twice?)" if "given twice" in msg else ""
-        probs.add(file, f"YAML error: {msg}{hint}")
+    try:  # no booleans: an arm named true stays the string "true"
+        doc = load_yaml(path, schema="nobool", max_bytes=MAX_BYTES, what="audit file")
+    except LoadError as err:
+        hint = " (an arm given twice?)" if "given twice" in err.problem else ""
+        probs.items.append(f"{err}{hint}")
         return []
     if not isinstance(doc, dict):
         probs.add(file, f"expected a mapping with keys {', '.join(TOP_FIELDS)}, got {type(doc).__name__}")
@@ -424,13 +447,22 @@ CSV_REQUIRED = ("source_id", "paper", "table", "model", "benchmark", "n_items", 
 def _parse_csv(path: Path, probs: _Problems) -> list[Entry]:
     file = str(path)
     # comment lines are blanked (not removed) so that messages give the file's own line numbers
-    lines = ["" if ln.lstrip().startswith("#") else ln for ln in path.read_text().splitlines()]
+    try:
+        text = read_text(path, max_bytes=MAX_BYTES, what="audit file")
+    except LoadError as err:
+        probs.items.append(str(err))
+        return []
+    lines = ["" if ln.lstrip().startswith("#") else ln for ln in text.splitlines()]
     reader = csv.reader(io.StringIO("\n".join(lines)))
     rows, line_nos = [], []
-    for r in reader:
-        if any(c.strip() for c in r):
-            rows.append(r)
-            line_nos.append(reader.line_num)
+    try:
+        for r in reader:
+            if any(c.strip() for c in r):
+                rows.append(r)
+                line_nos.append(reader.line_num)
+    except csv.Error as err:
+        probs.add(f"{file}: line {reader.line_num + 1}", f"malformed CSV: {err}")
+        return []
     if not rows:
         probs.add(file, "empty CSV; expected a header row and one row per model x benchmark")
         return []

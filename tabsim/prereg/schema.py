@@ -194,10 +194,12 @@ def read_document(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise PreregError(f"pre-registration file not found: {path}")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise PreregError(f"{path}: malformed YAML: {err}") from None
+    from tabsim.safeload import LoadError, load_yaml
+
+    try:  # PyYAML's safe_load scalars (plan hashes depend on them), with size, depth and alias limits
+        doc = load_yaml(path, schema="yaml11", what="pre-registration file")
+    except LoadError as err:
+        raise PreregError(str(err)) from None
     if not isinstance(doc, dict):
         raise PreregError(f"{path}: the top level must be a mapping of fields, got {type(doc).__name__}")
     return doc
