@@ -3,9 +3,14 @@
 The notebooks are jupytext "percent" files (``notebooks/NN_name.py``). Each is read with jupytext and
 run top to bottom by nbclient in a fresh ``python3`` kernel whose working directory is a temporary
 folder, so nothing a notebook writes lands in the repository. A cell that raises fails the test.
+
+The executed notebook (outputs and figures included) is written to ``build/notebooks/NN_name.ipynb``
+(or ``$TABSIM_NOTEBOOK_BUILD``), where the documentation site (``mkdocs.yml``, ``tests/test_site.py``)
+publishes it without executing it a second time.
 """
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -17,6 +22,7 @@ nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+BUILD = Path(os.environ.get("TABSIM_NOTEBOOK_BUILD", NOTEBOOKS.parent / "build" / "notebooks"))
 CELL_TIMEOUT = 120  # seconds per cell
 
 
@@ -44,6 +50,12 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
         failure = _strip_ansi(str(err))
     if failure is not None:  # outside the except block: report the cell's traceback, not ours
         pytest.fail(f"{path.name}: a cell failed\n{failure}", pytrace=False)
+    import nbformat
+
+    BUILD.mkdir(parents=True, exist_ok=True)
+    tmp = BUILD / f"{path.stem}.ipynb.tmp"
+    nbformat.write(nb, tmp)
+    os.replace(tmp, BUILD / f"{path.stem}.ipynb")  # atomic: the site never reads half a notebook
     print(f"{path.name}: executed in {time.perf_counter() - t0:.1f} s")
 
 

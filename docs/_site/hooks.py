@@ -1,0 +1,138 @@
+"""MkDocs hooks of the documentation site (``mkdocs.yml``): the executed notebooks and repository links.
+
+* The teaching notebooks (``notebooks/NN_*.py``, jupytext percent files) are published executed,
+  with their figures, from ``build/notebooks/NN_*.ipynb``. ``tests/test_notebooks.py`` writes those
+  files when it executes the notebooks; a copy that is missing or older than its source is executed
+  here (jupytext + nbclient, the same way), so ``mkdocs build`` alone also works.
+* ``notebooks/README.md`` and the repository ``README.md`` become pages (``notebooks/README.md``,
+  ``readme.md``). Links written for the repository (``../README.md``, ``docs/cli.md``,
+  ``notebooks/01_one_grpo_step.py``) are rewritten to the site's pages; a link to a repository file
+  that is not on the site becomes its path in code format, so ``--strict`` only fails on links that
+  are broken in the repository too.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+from mkdocs.structure.files import File
+
+LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def _root(config) -> Path:
+    return Path(config["config_file_path"]).resolve().parent
+
+
+def _build_dir(config) -> Path:
+    return Path(os.environ.get("TABSIM_NOTEBOOK_BUILD", _root(config) / "build" / "notebooks"))
+
+
+def execute_notebook(source: Path, target: Path, *, timeout: int = 300) -> None:
+    """Execute the jupytext notebook ``source`` in a fresh kernel (in a temporary folder) into ``target``."""
+    import tempfile
+
+    import jupytext
+    import nbclient
+    import nbformat
+
+    nb = jupytext.read(source)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", "TABSIM_CACHE": str(Path(tmp) / "cache")}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                    resources={"metadata": {"path": tmp}}).execute()
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp_target = target.with_suffix(".ipynb.tmp")
+    nbformat.write(nb, tmp_target)
+    os.replace(tmp_target, target)
+
+
+def _notebooks(config) -> list[tuple[Path, Path]]:
+    root, build = _root(config), _build_dir(config)
+    out = []
+    for src in sorted((root / "notebooks").glob("[0-9][0-9]_*.py")):
+        target = build / f"{src.stem}.ipynb"
+        if not target.exists() or target.stat().st_mtime < src.stat().st_mtime:
+            execute_notebook(src, target)
+        out.append((src, target))
+    return out
+
+
+@event_priority(50)  # before mkdocs-jupyter turns .ipynb files into pages
+def on_files(files, config):
+    root = _root(config)
+    site, urls = config["site_dir"], config["use_directory_urls"]
+    for _, nb in _notebooks(config):
+        files.append(File(f"notebooks/{nb.name}", src_dir=str(nb.parent.parent), dest_dir=site, use_directory_urls=urls))
+    readme = root / "notebooks" / "README.md"
+    files.append(File("notebooks/README.md", src_dir=str(root), dest_dir=site, use_directory_urls=urls))
+    del readme
+    files.append(_RenamedFile("readme.md", root / "README.md", site, urls))
+    return files
+
+
+class _RenamedFile(File):
+    """A page whose source lies outside docs_dir under another name (the repository README)."""
+
+    def __init__(self, path: str, source: Path, site_dir: str, urls: bool):
+        super().__init__(path, src_dir=str(source.parent), dest_dir=site_dir, use_directory_urls=urls)
+        self.abs_src_path = str(source)
+
+
+def on_page_markdown(markdown, page, config, files):
+    """Rewrite links written for the repository so they point at the site's pages."""
+    root = _root(config)
+    docs = Path(config["docs_dir"]).resolve()
+    src = page.file.src_uri
+    # where the page's source lies in the repository
+    if src == "readme.md":
+        here = root
+    elif src.startswith("notebooks/") and src.endswith("README.md"):
+        here = root / "notebooks"
+    else:
+        here = (docs / src).parent
+    on_site = {f.src_uri for f in files}
+
+    def fix(m):
+        text, target = m.group(1), m.group(2)
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            return m.group(0)
+        path, _, anchor = target.partition("#")
+        repo_path = (here / path).resolve()
+        try:
+            rel_docs = repo_path.relative_to(docs).as_posix()
+        except ValueError:
+            rel_docs = None
+        if rel_docs is not None and rel_docs in on_site:
+            site_path = rel_docs
+        else:
+            try:
+                rel_root = repo_path.relative_to(root).as_posix()
+            except ValueError:
+                return m.group(0)
+            mapping = {"README.md": "readme.md", "notebooks/README.md": "notebooks/README.md"}
+            if rel_root in mapping:
+                site_path = mapping[rel_root]
+            elif rel_root.startswith("notebooks/") and rel_root.endswith(".py") \
+                    and f"notebooks/{Path(rel_root).stem}.ipynb" in on_site:
+                site_path = f"notebooks/{Path(rel_root).stem}.ipynb"
+            elif repo_path.exists():
+                return f"{text} (`{rel_root}` in the repository)"
+            else:
+                return m.group(0)  # broken in the repository too: --strict reports it
+        link = posixpath.relpath(site_path, posixpath.dirname(src) or ".")
+        return f"[{text}]({link}{'#' + anchor if anchor else ''})"
+
+    return LINK.sub(fix, markdown)
