@@ -38,8 +38,12 @@ def test_reduced_reproduce_writes_every_promised_file(reduced):
     assert prov["n_programs"] == 1 and prov["config_hash"] and "jax" in prov
     assert json.loads((reduced / "config.json").read_text())["settings"]["seeds"] == SEEDS
     # report.md is written last: nothing in the folder is newer
-    newest = max(p.stat().st_mtime_ns for p in reduced.rglob("*") if p.is_file())
+    from tabsim.store import MARKER
+
+    # report.md is the last output written; the run store's completion marker follows it
+    newest = max(p.stat().st_mtime_ns for p in reduced.rglob("*") if p.is_file() and p.name != MARKER)
     assert (reduced / "report.md").stat().st_mtime_ns == newest
+    assert (reduced / MARKER).stat().st_mtime_ns >= newest
     assert not list(reduced.rglob("*.tmp"))
 
 
@@ -81,17 +85,23 @@ def test_report_sets_tabsim_beside_the_paper(reduced):
         assert section in text
 
 
-def test_interrupted_run_leaves_no_report(tmp_path, monkeypatch):
-    (tmp_path / "report.md").write_text("# an earlier, complete-looking report\n")
-    (tmp_path / "summary.json").write_text("{}")
+def test_interrupted_run_leaves_the_earlier_output_untouched(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("# an earlier, complete report\n")
+    (out / "summary.json").write_text("{}")
 
     def broken(*args, **kwargs):
         raise RuntimeError("interrupted while drawing")
 
     monkeypatch.setattr(R, "figures", broken)
     with pytest.raises(RuntimeError, match="interrupted"):
-        R.reproduce(tmp_path, seeds=SEEDS, steps=STEPS, progress=False)
-    assert not (tmp_path / "report.md").exists() and not (tmp_path / "summary.json").exists()
+        R.reproduce(out, seeds=SEEDS, steps=STEPS, progress=False, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["report.md", "summary.json"]
+    assert (out / "report.md").read_text() == "# an earlier, complete report\n"
+    from tabsim.store import staging_path
+
+    assert not (staging_path(out) / "report.md").exists()  # the interrupted run never looks complete
 
 
 @pytest.mark.parametrize("args, words", [
