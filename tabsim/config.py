@@ -322,14 +322,28 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _check_keys(x, where: str = "") -> None:
+    """Every mapping key is a name (YAML turns ``true:``, ``~:`` or ``1:`` into other types)."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            here = f"{where}.{k}" if where else str(k)
+            if not isinstance(k, str):
+                hint = " (YAML reads an unquoted true / false as a boolean: quote the key)" if isinstance(k, bool) else ""
+                raise ConfigError(f"{here}: a key must be a name, got {k!r}{hint}")
+            _check_keys(v, here)
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            _check_keys(v, f"{where}[{i}]")
+
+
 def _plain(x):
-    """Python values for NumPy scalars and lists for tuples (the Python API may pass either)."""
+    """Python values for NumPy scalars and arrays, lists for tuples (the Python API may pass any)."""
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
+    if isinstance(x, (np.generic, np.ndarray)):
+        return _plain(x.tolist()) if isinstance(x, np.ndarray) else x.item()
     return x
 
 
@@ -402,6 +416,7 @@ def resolve(data: dict | None = None, **overrides) -> Config:
         raise ConfigError(f"config: expected a mapping of sections (task, arms, algo, train, sweep), "
                           f"got {type(data).__name__}")
     data = _plain(_deep_merge(dict(data or {}), overrides))
+    _check_keys(data)
     name = data.get("preset")
     if name is not None:
         if not isinstance(name, str) or name not in PRESETS:

@@ -60,6 +60,8 @@ def read_bytes(path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> bytes
     path = Path(path)
     if path.is_dir():
         raise LoadError(path, f"is a folder, not a {what}")
+    if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
+        raise LoadError(path, f"is not a regular file (a pipe or a device?); give a {what}")
     try:
         size = path.stat().st_size
         if size > max_bytes:

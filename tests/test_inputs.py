@@ -11,6 +11,7 @@ allocation instead of swapping.
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import time
@@ -302,6 +303,12 @@ CASES = [
     Case("toml-latin1", R, ("UTF-8",), 'preset = "paper" # caf\u00e9\n'.encode("latin-1")),
     Case("toml-empty", R, ("empty",), ""),
     Case("toml-nul", R, ("line",), b'preset = "paper"\x00\n'),
+    Case("fifo", R, ("regular file",), lambda p: os.mkfifo(p), ".yaml"),
+    Case("toml-huge-int", R, ("train.seeds",), toml(train={"seeds": "99999999999999999999999"})),
+    Case("yaml-1e999", R, ("algo.lr",), yaml_cfg(algo={"lr": "1e999"}), ".yaml"),
+    Case("yaml-null-key", R, ("None",), yaml_cfg(task={"~": "3"}), ".yaml"),
+    Case("yaml-list-key", R, ("line",), yaml_cfg(task={"[a, b]": "3"}), ".yaml"),
+    Case("yaml-bool-key", R, ("train.True",), yaml_cfg(train={"true": "3"}), ".yaml"),
     # -- memory ---------------------------------------------------------------------------------------
     Case("memory-prompts", R, ("memory", "train.chunk_conditions", "seeds", "n_prompts"),
          toml(task={"n_prompts": "1000000"}, train={"seeds": "100000", "batch_size": "16"})),
@@ -392,3 +399,175 @@ def test_hang_prone_input_is_refused_in_a_subprocess(case, tmp_path):
     assert "Traceback" not in proc.stderr, proc.stderr
     assert case.names[0] in proc.stderr, proc.stderr
     print(f"\n{case.id}: refused in {seconds:.2f} s (process start and imports included)")
+
+
+# -- the Python API refuses the same values -------------------------------------------------------
+API_CASES = [
+    ("seeds-bool", {"train": {"seeds": True}}, "train.seeds"),
+    ("seeds-float", {"train": {"seeds": 4.0}}, "train.seeds"),
+    ("steps-numpy-float", {"train": {"steps": __import__("numpy").float64(2.0)}}, "train.steps"),
+    ("lr-inf", {"algo": {"lr": float("inf")}}, "algo.lr"),
+    ("lr-numpy-nan", {"algo": {"lr": __import__("numpy").float32("nan")}}, "algo.lr"),
+    ("beta-huge", {"algo": {"beta": 1e308}}, "algo.beta"),
+    ("sweep-nan", {"sweep": {"lr": [0.1, float("nan")]}}, "sweep.lr"),
+    ("sweep-string", {"sweep": {"gamma": ["0.5"]}}, "sweep.gamma"),
+    ("filter-int", {"algo": {"filter": 1}}, "algo.filter"),
+    ("std_ddof-bool", {"algo": {"std_ddof": True}}, "algo.std_ddof"),
+    ("arms-bool", {"arms": {"arms": ["frozen", True]}}, '"true"'),
+    ("estimator-typo", {"algo": {"estimator": "grpoo"}}, "did you mean `grpo`"),
+    ("preset-list", {"preset": ["paper"]}, "preset"),
+    ("not-a-mapping", None, "config"),
+]
+
+
+@pytest.mark.parametrize("data, name", [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
+def test_resolve_refuses_naming_the_field(data, name):
+    import tabsim as ts
+
+    with pytest.raises(ts.ConfigError) as err:
+        ts.resolve({"preset": "paper", **data} if data is not None else ["paper"])
+    assert name in str(err.value)
+
+
+# -- good input still works --------------------------------------------------------------------------
+def test_good_values_are_accepted_as_written(tmp_path):
+    import numpy as np
+
+    import tabsim as ts
+
+    p = tmp_path / "c.yaml"
+    p.write_text('preset: paper\narms:\n  arms: [frozen, random, majority, "true"]\nalgo:\n  lr: 1e-2\n'
+                 "train:\n  seeds: 2\n  pass_k: [4]\nsweep:\n  filter: [0, 1]\n  std_ddof: [0, 1]\n")
+    cfg = ts.load_config(p)
+    assert cfg.algo.lr == 0.01 and cfg.arms.arms[-1] == "true" and cfg.sweep["filter"] == [0.0, 1.0]
+    cfg = ts.resolve({"preset": "paper", "task": {"n_prompts": np.int64(16)}, "train": {"pass_k": (4,)},
+                      "sweep": {"lr": np.asarray([0.1, 0.2])}})
+    assert cfg.task.n_prompts == 16 and cfg.train.pass_k == [4] and cfg.sweep["lr"] == [0.1, 0.2]
+    tree = ts.resolve({"preset": "paper", "task": {"env": "tree", "tree": {"depth": 3, "branching": 3}}})
+    assert tree.task.tree == {"depth": 3, "branching": 3}
+    for name in ts.PRESETS:
+        ts.resolve({"preset": name})
+    for path in (ROOT / "experiments" / "configs").glob("*.toml"):
+        ts.load_config(path)
+
+
+def test_plans_and_audit_tables_parse_as_before():
+    """Plan hashes are computed from the parsed plan: the safe loader must read shipped plans exactly as
+    PyYAML's ``safe_load`` did, and audit tables as before (no booleans)."""
+    import yaml
+
+    from tabsim.safeload import load_yaml
+
+    plans = sorted((ROOT / "preregistration").glob("*/plan.yaml"))
+    assert plans
+    for path in plans:
+        assert load_yaml(path, schema="yaml11") == yaml.safe_load(path.read_text())
+    class NoBool(yaml.SafeLoader):  # how audit tables were read: YAML 1.1 without booleans
+        yaml_implicit_resolvers = {k: [(t, r) for t, r in v if t != "tag:yaml.org,2002:bool"]
+                                   for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+    tables = sorted((ROOT / "experiments" / "audits").glob("*.yaml"))
+    assert tables
+    for path in tables:
+        assert load_yaml(path, schema="nobool") == yaml.load(path.read_text(), Loader=NoBool)  # noqa: S506
+
+
+def test_real_small_accuracies_are_not_taken_for_fractions(tmp_path):
+    from tabsim.audit.schema import load_entries
+
+    tiny_base = tmp_path / "tiny.yaml"
+    tiny_base.write_text(audit_yaml(arms="{base: 0.8, random: 1.5, majority: 9.9, true: 12.3}"))
+    collapsed = tmp_path / "collapsed.yaml"
+    collapsed.write_text(audit_yaml(arms="{base: 9.0, random: 0.5, majority: 8.0, true: 22.9}")
+                         .replace("model: M", "model: M2"))
+    assert len(load_entries([tiny_base, collapsed])) == 2
+
+
+def test_arms_written_as_fractions_beside_a_percent_base(tmp_path):
+    from tabsim.audit.schema import AuditInputError, load_entries
+
+    p = tmp_path / "f.yaml"
+    p.write_text(audit_yaml(arms="{base: 49.4, random: 0.51, majority: 0.552, true: 0.601}"))
+    with pytest.raises(AuditInputError, match="look like fractions"):
+        load_entries(p)
+
+
+# -- memory --------------------------------------------------------------------------------------------
+def test_memory_estimate_scales_with_the_run():
+    import tabsim as ts
+    from tabsim.memory import estimate_bytes
+
+    cfg = ts.resolve({"preset": "paper", "task": {"n_prompts": 20000}})
+    one = estimate_bytes(cfg, 1, 8)
+    assert estimate_bytes(cfg, 4, 8) == pytest.approx(4 * one, rel=1e-6)
+    assert estimate_bytes(cfg, 1, 16) == pytest.approx(2 * one, rel=1e-6)
+    # the policy tables dominate: at least 8 float32 copies of [conditions x seeds x arms, N, K]
+    assert one >= 8 * 4 * 8 * 4 * 20000 * 8
+    adam = ts.resolve({"preset": "paper", "task": {"n_prompts": 20000}, "algo": {"optimizer": "adam"}})
+    offline = ts.resolve({"preset": "paper", "task": {"n_prompts": 20000},
+                          "arms": {"arms": ["frozen", "majority_offline"]}})
+    assert estimate_bytes(adam, 1, 8) > one
+    assert estimate_bytes(offline, 1, 8) > estimate_bytes(cfg, 1, 8) / 2  # half the arms, m = 64 samples more
+
+
+def test_check_memory_names_the_estimate_and_the_knobs():
+    import tabsim as ts
+    from tabsim.memory import RUNTIME_BYTES, check_memory, estimate_bytes
+
+    cfg = ts.resolve({"preset": "paper", "task": {"n_prompts": 20000}, "sweep": {"lr": [0.01, 0.02, 0.04, 0.08]}})
+    one = estimate_bytes(cfg, 1, 8)
+    check_memory(cfg, 4, 8, available=RUNTIME_BYTES + 4 * one)  # fits
+    with pytest.raises(ts.ConfigError) as err:
+        check_memory(cfg, 4, 8, available=RUNTIME_BYTES + 2 * one + 1)
+    assert "GiB" in str(err.value) or "MiB" in str(err.value)
+    assert "train.chunk_conditions = 2" in str(err.value)
+    with pytest.raises(ts.ConfigError) as err:
+        check_memory(cfg, 1, 8, available=RUNTIME_BYTES + one // 2)
+    msg = str(err.value)
+    assert "train.seeds" in msg and "task.n_prompts" in msg and "available" in msg
+
+
+def test_run_is_refused_before_compiling_and_chunks_shrink_to_fit(monkeypatch):
+    import tabsim as ts
+    from tabsim import api, memory
+
+    cfg = ts.resolve({"preset": "paper", "task": {"n_prompts": 20000}, "train": {"seeds": 2, "steps": 2},
+                      "sweep": {"lr": [0.01, 0.02, 0.04, 0.08]}})
+    one = memory.estimate_bytes(cfg, 1, 2)
+    monkeypatch.setattr(memory, "available_bytes", lambda: memory.RUNTIME_BYTES + 2 * one + 1)
+    assert api._auto_chunk(cfg, 4, 2) == 2  # the default chunk shrinks to what fits
+
+    def never(*a, **k):
+        raise AssertionError("a chunk ran")
+
+    monkeypatch.setattr(api.ConditionChunk, "__call__", never)
+    with pytest.raises(ts.ConfigError, match="train.chunk_conditions = 2"):
+        ts.run(cfg, train={"chunk_conditions": 4})
+    monkeypatch.setattr(memory, "available_bytes", lambda: memory.RUNTIME_BYTES + one // 2)
+    with pytest.raises(ts.ConfigError, match="memory: one condition"):
+        ts.run(cfg)
+
+
+# -- the loaders ----------------------------------------------------------------------------------------
+def test_loaders_refuse_fast_with_the_file_named(tmp_path, capsys):
+    from tabsim.safeload import LoadError, load_toml, load_yaml
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(alias_bomb())
+    deep = tmp_path / "deep.yaml"
+    _deep_yaml(deep)
+    deep_toml = tmp_path / "deep.toml"
+    _deep_toml(deep_toml)
+    for path, load, word in ((bomb, load_yaml, "alias"), (deep, load_yaml, "deep"), (deep_toml, load_toml, "deep")):
+        t0 = time.perf_counter()
+        with pytest.raises(LoadError) as err:
+            load(path)
+        print(f"{path.name}: refused in {time.perf_counter() - t0:.4f} s")
+        assert str(path) in str(err.value) and word in str(err.value) and "\n" not in str(err.value)
+    many = tmp_path / "aliases.yaml"  # many cheap aliases: refused by count, not by size
+    many.write_text("a: &a 1\nb: [" + ", ".join(["*a"] * 1001) + "]\n")
+    with pytest.raises(LoadError, match="too many YAML aliases"):
+        load_yaml(many)
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("a: &x [1, 2]\nb: *x\n")
+    assert load_yaml(ok) == {"a": [1, 2], "b": [1, 2]}
