@@ -13,7 +13,7 @@ machine, or an existing cluster given by its scheduler address (or a :class:`dis
 What the Dask path guarantees:
 
 * **The same numbers.** Every task carries the client's numeric settings (its ``XLA_FLAGS``, the JAX
-  float settings and the versions of jax, jaxlib and tabsim). A worker starts JAX with the client's
+  float settings, the versions of jax, jaxlib and tabsim and a digest of tabsim's sources). A worker starts JAX with the client's
   ``XLA_FLAGS`` and applies the JAX settings before running a chunk; a worker that cannot (its JAX
   started with other flags, other versions) fails the task with a message saying so, so a
   distributed run gives the frame of a local run byte for byte or none at all.
@@ -33,6 +33,7 @@ Command-line use: ``--executor dask --workers N`` or ``--executor dask --schedul
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -99,7 +100,23 @@ def numerics() -> dict:
         if hasattr(conf[name], "value"):  # enum-valued settings
             conf[name] = conf[name].value
     return {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "config": conf,
-            "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tabsim": tabsim.__version__}}
+            "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tabsim": tabsim.__version__,
+                         "tabsim source": source_digest()}}
+
+
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """SHA-256 (16 hex digits) of tabsim's Python sources as installed in this process: a worker whose
+    tabsim differs from the client's by any line is refused, whatever its version number says."""
+    import hashlib
+
+    import tabsim
+
+    root = Path(tabsim.__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 _WORKER_FLAGS: str | None = None  # the XLA_FLAGS this worker process started JAX with
@@ -130,6 +147,8 @@ def prepare_worker(client_numerics: dict, cache: str | None = None) -> None:
             os.environ["XLA_FLAGS"] = client_numerics["XLA_FLAGS"]
         _WORKER_FLAGS = os.environ.get("XLA_FLAGS", "")
     import tabsim  # noqa: F401  (tabsim's XLA defaults see the flags above and add nothing)
+
+    source_digest()  # of the sources as they are when this worker starts
 
     if cache and _WORKER_CACHE != cache:
         from tabsim.api import enable_compilation_cache
@@ -541,5 +560,5 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
 
 
 __all__ = ["DaskExecutor", "LocalExecutor", "ExecutorError", "TabsimWorkerPlugin", "executor_options",
-           "check_options", "open_executor", "fit_memory", "cap_chunk", "numerics", "default_compilation_cache", "check_address",
-           "run_task"]
+           "check_options", "open_executor", "fit_memory", "cap_chunk", "numerics", "source_digest",
+           "default_compilation_cache", "check_address", "run_task"]

@@ -156,6 +156,9 @@ def test_worker_with_other_numerics_refuses(cluster):
     versions = {**mine, "versions": {**mine["versions"], "jaxlib": "0.0.1"}}
     with pytest.raises(ExecutorError, match="jaxlib"):
         cluster.client.submit(run_task, abs, -1, versions, pure=False).result()
+    source = {**mine, "versions": {**mine["versions"], "tabsim source": "0" * 16}}
+    with pytest.raises(ExecutorError, match="tabsim source"):
+        cluster.client.submit(run_task, abs, -1, source, pure=False).result()
     assert cluster.client.submit(run_task, abs, -1, mine, pure=False).result() == 1
 
 
