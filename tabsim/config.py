@@ -357,6 +357,12 @@ def _hint(loc: tuple, err: dict) -> str:
         model = Config if len(loc) == 1 else _MODELS.get(str(loc[0]))
         if model is not None:
             return _suggest(loc[-1], model.model_fields)
+    if err["type"] in ("int_type", "float_type") and isinstance(got, str):
+        try:
+            float(got)
+        except ValueError:
+            return ""
+        return "; a string: write the number without quotes (YAML 1.1 files such as plans need 1.0e-2, not 1e-2)"
     if err["type"] == "string_type" and isinstance(got, bool):
         return (f"; YAML reads an unquoted {str(got).lower()} as a boolean: quote it "
                 f"(\"{str(got).lower()}\")")
