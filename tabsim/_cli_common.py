@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from tabsim.config import ConfigError
 from tabsim.store import OutputError, RunStore, staging_path
 
 
@@ -30,7 +31,7 @@ def guarded(out: Path):
     """
     try:
         yield
-    except OutputError as err:
+    except (OutputError, ConfigError) as err:
         raise click.ClickException(str(err)) from None
     except OSError as err:
         where = err.filename or out
