@@ -170,7 +170,7 @@ def test_max_grad_norm_clips_the_update():
     base = {"preset": "paper", "arms": {"arms": ["true"]}, "task": {"n_prompts": 8},
             "train": {"seeds": 2, "steps": 20, "batch_size": 8}}
     free = ts.run(base, progress=False).final()["pass1"].values
-    huge = ts.run({**base, "algo": {"max_grad_norm": 1e9}}, progress=False).final()["pass1"].values
+    huge = ts.run({**base, "algo": {"max_grad_norm": 1e6}}, progress=False).final()["pass1"].values
     tiny = ts.run({**base, "algo": {"max_grad_norm": 1e-3}}, progress=False).final()["pass1"].values
     frozen = ts.run({**base, "arms": {"arms": ["frozen"]}}, progress=False).final()["pass1"].values
     np.testing.assert_allclose(huge, free, rtol=1e-6)
