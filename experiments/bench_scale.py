@@ -14,7 +14,8 @@ The last line printed is a JSON object with:
   included) and once compiled (median of ``--repeats``);
 * ``dask{1,2}_start_seconds``: starting the cluster (workers up, JAX imported in them);
   ``dask{1,2}_cold_seconds``: start + the first run (compile in each worker); ``dask{1,2}_warm_seconds``:
-  the same sweep again on the same cluster (median of ``--repeats``);
+  the same sweep again on the same cluster (median of ``--repeats``); ``dask2_cached_cold_seconds``: a
+  new 2-worker cluster's start + first run when the compilation cache holds the programs;
 * ``parallel_efficiency_2_workers``: ``dask1_warm / (2 x dask2_warm)`` (1.0 = perfect);
 * ``overhead_per_chunk_seconds``: what the Dask path adds per chunk, from a sweep of many tiny
   chunks (256 chunks of one condition, 2 steps, 1 seed) on the 1-worker cluster against the same
@@ -100,6 +101,15 @@ def main() -> None:
                 out["tiny_sweep"] = {"chunks": n_tiny, "local_seconds": t_tiny_local, "dask1_seconds": t_tiny}
         print(f"dask {n} worker(s): start {out[f'dask{n}_start_seconds']:.2f} s, cold {out[f'dask{n}_cold_seconds']:.2f} s, "
               f"warm {out[f'dask{n}_warm_seconds']:.2f} s", file=sys.stderr)
+
+    # a new 2-worker cluster whose workers find the programs in the compilation cache the last one wrote
+    t0 = time.perf_counter()
+    with DaskExecutor(workers=2, compile_cache=work / "jax-cache-2", announce=False) as ex:
+        start = time.perf_counter() - t0
+        res, t_first = timed(lambda: run(ex))
+        files["dask2_cached"] = res.write(work / "dask2_cached") / "results.parquet"
+    out["dask2_cached_cold_seconds"] = start + t_first
+    print(f"dask 2 workers, compilation cache filled: cold {out['dask2_cached_cold_seconds']:.2f} s", file=sys.stderr)
 
     t1, t2 = out["dask1_warm_seconds"], out["dask2_warm_seconds"]
     out["parallel_efficiency_2_workers"] = t1 / (2 * t2)
