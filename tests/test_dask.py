@@ -78,7 +78,9 @@ def test_factorial_runner_through_the_cluster(cluster):
     base = {"preset": "paper", "train": {"steps": 20}}
     factors = {"prior": {"task.prior_strength": [0.3, 0.7]}, "lr": {"algo.lr": [0.05, 0.1]}}
     local = ts.run_factorial(base, factors, seeds=2, units_per_chunk=2, progress=False)
-    remote = ts.run_factorial(base, factors, seeds=2, units_per_chunk=2, progress=False, executor=cluster)
+    with DaskExecutor(client=cluster.client, announce=False) as on_client:  # an open Client, left open
+        remote = ts.run_factorial(base, factors, seeds=2, units_per_chunk=2, progress=False, executor=on_client)
+    assert cluster.client.status == "running"
     assert remote.provenance["n_chunks_job"] == 4
     assert remote.frame.equals(local.frame)
     for col in local.frame.columns:
