@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tabsim._cli_common import output_options
+from tabsim.executors import check_options, executor_options, open_executor
 
 
 @click.command("audit")
@@ -26,8 +27,9 @@ from tabsim._cli_common import output_options
 @click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk calibration cache.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines or summary.")
 @output_options
+@executor_options
 def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_dir, no_cache, quiet, overwrite,
-            resume):
+            resume, executor, workers, scheduler):
     """Audit published RLVR results: partition, intervals, bounds for missing arms, verdict.
 
     FILES are YAML or CSV tables of published accuracies (format: docs/audit.md); a folder
@@ -58,6 +60,7 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
         problems.append(f"--family: unknown {bad}; allowed: {', '.join(cal.FAMILY_CONFIGS)}")
     if problems:
         raise click.UsageError("; ".join(problems))
+    check_options(executor, workers, scheduler)
     try:
         entries = load_entries(list(files))
     except AuditInputError as err:
