@@ -26,7 +26,7 @@ SLOW = """\
 preset = "paper"
 [train]
 seeds = 2
-steps = 1500
+steps = 800
 chunk_conditions = 1
 [sweep]
 prior_strength = [0.2, 0.27, 0.34, 0.41, 0.48, 0.55, 0.62, 0.69, 0.76, 0.8]
@@ -88,16 +88,6 @@ def wait_for_chunks(proc, out: Path, n: int, timeout: float = 120.0) -> int:
 
 
 # -- an existing --out ------------------------------------------------------------------------
-def test_non_empty_out_is_refused_and_kept(tmp_path):
-    out = tmp_path / "o"
-    out.mkdir()
-    (out / "notes.txt").write_text("mine")
-    res = cli(*TINY, "--out", out)
-    assert_clean_refusal(res, "not empty", "--overwrite")
-    assert tree_bytes(out) == {"notes.txt": b"mine"}
-    assert not staging_path(out).exists()
-
-
 def test_complete_run_refused_then_overwritten_atomically(tmp_path):
     out = tmp_path / "o"
     assert cli(*TINY, "--out", out).exit_code == 0
@@ -228,6 +218,7 @@ def test_sigkill_then_resume_is_byte_identical(slow_config, reference, tmp_path)
     assert (out / "results.parquet").read_bytes() == (reference / "results.parquet").read_bytes()
 
 
+@pytest.mark.heavy
 def test_resume_with_another_config_is_refused(slow_config, tmp_path):
     out = tmp_path / "o"
     proc = spawn("run", slow_config, "--out", out, "-q")
@@ -272,7 +263,9 @@ def _can_mount() -> bool:
 
 
 @pytest.mark.skipif(not _can_mount(), reason="needs unshare -m and mount (root in a mount namespace)")
-@pytest.mark.parametrize("opts, words", [("size=40k", "No space left on device"), ("ro", "Read-only file system")])
+@pytest.mark.parametrize("opts, words", [
+    pytest.param("size=40k", "No space left on device", marks=pytest.mark.heavy),  # RLIMIT_FSIZE covers it by default
+    ("ro", "Read-only file system")])
 def test_real_full_or_read_only_filesystem(tmp_path, opts, words):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -322,10 +315,11 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("command", [
     ["run", ROOT / "experiments" / "configs" / "paper_sweep.toml"],
     ["sweep", "--steps", "10"],
+    TINY,
     ["reproduce", "-q"],
     ["audit", ROOT / "experiments" / "audits" / "ttrl.yaml", "--no-calibration", "-q"],
     ["prereg", "run", ROOT / "preregistration" / "clipping_null" / "plan.yaml", "--exploratory", "-q"],
-], ids=["run", "sweep", "reproduce", "audit", "prereg-run"])
+], ids=["run", "sweep", "tiny-sweep", "reproduce", "audit", "prereg-run"])
 def test_every_writing_command_refuses_a_non_empty_out(tmp_path, command):
     out = tmp_path / "o"
     out.mkdir()
@@ -336,6 +330,7 @@ def test_every_writing_command_refuses_a_non_empty_out(tmp_path, command):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # no staging folder or lock left behind
 
 
+@pytest.mark.heavy
 def test_reproduce_interrupted_then_resumed_gives_the_same_data(tmp_path, monkeypatch):
     import tabsim.factorial as fac
 
@@ -363,3 +358,13 @@ def test_reproduce_interrupted_then_resumed_gives_the_same_data(tmp_path, monkey
     assert data and data == sorted(p.name for p in (out / "data").iterdir())
     for name in data:
         assert (out / "data" / name).read_bytes() == (ref / "data" / name).read_bytes(), name
+
+
+def test_resume_refuses_a_staging_folder_of_another_run(tmp_path):
+    out = tmp_path / "o"
+    st = RunStore(out, key="another-run").open()
+    st.save_chunk("job", 0, {"x": __import__("numpy").zeros(3)})
+    st.release()
+    before = tree_bytes(staging_path(out))
+    assert_clean_refusal(cli(*TINY, "--out", out, "--resume"), "computed something else", "--overwrite")
+    assert tree_bytes(staging_path(out)) == before
