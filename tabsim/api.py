@@ -20,7 +20,7 @@ from tabsim.algos import AlgoSpec
 from tabsim.config import Config, resolve
 from tabsim.engine import Schedule, make_train
 from tabsim.io import provenance, read_frame, write_frame, write_json
-from tabsim.memory import check_memory, max_conditions
+from tabsim.memory import max_conditions
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
 
@@ -246,11 +246,9 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     n_cond = len(values)
     per = cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, len(seeds))
     per = min(per, n_cond)
-    if executor is None or isinstance(executor, LocalExecutor):  # refused before compiling if it cannot fit
-        check_memory(cfg, per, len(seeds))
-    from tabsim.executors import cap_chunk
+    from tabsim.executors import fit_chunk
 
-    per = cap_chunk(executor, cfg, per, len(seeds))  # one chunk fits a worker's memory limit
+    per = fit_chunk(executor, cfg, per, len(seeds))  # refused before compiling if it cannot fit
     n_chunks = math.ceil(n_cond / per)
     padded = values + [values[-1]] * (n_chunks * per - n_cond)
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition

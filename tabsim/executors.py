@@ -184,24 +184,39 @@ def run_task(fn: Callable, item, client_numerics: dict, cache: str | None = None
     return fn(item)
 
 
-try:  # a base class that Dask recognises as a worker plugin; the executor works without it
-    from distributed.diagnostics.plugin import WorkerPlugin as _PluginBase
-except ImportError:  # pragma: no cover - dask is a core dependency
-    _PluginBase = object
+def _worker_plugin_class() -> type:
+    """``TabsimWorkerPlugin``, built on first use: ``distributed`` is imported only when a Dask executor
+    runs, not with ``import tabsim`` (it costs about 0.4 s)."""
+    cls = globals().get("TabsimWorkerPlugin")
+    if cls is not None:
+        return cls
+    try:  # a base class that Dask recognises as a worker plugin; the executor works without it
+        from distributed.diagnostics.plugin import WorkerPlugin as base
+    except ImportError:  # pragma: no cover - dask is a core dependency
+        base = object
+
+    class TabsimWorkerPlugin(base):
+        """Sets every worker (also one started later, e.g. a restarted one) up like the client, before
+        its first task: the client's ``XLA_FLAGS`` and the shared compilation cache; JAX is imported
+        here, so the first chunk does not pay for it."""
+
+        name = "tabsim"
+
+        def __init__(self, client_numerics: dict, cache: str | None):
+            self.numerics, self.cache = client_numerics, cache
+
+        def setup(self, worker=None):
+            prepare_worker(self.numerics, self.cache)
+
+    TabsimWorkerPlugin.__module__, TabsimWorkerPlugin.__qualname__ = __name__, "TabsimWorkerPlugin"
+    globals()["TabsimWorkerPlugin"] = TabsimWorkerPlugin  # pickled by reference as tabsim.executors.TabsimWorkerPlugin
+    return TabsimWorkerPlugin
 
 
-class TabsimWorkerPlugin(_PluginBase):
-    """Sets every worker (also one started later, e.g. a restarted one) up like the client, before its
-    first task: the client's ``XLA_FLAGS`` and the shared compilation cache; JAX is imported here, so the
-    first chunk does not pay for it."""
-
-    name = "tabsim"
-
-    def __init__(self, client_numerics: dict, cache: str | None):
-        self.numerics, self.cache = client_numerics, cache
-
-    def setup(self, worker=None):
-        prepare_worker(self.numerics, self.cache)
+def __getattr__(name: str):
+    if name == "TabsimWorkerPlugin":
+        return _worker_plugin_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,7 +320,7 @@ class DaskExecutor:
 
     def _setup_workers(self) -> None:
         self._numerics = numerics()
-        self.client.register_plugin(TabsimWorkerPlugin(self._numerics, self.compile_cache), name="tabsim")
+        self.client.register_plugin(_worker_plugin_class()(self._numerics, self.compile_cache), name="tabsim")
         if self.announce and not self._announced:
             self._announced = True
             link = self.dashboard_link
@@ -472,6 +487,17 @@ def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: flo
         else:
             hi = mid - 1
     return lo
+
+
+def fit_chunk(executor, cfg, per: int, n_seeds: int) -> int:
+    """``per`` conditions per chunk, checked against memory before anything compiles: refused when a chunk
+    run in this process cannot fit the machine (:func:`tabsim.memory.check_memory`), capped to a worker's
+    memory limit otherwise (:func:`cap_chunk`)."""
+    if executor is None or isinstance(executor, LocalExecutor):
+        from tabsim.memory import check_memory
+
+        check_memory(cfg, per, n_seeds)
+    return cap_chunk(executor, cfg, per, n_seeds)
 
 
 def cap_chunk(executor, cfg, per: int, n_seeds: int) -> int:

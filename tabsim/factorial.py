@@ -41,9 +41,9 @@ import pandas as pd
 from tabsim import api
 from tabsim.arms import ARMS
 from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError, TaskConfig, TrainConfig, resolve
-from tabsim.executors import cap_chunk
+from tabsim.executors import fit_chunk
 from tabsim.io import provenance, read_frame, write_frame, write_json
-from tabsim.memory import check_memory, max_conditions
+from tabsim.memory import max_conditions
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
 from tabsim.store import execute, job_key
@@ -429,9 +429,7 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
     for key, cfg in programs.items():
         ids = [i for i, k in enumerate(unit_cfg) if k == key]
         u = units_per_chunk or _auto_units(cfg, len(ids))
-        if executor is None or isinstance(executor, api.LocalExecutor):  # refused before compiling if it cannot fit
-            check_memory(cfg, u, 1)
-        u = cap_chunk(executor, cfg, u, 1)  # a unit is one condition x seed
+        u = fit_chunk(executor, cfg, u, 1)  # a unit is one condition x seed
         conf = cfg.model_dump(mode="json")
         for start in range(0, len(ids), u):
             part = ids[start:start + u]
