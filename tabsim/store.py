@@ -236,7 +236,6 @@ class RunStore:
                     raise OutputError(f"--resume: the interrupted run in {stage} computed something else (key "
                                       f"{meta.get('key')}, this run {self.key}); rerun it with the same config and "
                                       "options, or pass --overwrite to start again")
-                self.reused_chunks = 0
                 return
             if not self.overwrite:
                 raise OutputExistsError(f"--out {out}: an interrupted run left {n} finished chunk(s) in {stage}; pass "
