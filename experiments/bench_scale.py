@@ -12,11 +12,19 @@ The last line printed is a JSON object with:
 
 * ``local_cold_seconds`` / ``local_warm_seconds``: the sweep in this process, first call (compile
   included) and once compiled (median of ``--repeats``);
-* ``dask{1,2}_start_seconds``: starting the cluster (workers up, JAX imported in them);
+* ``dask{1,2}_*``: clusters of 1 and 2 single-core workers (a local cluster gives each worker its
+  share of the client's cores; the 1-worker cluster is started from one core);
+  ``dask{1,2}_start_seconds``: starting the cluster (workers up, JAX imported in them);
   ``dask{1,2}_cold_seconds``: start + the first run (compile in each worker); ``dask{1,2}_warm_seconds``:
   the same sweep again on the same cluster (median of ``--repeats``); ``dask2_cached_cold_seconds``: a
   new 2-worker cluster's start + first run when the compilation cache holds the programs;
-* ``parallel_efficiency_2_workers``: ``dask1_warm / (2 x dask2_warm)`` (1.0 = perfect);
+* ``dask1_all_cores_warm_seconds``: one worker holding every core (what ``--workers 1`` gives
+  here): XLA's intra-op threads are all the parallelism there is;
+* ``dask2_unpinned_warm_seconds``: the 2-worker warm run with ``pin=False`` (workers not given a core
+  each: every worker's XLA thread pool spans all cores);
+* ``parallel_efficiency_2_workers``: ``dask1_warm / (2 x dask2_warm)``, single-core workers (1.0 =
+  perfect); ``speedup_2_workers_vs_local``: ``local_warm / dask2_warm``, against this process with
+  every core;
 * ``overhead_per_chunk_seconds``: what the Dask path adds per chunk, from a sweep of many tiny
   chunks (256 chunks of one condition, 2 steps, 1 seed) on the 1-worker cluster against the same
   sweep locally, both compiled: ``(T_dask - T_local) / n_chunks``;
@@ -86,9 +94,17 @@ def main() -> None:
     t_tiny_local = statistics.median(timed(lambda: run(config=tiny))[1] for _ in range(args.repeats))
     print(f"local: cold {out['local_cold_seconds']:.2f} s, warm {out['local_warm_seconds']:.2f} s", file=sys.stderr)
 
+    cores = sorted(os.sched_getaffinity(0))
     for n in (1, 2):
         t0 = time.perf_counter()
-        with DaskExecutor(workers=n, compile_cache=work / f"jax-cache-{n}", announce=False) as ex:
+        # a local cluster splits the client's cores among its workers: the 1-worker cluster is started
+        # from one core, so that both clusters are made of single-core workers
+        os.sched_setaffinity(0, cores[:n])
+        try:
+            ex = DaskExecutor(workers=n, compile_cache=work / f"jax-cache-{n}", announce=False).start()
+        finally:
+            os.sched_setaffinity(0, cores)
+        with ex:
             out[f"dask{n}_start_seconds"] = time.perf_counter() - t0
             res, t_first = timed(lambda: run(ex))
             out[f"dask{n}_cold_seconds"] = out[f"dask{n}_start_seconds"] + t_first
@@ -101,6 +117,18 @@ def main() -> None:
                 out["tiny_sweep"] = {"chunks": n_tiny, "local_seconds": t_tiny_local, "dask1_seconds": t_tiny}
         print(f"dask {n} worker(s): start {out[f'dask{n}_start_seconds']:.2f} s, cold {out[f'dask{n}_cold_seconds']:.2f} s, "
               f"warm {out[f'dask{n}_warm_seconds']:.2f} s", file=sys.stderr)
+
+    # one worker with all the cores (what `--workers 1` gives): XLA's thread pool spans them
+    with DaskExecutor(workers=1, compile_cache=work / "jax-cache-1", announce=False) as ex:
+        files["dask1_all_cores"] = run(ex).write(work / "dask1_all_cores") / "results.parquet"
+        out["dask1_all_cores_warm_seconds"] = statistics.median(timed(lambda: run(ex))[1] for _ in range(args.repeats))
+    print(f"dask 1 worker, all cores: warm {out['dask1_all_cores_warm_seconds']:.2f} s", file=sys.stderr)
+
+    # the same 2 workers without their own cores: each XLA thread pool spans both cores
+    with DaskExecutor(workers=2, compile_cache=work / "jax-cache-2", announce=False, pin=False) as ex:
+        files["dask2_unpinned"] = run(ex).write(work / "dask2_unpinned") / "results.parquet"
+        out["dask2_unpinned_warm_seconds"] = statistics.median(timed(lambda: run(ex))[1] for _ in range(args.repeats))
+    print(f"dask 2 workers, not pinned: warm {out['dask2_unpinned_warm_seconds']:.2f} s", file=sys.stderr)
 
     # a new 2-worker cluster whose workers find the programs in the compilation cache the last one wrote
     t0 = time.perf_counter()

@@ -184,10 +184,10 @@ def run_task(fn: Callable, item, client_numerics: dict, cache: str | None = None
     return fn(item)
 
 
-def _worker_plugin_class() -> type:
-    """``TabsimWorkerPlugin``, built on first use: ``distributed`` is imported only when a Dask executor
-    runs, not with ``import tabsim`` (it costs about 0.4 s)."""
-    cls = globals().get("TabsimWorkerPlugin")
+def _worker_plugin_class(name: str = "TabsimWorkerPlugin") -> type:
+    """``TabsimWorkerPlugin`` or ``TabsimCoresPlugin``, built on first use: ``distributed`` is imported
+    only when a Dask executor runs, not with ``import tabsim`` (it costs about 0.4 s)."""
+    cls = globals().get(name)
     if cls is not None:
         return cls
     try:  # a base class that Dask recognises as a worker plugin; the executor works without it
@@ -208,14 +208,30 @@ def _worker_plugin_class() -> type:
         def setup(self, worker=None):
             prepare_worker(self.numerics, self.cache)
 
-    TabsimWorkerPlugin.__module__, TabsimWorkerPlugin.__qualname__ = __name__, "TabsimWorkerPlugin"
-    globals()["TabsimWorkerPlugin"] = TabsimWorkerPlugin  # pickled by reference as tabsim.executors.TabsimWorkerPlugin
-    return TabsimWorkerPlugin
+    class TabsimCoresPlugin(base):
+        """Pins each worker of a local cluster (also a restarted one) to its cores, by worker name.
+        Registered under its own name by the executor that started the cluster, before
+        ``TabsimWorkerPlugin``, so that a client connecting later (``--scheduler``) leaves it be."""
+
+        name = "tabsim-cores"
+
+        def __init__(self, cpus: dict):
+            self.cpus = cpus
+
+        def setup(self, worker=None):
+            cores = self.cpus.get(getattr(worker, "name", None))
+            if cores:
+                pin_process(cores)
+
+    for cls in (TabsimWorkerPlugin, TabsimCoresPlugin):
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+        globals()[cls.__name__] = cls  # pickled by reference as tabsim.executors.<name>
+    return globals()[name]
 
 
 def __getattr__(name: str):
-    if name == "TabsimWorkerPlugin":
-        return _worker_plugin_class()
+    if name in ("TabsimWorkerPlugin", "TabsimCoresPlugin"):
+        return _worker_plugin_class(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -240,6 +256,10 @@ class DaskExecutor:
         chunks a crash of the client can lose, and what keeps every worker busy between results.
       announce: print the dashboard link on stderr once, when there is a dashboard.
       dashboard: serve the dashboard of a local cluster (needs ``bokeh``) on a free port.
+      pin: give each worker of a local cluster its own share of this machine's cores (see
+        :func:`core_groups`), so that N workers do not each start an N-core XLA thread pool and
+        fight over the cores; ``False`` leaves them unpinned. Workers of an existing cluster are not
+        pinned.
 
     The cluster starts on ``__enter__`` (or the first use). Iterate with :meth:`imap_unordered` (what
     :func:`tabsim.store.execute` uses) or :meth:`map` (results in order).
@@ -247,7 +267,7 @@ class DaskExecutor:
 
     def __init__(self, workers: int | None = None, *, scheduler: str | None = None, client=None,
                  compile_cache: str | Path | bool | None = None, retries: int = 3, in_flight: int | None = None,
-                 announce: bool = True, dashboard: bool = True):
+                 announce: bool = True, dashboard: bool = True, pin: bool = True):
         given = [n for n, v in (("workers", workers), ("scheduler", scheduler), ("client", client)) if v is not None]
         if len(given) > 1:
             raise ValueError(f"DaskExecutor: give one of workers, scheduler and client, not {' and '.join(given)}")
@@ -260,7 +280,8 @@ class DaskExecutor:
         if in_flight is not None and (not isinstance(in_flight, int) or in_flight < 1):
             raise ValueError(f"in_flight: {in_flight!r} is not a whole number >= 1")
         self.workers, self.scheduler, self.retries, self.in_flight = workers, scheduler, retries, in_flight
-        self.announce, self.dashboard = announce, dashboard
+        self.announce, self.dashboard, self.pin = announce, dashboard, pin
+        self._cpus: dict = {}
         if compile_cache is False:
             self.compile_cache = None
         else:
@@ -292,6 +313,7 @@ class DaskExecutor:
                                     f"({err})") from None
         else:
             n = self.workers or _cpu_count()
+            self._cpus = core_groups(n) if self.pin else {}
             self._serves_dashboard = self.dashboard and _has_bokeh()
             import dask
 
@@ -301,12 +323,16 @@ class DaskExecutor:
             # to the OS and pays page faults to get it back (chunks ran 10-30% slower than in the client).
             pre = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}).items()
                    if k != "MALLOC_TRIM_THRESHOLD_"}
+            # No statistical profiler in the workers: it samples the task thread's stack every 10 ms and,
+            # on a worker pinned to one core, takes its time from the chunk. Given to each nanny (its
+            # `config`), so that a worker it restarts has it too (a dask.config.set here does not last).
             with dask.config.set({"distributed.scheduler.worker-saturation": float("inf"),
                                   "distributed.nanny.pre-spawn-environ": pre}):
                 self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                             dashboard_address=":0",  # the scheduler's HTTP server on a free port
                                             scheduler_kwargs={"dashboard": self._serves_dashboard},
-                                            env=self._worker_env())
+                                            env=self._worker_env(),
+                                            config={"distributed.worker.profile.enabled": False})
             self.client = Client(self.cluster)
         self._started = True
         self._setup_workers()
@@ -320,6 +346,8 @@ class DaskExecutor:
 
     def _setup_workers(self) -> None:
         self._numerics = numerics()
+        if self._cpus:
+            self.client.register_plugin(_worker_plugin_class("TabsimCoresPlugin")(self._cpus), name="tabsim-cores")
         self.client.register_plugin(_worker_plugin_class()(self._numerics, self.compile_cache), name="tabsim")
         if self.announce and not self._announced:
             self._announced = True
@@ -455,6 +483,43 @@ def _has_bokeh() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("bokeh") is not None
+
+
+def pin_process(cores) -> None:
+    """Restrict every thread of this process (and the threads it starts later) to ``cores``.
+
+    A worker of a local cluster runs before its JAX backend starts, so XLA sizes its intra-op thread
+    pool to these cores: two workers on a 2-core machine each get one core instead of both fighting for
+    two (results are the same bits: the thread count does not change XLA CPU's arithmetic).
+    """
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # pragma: no cover - not Linux
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cores)
+        except (AttributeError, OSError):  # a thread that ended meanwhile; not Linux
+            pass
+
+
+def core_groups(n_workers: int) -> dict[int, list[int]]:
+    """The cores of this process split among ``n_workers`` local workers, by worker name (0..n-1):
+    contiguous groups of ``cores // n_workers`` (the first ``cores % n_workers`` one more), or one
+    core each, shared round-robin, when there are more workers than cores."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return {}
+    if n_workers >= len(cores):
+        return {i: [cores[i % len(cores)]] for i in range(n_workers)}
+    size, extra = divmod(len(cores), n_workers)
+    groups, start = {}, 0
+    for i in range(n_workers):
+        stop = start + size + (i < extra)
+        groups[i] = cores[start:stop]
+        start = stop
+    return groups
 
 
 def _cpu_count() -> int:

@@ -18,7 +18,7 @@ pytest.importorskip("distributed")
 
 import tabsim as ts  # noqa: E402
 from tabsim.cli import main  # noqa: E402
-from tabsim.executors import DaskExecutor, ExecutorError, fit_memory, numerics, run_task  # noqa: E402
+from tabsim.executors import DaskExecutor, ExecutorError, core_groups, fit_memory, numerics, run_task  # noqa: E402
 from tabsim.store import MARKER, staging_path  # noqa: E402
 
 # 6 conditions in chunks of one; a chunk takes ~0.05-0.2 s, so a kill lands while chunks run
@@ -114,6 +114,50 @@ def test_worker_killed_mid_run(cluster, config, local_bytes, tmp_path, monkeypat
     assert (out / "results.parquet").read_bytes() == local_bytes
     client.wait_for_workers(2, timeout=60)  # the nanny restarted it
     assert killed["pid"] not in client.run(os.getpid).values()
+    assert_pinned(cluster)  # the restarted worker got its core again
+
+
+def worker_cores(ex) -> dict:
+    """Each worker's name and the cores of each of its threads."""
+    def cores(dask_worker):
+        return dask_worker.name, {tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir("/proc/self/task")}
+    return dict(ex.client.run(cores).values())
+
+
+def assert_pinned(ex):
+    expected = core_groups(2)
+    assert set(expected) == {0, 1}
+    got = worker_cores(ex)
+    assert got == {name: {tuple(cores)} for name, cores in expected.items()}, got
+
+
+def test_local_workers_get_their_own_cores(cluster):
+    """Two workers of a local cluster each hold their share of the cores in every thread (so each XLA
+    thread pool is sized to it), and run without Dask's statistical profiler."""
+    assert_pinned(cluster)
+    if len(os.sched_getaffinity(0)) >= 2:
+        a, b = (set(c) for c in core_groups(2).values())
+        assert a and b and not a & b
+    import dask
+
+    assert set(cluster.client.run(lambda: dask.config.get("distributed.worker.profile.enabled")).values()) == {False}
+
+
+@pytest.mark.parametrize("cores, n, expected", [
+    ({0, 1}, 2, {0: [0], 1: [1]}),
+    ({0, 1}, 1, {0: [0, 1]}),
+    ({0, 1}, 3, {0: [0], 1: [1], 2: [0]}),
+    (set(range(16)), 3, {0: list(range(0, 6)), 1: list(range(6, 11)), 2: list(range(11, 16))}),
+    ({3, 5, 9}, 2, {0: [3, 5], 1: [9]}),
+])
+def test_core_groups_split_the_cores(cores, n, expected, monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cores)
+    assert core_groups(n) == expected
+
+
+def test_unpinned_workers_keep_every_core(tmp_path):
+    with DaskExecutor(workers=1, compile_cache=tmp_path, announce=False, dashboard=False, pin=False) as ex:
+        assert worker_cores(ex) == {0: {tuple(sorted(os.sched_getaffinity(0)))}}
 
 
 def test_interrupted_then_resumed(cluster, config, local_bytes, tmp_path, monkeypatch):
