@@ -37,26 +37,41 @@ def _xla_cpu_defaults() -> None:
 
 _xla_cpu_defaults()
 
-from tabsim.algos import AlgoSpec, policy_loss  # noqa: E402
-from tabsim.api import (Executor, LocalExecutor, Result, compiled_train, enable_compilation_cache,  # noqa: E402
-                        make_env, run)
-from tabsim.arms import ARMS  # noqa: E402
-from tabsim.config import Config, ConfigError, load_config, resolve  # noqa: E402
-from tabsim.engine import Schedule, make_train  # noqa: E402
-from tabsim.envs import ENVS  # noqa: E402
-from tabsim.envs.bandit import BanditEnv  # noqa: E402
-from tabsim.factorial import Factor, run_factorial  # noqa: E402
-from tabsim.params import Hyper  # noqa: E402
-from tabsim.presets import PRESETS  # noqa: E402
+# The public names, imported on first use (PEP 562): ``import tabsim`` and ``tabsim --help`` do not
+# pay for JAX, pandas, statsmodels or matplotlib until something needs them.
+_EXPORTS = {
+    "AlgoSpec": "tabsim.algos", "policy_loss": "tabsim.algos",
+    "Executor": "tabsim.api", "LocalExecutor": "tabsim.api", "Result": "tabsim.api",
+    "compiled_train": "tabsim.api", "enable_compilation_cache": "tabsim.api",
+    "disable_compilation_cache": "tabsim.api", "make_env": "tabsim.api", "run": "tabsim.api",
+    "ARMS": "tabsim.arms",
+    "Config": "tabsim.config", "ConfigError": "tabsim.config", "load_config": "tabsim.config",
+    "resolve": "tabsim.config",
+    "Schedule": "tabsim.engine", "make_train": "tabsim.engine",
+    "ENVS": "tabsim.envs", "BanditEnv": "tabsim.envs.bandit",
+    "Factor": "tabsim.factorial", "run_factorial": "tabsim.factorial",
+    "Hyper": "tabsim.params", "PRESETS": "tabsim.presets",
+}
 
 __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "make_train", "Schedule",
            "AlgoSpec", "policy_loss", "Hyper", "ARMS", "PRESETS", "ENVS", "BanditEnv", "Executor",
-           "LocalExecutor", "compiled_train", "enable_compilation_cache", "make_env", "Factor", "run_factorial"]
+           "LocalExecutor", "compiled_train", "enable_compilation_cache", "disable_compilation_cache",
+           "make_env", "Factor", "run_factorial"]
 
-if _os.environ.get("TABSIM_COMPILATION_CACHE"):
-    try:
-        enable_compilation_cache(_os.environ["TABSIM_COMPILATION_CACHE"])
-    except ValueError as _e:
-        import warnings as _warnings
 
-        _warnings.warn(f"TABSIM_COMPILATION_CACHE ignored: {_e}", stacklevel=2)
+def __getattr__(name: str):
+    import importlib
+    import importlib.util
+
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # a submodule, e.g. tabsim.audit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

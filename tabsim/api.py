@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from tabsim.algos import AlgoSpec
+from tabsim.cache import apply_default as _apply_default_cache
+from tabsim.cache import disable_compilation_cache, enable_compilation_cache  # noqa: F401  (public here)
 from tabsim.config import Config, resolve
 from tabsim.engine import Schedule, make_train
 from tabsim.io import provenance, read_frame, write_frame, write_json
@@ -25,27 +27,7 @@ from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
 
 _CACHE: dict = {}
-
-
-def enable_compilation_cache(path: str | Path) -> Path:
-    """Keep compiled programs on disk in ``path`` (JAX's persistent compilation cache), so a new
-    process running a config of the same static structure skips XLA compilation.
-
-    Every program is cached, however short its compilation (JAX's own threshold is 1 s; tabsim's
-    programs take 0.3-1 s). Also set by the ``TABSIM_COMPILATION_CACHE`` environment variable and by
-    ``tabsim --compile-cache DIR``. Results are the same with or without the cache.
-    """
-    path = Path(path).expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"compilation cache: cannot create folder {str(path)!r}: {e.strerror}") from None
-    if not path.is_dir():
-        raise ValueError(f"compilation cache: {str(path)!r} is not a folder")
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return path
+_apply_default_cache()  # the on-disk compilation cache, before anything compiles (tabsim.cache)
 
 
 def make_env(cfg: Config):

@@ -1,19 +1,57 @@
-"""The ``tabsim`` command line. Each command validates its input before anything runs."""
+"""The ``tabsim`` command line. Each command validates its input before anything runs.
+
+Commands are loaded when they run: ``tabsim --help`` imports none of them, and ``tabsim CMD --help``
+only CMD's options (its module keeps JAX, pandas, statsmodels and matplotlib out of its imports).
+"""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from tabsim._cli_common import output_options
-from tabsim.config import ConfigError
-from tabsim.memory import check_run
-from tabsim.presets import PRESETS
 from tabsim.executors import check_options, executor_options, open_executor
+from tabsim.presets import PRESETS
+
+# name -> (module:attribute, the one-line help `tabsim --help` lists; a test checks it is the command's)
+COMMANDS = {
+    "run": ("tabsim.cli:run_cmd", "Run the study described by CONFIG (a TOML or YAML file)."),
+    "sweep": ("tabsim.cli:sweep_cmd", "Sweep numeric fields of a preset without writing a config file."),
+    "reproduce": ("tabsim._cli_reproduce:command",
+                  "Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers."),
+    "prereg": ("tabsim.prereg:command",
+               "Pre-registration: validate, lock, amend, run confirmatory, report against the plan."),
+    "audit": ("tabsim.audit.cli:command",
+              "Audit published RLVR results: partition, intervals, bounds for missing arms, verdict."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose commands (:data:`COMMANDS`) are imported when one is looked up to run."""
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx, name):
+        if name in self.commands or name not in COMMANDS:
+            return super().get_command(ctx, name)
+        module, _, attr = COMMANDS[name][0].partition(":")
+        cmd = getattr(importlib.import_module(module), attr)
+        self.add_command(cmd, name)
+        return cmd
+
+    def format_commands(self, ctx, formatter):
+        """The command list from :data:`COMMANDS` without importing the commands."""
+        rows = [(name, COMMANDS[name][1] if name in COMMANDS and name not in self.commands
+                 else self.commands[name].get_short_help_str(formatter.width))
+                for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _fail(msg: str):
@@ -25,20 +63,41 @@ SEEDS = click.IntRange(1, 100_000)
 STEPS = click.IntRange(1, 10_000_000)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def walk(cmd: click.Command, path: tuple = ()):
+    """``(path, command)`` for ``cmd`` and every command under it (lazy ones imported)."""
+    yield path, cmd
+    if isinstance(cmd, click.Group):
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            yield from walk(cmd.get_command(ctx, name), path + (name,))
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tabsim")
 @click.option("--compile-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep compiled programs in this folder: later runs of the same structure skip compilation "
-                   "(the TABSIM_COMPILATION_CACHE environment variable, read when tabsim is imported, does the same).")
-def main(compile_cache):
+              help="Keep compiled programs in this folder (default: ~/.cache/tabsim/jax, or $TABSIM_COMPILATION_CACHE): "
+                   "later runs of the same structure skip compilation.")
+@click.option("--no-compile-cache", is_flag=True,
+              help="Compile every program anew and write no compiled program to disk "
+                   "(also TABSIM_COMPILATION_CACHE=0).")
+def main(compile_cache, no_compile_cache):
     """tabsim: causal analysis of RL with verifiable rewards in a tabular GRPO simulator."""
-    if compile_cache is not None:
-        from tabsim.api import enable_compilation_cache
+    from tabsim import cache
 
+    if compile_cache is not None and no_compile_cache:
+        _fail("--compile-cache and --no-compile-cache: give one of them, not both")
+    if compile_cache is not None:
         try:
-            enable_compilation_cache(compile_cache)
+            path = cache.check_folder(compile_cache)
         except ValueError as e:
             _fail(f"--compile-cache: {e}")
+        os.environ[cache.ENV] = str(path)  # read when tabsim.api is imported; Dask workers inherit it
+        if "tabsim.api" in sys.modules:  # already imported (tabsim called from Python): apply now
+            cache.enable_compilation_cache(path)
+    elif no_compile_cache:
+        os.environ[cache.ENV] = "0"
+        if "tabsim.api" in sys.modules:
+            cache.disable_compilation_cache()
 
 
 def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = False, resume: bool = False,
@@ -46,7 +105,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
     """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary.
 
     ``executor`` is ``(--executor, --workers, --scheduler)``."""
-    from tabsim._cli_common import open_store
+    from tabsim._cli_common import open_store, warm_up
 
     with open_executor(*executor, quiet=quiet) as ex, \
             open_store(out, overwrite=overwrite, resume=resume, key=cfg.digest(), description=command) as store:
@@ -54,23 +113,26 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             click.echo(f"nothing to resume: {out} already holds this run, complete")
             return None
         from tabsim.api import run
+
+        warm = warm_up("pyarrow.parquet")  # matplotlib and the Parquet writer load while the engine runs
+        res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
+        warm.join()
         from tabsim.plotting import plot_curves, save_figure
 
-        res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
         res.write(store.dir, fmt=fmt)
         fig = plot_curves(res.frame, metric="pass1", by=res.factors,
                           title=f"pass@1 per arm ({cfg.preset or 'custom'})")
-        save_figure(fig, store.dir / "pass1")
+        figs = save_figure(fig, store.dir / "pass1")
     if not quiet:
         final = res.final()
         table = final.groupby(res.factors + ["arm"], observed=True)["pass1"].agg(["mean", "sem"]).unstack("arm")
         click.echo(table.round(4).to_string())
-        click.echo(f"wrote {out}/results.{fmt}, config.json, provenance.json, pass1.png/.pdf "
+        click.echo(f"wrote {out}/results.{fmt}, config.json, provenance.json, {', '.join(p.name for p in figs)} "
                    f"({res.provenance['wall_seconds']} s)")
     return res
 
 
-@main.command("run")
+@click.command("run")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default: results/<config name>).")
@@ -91,7 +153,8 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, 
     Example:
       tabsim run experiments/configs/paper_sweep.toml --out results/paper
     """
-    from tabsim.config import load_config
+    from tabsim.config import ConfigError, load_config
+    from tabsim.memory import check_run
 
     check_options(executor, workers, scheduler)
     over = {"train": {k: v for k, v in (("seeds", seeds), ("steps", steps)) if v is not None}}
@@ -137,7 +200,7 @@ def _parse_vary(specs) -> dict:
     return sweep
 
 
-@main.command("sweep")
+@click.command("sweep")
 @click.option("--preset", default=None,
               help="Preset to start from, one of: " + ", ".join(sorted(PRESETS))
                    + " (default: the config file's, else paper).")
@@ -164,7 +227,8 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     Example (the reference prior sweep):
       tabsim sweep --preset paper --vary prior_strength=0.2,0.35,0.5,0.65,0.8 --out results/prior
     """
-    from tabsim.config import read_config_file, resolve
+    from tabsim.config import ConfigError, read_config_file, resolve
+    from tabsim.memory import check_run
 
     check_options(executor, workers, scheduler)
     try:
@@ -191,12 +255,6 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
         _fail(str(err))
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
                    desc="tabsim sweep", executor=(executor, workers, scheduler))
-
-
-# Commands that live beside the feature they expose; each module defines ``command``.
-for _name in ("tabsim.reproduce", "tabsim.prereg", "tabsim.audit"):
-    if importlib.util.find_spec(_name) is not None:
-        main.add_command(importlib.import_module(_name).command)
 
 
 if __name__ == "__main__":  # pragma: no cover

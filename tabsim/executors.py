@@ -43,7 +43,6 @@ from typing import Callable, Iterable, Iterator
 
 import click
 
-from tabsim.api import LocalExecutor
 
 # JAX settings that change the numbers a program computes; the client's values travel with each task.
 NUMERIC_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl",
@@ -57,18 +56,18 @@ class ExecutorError(RuntimeError):
     """An executor cannot be started or cannot run a chunk as the client would (the message says why)."""
 
 
-def default_compilation_cache() -> Path:
-    """The compilation cache shared by workers: ``$TABSIM_COMPILATION_CACHE``, else the folder the
-    client uses (``jax_compilation_cache_dir``), else ``$TABSIM_CACHE/jax`` or ``~/.cache/tabsim/jax``."""
-    if os.environ.get("TABSIM_COMPILATION_CACHE"):
-        return Path(os.environ["TABSIM_COMPILATION_CACHE"]).expanduser()
+def default_compilation_cache() -> Path | None:
+    """The compilation cache shared by workers: the folder the client uses (``jax_compilation_cache_dir``,
+    set by :mod:`tabsim.cache`), else the default of :func:`tabsim.cache.default_compilation_cache`
+    (``None`` when switched off)."""
+    import tabsim.api  # noqa: F401  (applies the default cache to this process)
     import jax
+
+    from tabsim.cache import default_compilation_cache as default
 
     if jax.config.jax_compilation_cache_dir:
         return Path(jax.config.jax_compilation_cache_dir)
-    if os.environ.get("TABSIM_CACHE"):
-        return Path(os.environ["TABSIM_CACHE"]).expanduser() / "jax"
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "tabsim" / "jax"
+    return default()
 
 
 def check_address(address: str, option: str = "--scheduler") -> str:
@@ -232,6 +231,10 @@ def _worker_plugin_class(name: str = "TabsimWorkerPlugin") -> type:
 def __getattr__(name: str):
     if name in ("TabsimWorkerPlugin", "TabsimCoresPlugin"):
         return _worker_plugin_class(name)
+    if name == "LocalExecutor":  # re-exported; tabsim.api (JAX) is imported on first use
+        from tabsim.api import LocalExecutor
+
+        return LocalExecutor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -285,7 +288,8 @@ class DaskExecutor:
         if compile_cache is False:
             self.compile_cache = None
         else:
-            self.compile_cache = str(Path(compile_cache).expanduser() if compile_cache else default_compilation_cache())
+            cache = Path(compile_cache).expanduser() if compile_cache else default_compilation_cache()
+            self.compile_cache = str(cache) if cache is not None else None
         self.client = client
         self.cluster = None
         self._owns_client = client is None
@@ -340,8 +344,7 @@ class DaskExecutor:
 
     def _worker_env(self) -> dict:
         env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
-        if self.compile_cache:
-            env["TABSIM_COMPILATION_CACHE"] = self.compile_cache
+        env["TABSIM_COMPILATION_CACHE"] = self.compile_cache or "0"  # "0": none (tabsim.cache)
         return env
 
     def _setup_workers(self) -> None:
@@ -558,6 +561,8 @@ def fit_chunk(executor, cfg, per: int, n_seeds: int) -> int:
     """``per`` conditions per chunk, checked against memory before anything compiles: refused when a chunk
     run in this process cannot fit the machine (:func:`tabsim.memory.check_memory`), capped to a worker's
     memory limit otherwise (:func:`cap_chunk`)."""
+    from tabsim.api import LocalExecutor
+
     if executor is None or isinstance(executor, LocalExecutor):
         from tabsim.memory import check_memory
 

@@ -165,7 +165,7 @@ def write_study(out: str | Path, frame: pd.DataFrame, figures: dict, summary: di
                 **extra) -> Path:
     """Write a study's outputs to ``out`` and return the path of its ``summary.json``.
 
-    Writes ``results.parquet`` (``frame``), ``<stem>.png/.pdf`` for each ``stem: figure`` of ``figures``,
+    Writes ``results.parquet`` (``frame``), ``<stem>.png`` (and ``.pdf`` when asked, see :func:`tabsim.plotting.save_figure`) for each ``stem: figure`` of ``figures``,
     and ``summary.json``: ``summary`` plus ``provenance`` (:func:`provenance` with ``wall_seconds``
     since ``started``, a :func:`time.perf_counter` reading, and ``extra``).
     """

@@ -43,14 +43,34 @@ def color_of(name: str, index: int = 0) -> str:
     return FALLBACK_COLORS[index % len(FALLBACK_COLORS)]
 
 
-def save_figure(fig, path_stem: str | Path) -> list[Path]:
-    """Save ``fig`` as ``<stem>.png`` and ``<stem>.pdf`` (atomically) and close it."""
+FIGURE_FORMATS = ("png", "pdf", "svg")
+
+
+def figure_formats(formats=None) -> tuple[str, ...]:
+    """``formats`` checked, or the default: ``$TABSIM_FIGURE_FORMATS`` (comma-separated, set by the
+    commands' ``--pdf``), else PNG only."""
+    import os
+
+    if formats is None:
+        formats = [f for f in os.environ.get("TABSIM_FIGURE_FORMATS", "png").split(",") if f.strip()] or ["png"]
+    elif isinstance(formats, str):
+        formats = [formats]
+    out = tuple(dict.fromkeys(str(f).strip().lower().lstrip(".") for f in formats))
+    bad = [f for f in out if f not in FIGURE_FORMATS]
+    if bad or not out:
+        raise ValueError(f"figure format {bad[0] if bad else ''!r}: allowed: {', '.join(FIGURE_FORMATS)}")
+    return out
+
+
+def save_figure(fig, path_stem: str | Path, formats=None) -> list[Path]:
+    """Save ``fig`` as ``<stem>.png`` (and ``.pdf`` / ``.svg`` when asked: ``formats`` or
+    ``$TABSIM_FIGURE_FORMATS``, see :func:`figure_formats`), each atomically, and close it."""
     from tabsim.io import atomic_write_bytes
     import io
 
     stem = Path(path_stem)
     out = []
-    for ext in ("png", "pdf"):
+    for ext in figure_formats(formats):
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=130, bbox_inches="tight")
         out.append(atomic_write_bytes(stem.with_suffix(f".{ext}"), buf.getvalue()))

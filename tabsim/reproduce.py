@@ -29,9 +29,7 @@ import click
 import numpy as np
 import pandas as pd
 
-from tabsim._cli_common import output_options
-from tabsim.presets import PRESETS
-from tabsim.executors import executor_options
+from tabsim._cli_reproduce import SCALES
 
 SWEEP_PRIORS = (0.20, 0.35, 0.50, 0.65, 0.80)
 GRID_PRIORS = tuple(round(0.20 + 0.05 * i, 2) for i in range(13))  # crossover grid, 0.20 .. 0.80
@@ -55,7 +53,6 @@ PAPER = {
     "rd_fraction_0.20": 1.39, "rd_fraction_0.80": 0.05, "interaction_ratio": 0.385, "coef_AC": -0.089,
     "elicitation_share_strong": 0.98, "rd_share_weak": 1.18,
 }
-SCALES = ("default", "heavy")
 HEAVY_TASK = {"n_prompts": 80, "n_answers": 10}
 HEAVY_TRAIN = {"group_size": 10, "batch_size": 20}
 
@@ -794,7 +791,7 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
 
     L.append("## Files and provenance\n")
     L.append("`summary.json` (headline numbers), `tables/*.csv` (every table above), `data/*.parquet|csv` "
-             "(tidy run frames, one row per condition x seed x arm x eval step), `figures/*.png|pdf`, "
+             "(tidy run frames, one row per condition x seed x arm x eval step), `figures/*.png` (and `.pdf` with `--pdf`), "
              "`config.json` (settings and designs), `provenance.json`.\n")
     L.append(f"tabsim {prov.get('tabsim_version')}, commit `{prov.get('git_commit')}`, jax {prov.get('jax')} on "
              f"{prov.get('backend')}, {prov.get('time_utc')}.\n")
@@ -862,29 +859,6 @@ def _process_seconds() -> float | None:
         return None
 
 
-def _warm_up() -> None:
-    """Import the statistics and plotting stack and draw once, so fonts and backends are loaded.
-
-    Runs in a thread while the engine compiles and trains (XLA releases the GIL); the main thread
-    touches matplotlib only after joining it.
-    """
-    import io
-
-    import scipy.stats  # noqa: F401
-    import statsmodels.formula.api  # noqa: F401
-
-    from tabsim import plotting  # noqa: F401  (selects the Agg backend)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(2, 2))
-    ax.errorbar([0, 1], [0, 1], yerr=[0.1, 0.1], marker="o", label="x")
-    ax.legend()
-    ax.set(xscale="log", title="warm-up")
-    for ext in ("png", "pdf"):
-        fig.savefig(io.BytesIO(), format=ext, dpi=130, bbox_inches="tight")
-    plt.close(fig)
-
-
 def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = None, steps: int | None = None,
               preset: str = "paper", fmt: str = "parquet", progress: bool = True,
               log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
@@ -940,10 +914,9 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
     from tabsim.factorial import run_designs
     from tabsim.io import provenance, write_frame, write_json
 
-    import threading
+    from tabsim._cli_common import warm_up
 
-    warm = threading.Thread(target=_warm_up, name="tabsim-warm-up", daemon=True)
-    warm.start()
+    warm = warm_up("scipy.stats", "statsmodels.regression.linear_model", "statsmodels.stats.anova")
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
     results = run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
                           executor=executor)
@@ -998,51 +971,9 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
     return summary
 
 
-@click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/reproduce"),
-              show_default=True, help="Output folder.")
-@click.option("--seeds", type=click.IntRange(min=2, max=100_000), default=None,
-              help="Seeds per condition for every study (default 8; heavy: 50 sweep / 100 factorial).")
-@click.option("--steps", type=click.IntRange(min=1, max=10_000_000), default=None,
-              help="Training steps of every study (default: the preset's; heavy: 400 sweep / 500 factorial).")
-@click.option("--preset", default="paper", show_default=True,
-              help="Preset the studies start from (it must train the four partition arms), one of: "
-                   + ", ".join(sorted(PRESETS)) + ".")
-@click.option("--scale", type=click.Choice(SCALES), default="default", show_default=True,
-              help="heavy = the reference's heavy settings (N=80, K=10, G=10, batch 20, more seeds and steps).")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
-              help="Data format of the run frames.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-@output_options
-@executor_options
-def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, overwrite, resume, executor, workers, scheduler):
-    """Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers.
+def __getattr__(name: str):
+    if name == "command":  # the CLI command lives in a light module (tabsim._cli_reproduce)
+        from tabsim._cli_reproduce import command
 
-    Runs the prior sweep, the 2x2x2 factorial, the pilot gate, the two simulated families and a
-    power study on the `paper` preset, and writes OUT/report.md, summary.json, figures, tables,
-    data and provenance.
-
-    \b
-    Example:
-      tabsim reproduce --out results/reproduce
-      tabsim reproduce --scale heavy --out results/reproduce_heavy
-    """
-    from tabsim.presets import PRESETS
-
-    if preset not in PRESETS:
-        raise click.BadParameter(f"unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}",
-                                 param_hint="--preset")
-    from tabsim._cli_common import guarded
-    from tabsim.executors import check_options, open_executor
-
-    check_options(executor, workers, scheduler)
-    try:
-        with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
-            summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt,
-                                progress=not quiet, overwrite=overwrite, resume=resume, executor=ex)
-    except ValueError as err:
-        raise click.ClickException(str(err)) from None
-    if not quiet:
-        click.echo(f"report: {out / 'report.md'} ({summary['wall_seconds']:.1f} s)")
-
-
-command = click.command("reproduce", context_settings={"help_option_names": ["-h", "--help"]})(_reproduce_cmd)
+        return command
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -325,8 +325,9 @@ def test_cli_writes_outputs_and_leaves_nothing_on_error(tmp_path):
     out = tmp_path / "res" / "audit"
     r = _cli([str(good), "--out", str(out), "--no-calibration", "-q"])
     assert r.exit_code == 0, r.output
-    for name in ("audit.csv", "terms.csv", "entries.csv", "report.md", "terms.png", "terms.pdf", "provenance.json"):
+    for name in ("audit.csv", "terms.csv", "entries.csv", "report.md", "terms.png", "provenance.json"):
         assert (out / name).is_file(), name
+    assert not (out / "terms.pdf").exists()  # PNG only unless --pdf
     report = (out / "report.md").read_text()
     assert "Seed spread is unknown for single-run tables" in report
     before = (out / "audit.csv").read_bytes()

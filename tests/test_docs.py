@@ -202,21 +202,14 @@ def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list) -> int:
     return n_run
 
 
-def _walk(cmd: click.Command, path: tuple = ()):
-    yield path, cmd
-    if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            yield from _walk(sub, path + (name,))
-
-
 def test_cli_reference_covers_every_command_and_option():
-    from tabsim.cli import main
+    from tabsim.cli import main, walk
 
     doc = DOCS / "cli.md"
     text = doc.read_text()
     examples = [cmd for b in blocks(doc) if b["lang"] in RUN_LANGS for _, cmd in commands(b)]
     missing = []
-    for path, cmd in _walk(main):
+    for path, cmd in walk(main):
         name = " ".join(("tabsim",) + path)
         if not isinstance(cmd, click.Group) and not any(e == name or e.startswith(name + " ") for e in examples):
             missing.append(f"no runnable example of `{name}`")

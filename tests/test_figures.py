@@ -111,26 +111,19 @@ def test_partition_terms_share_their_arms_colours():
     assert len(set(ARM_COLORS.values())) == len(ARM_COLORS)  # arms are told apart by colour
 
 
-def _walk(cmd, path=()):
-    yield path, cmd
-    if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            yield from _walk(sub, path + (name,))
-
-
 def test_every_option_of_every_command_has_help():
-    from tabsim.cli import main
+    from tabsim.cli import main, walk
 
-    missing = [f"tabsim {' '.join(path)} {p.opts[0]}" for path, cmd in _walk(main) for p in cmd.params
+    missing = [f"tabsim {' '.join(path)} {p.opts[0]}" for path, cmd in walk(main) for p in cmd.params
                if isinstance(p, click.Option) and not (p.help or "").strip()]
     assert not missing, "options without help: " + ", ".join(missing)
 
 
 def test_preset_options_list_the_presets():
-    from tabsim.cli import main
+    from tabsim.cli import main, walk
     from tabsim.presets import PRESETS
 
-    for path, cmd in _walk(main):
+    for path, cmd in walk(main):
         for p in cmd.params:
             if isinstance(p, click.Option) and "--preset" in p.opts:
                 assert all(name in p.help for name in PRESETS), (path, p.help)

@@ -535,7 +535,7 @@ def test_fallback_runner_gives_the_same_frame(complete_run, monkeypatch):
 def test_cli_registers_prereg():
     from tabsim.cli import main
 
-    assert main.commands["prereg"] is prereg.command
+    assert main.get_command(None, "prereg") is prereg.command
     assert set(prereg.command.commands) == {"validate", "lock", "amend", "run", "report", "keygen"}
 
 

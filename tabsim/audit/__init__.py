@@ -10,13 +10,21 @@
     res = audit(load_entries(["experiments/audits/spurious_rewards.yaml"]))
     res.audit[["model", "d_null", "d_elicit", "d_rd", "verdict"]]
 """
-from tabsim.audit.calibrate import FAMILY_CONFIGS, CalibrationGrid
-from tabsim.audit.cli import command
-from tabsim.audit.core import AuditResult, audit, audit_entry
-from tabsim.audit.estimate import TERMS, binomial_var, fieller, term_intervals
-from tabsim.audit.report import write_outputs
-from tabsim.audit.schema import ARMS, AuditInputError, Entry, load_entries
+# imported on first use: `tabsim audit --help` loads only tabsim.audit.cli
+_EXPORTS = {"FAMILY_CONFIGS": "calibrate", "CalibrationGrid": "calibrate", "command": "cli",
+            "AuditResult": "core", "audit": "core", "audit_entry": "core", "TERMS": "estimate",
+            "binomial_var": "estimate", "fieller": "estimate", "term_intervals": "estimate",
+            "write_outputs": "report", "ARMS": "schema", "AuditInputError": "schema", "Entry": "schema",
+            "load_entries": "schema"}
 
 __all__ = ["ARMS", "FAMILY_CONFIGS", "TERMS", "AuditInputError", "AuditResult", "CalibrationGrid", "Entry",
            "audit", "audit_entry", "binomial_var", "command", "fieller", "load_entries", "term_intervals",
            "write_outputs"]
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

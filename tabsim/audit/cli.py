@@ -34,7 +34,7 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
 
     FILES are YAML or CSV tables of published accuracies (format: docs/audit.md); a folder
     stands for its .yaml/.yml/.csv files. Writes
-    DIR/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png/.pdf and
+    DIR/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png (.pdf too with --pdf) and
     provenance.json. Nothing is written unless every file is valid.
 
     \b
@@ -88,5 +88,5 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
         a = res.audit
         show = a[["source", "model", "benchmark", "verdict", "verdict_basis", "identified"]]
         click.echo(show.to_string(index=False))
-        click.echo(f"wrote {out}/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png/.pdf, "
+        click.echo(f"wrote {out}/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png, "
                    "provenance.json")

@@ -189,7 +189,7 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
           "- `terms.csv`: one row per model x benchmark x term (estimate or bounds, simulated range, logical bounds).",
           "- `entries.csv`: the normalised inputs (absolute accuracies, standard errors, seeds).",
           "- `calibration.csv`: every calibrated simulator candidate of the rows with missing arms.",
-          "- `terms.png` / `terms.pdf`: the terms per model; `provenance.json`: versions, options, input hashes.", ""]
+          "- `terms.png` (and `terms.pdf` with `--pdf`): the terms per model; `provenance.json`: versions, options, input hashes.", ""]
     return "\n".join(L)
 
 

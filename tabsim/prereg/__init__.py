@@ -24,12 +24,23 @@ import click
 
 from tabsim._cli_common import output_options
 from tabsim.executors import executor_options
+from tabsim.prereg.errors import PreregError
 
-from tabsim.prereg.locking import amend, changed_fields, lock, plan_hash, read_lock, verify
-from tabsim.prereg.schema import Plan, PreregError, load_plan, validate_document
+# imported on first use, so that `tabsim prereg --help` does not load the schema and its stack
+_EXPORTS = {"Plan": "schema", "load_plan": "schema", "validate_document": "schema", "lock": "locking",
+            "amend": "locking", "verify": "locking", "read_lock": "locking", "plan_hash": "locking",
+            "changed_fields": "locking"}
 
 __all__ = ["Plan", "PreregError", "load_plan", "validate_document", "lock", "amend", "verify", "read_lock",
            "plan_hash", "changed_fields", "run_study", "write_report", "command"]
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_study(*args, **kwargs):
@@ -81,6 +92,8 @@ def validate_cmd(file, public_key):
     which git commit holds the plan.
     """
     from tabsim.prereg import locking as lk
+    from tabsim.prereg.locking import plan_hash, verify
+    from tabsim.prereg.schema import load_plan
     from tabsim.prereg.signing import SignatureError
 
     pin = _pin(public_key)
@@ -166,7 +179,7 @@ def keygen_cmd(out):
               help="Sign the lock with this private key (`tabsim prereg keygen`); unsigned without.")
 def lock_cmd(file, key):
     """Write FILE.lock.json (normalised SHA-256, UTC time, git commit, versions, code digest); never overwrites."""
-    from tabsim.prereg.locking import lock_path
+    from tabsim.prereg.locking import lock, lock_path
     from tabsim.prereg.signing import short
 
     try:
@@ -187,6 +200,8 @@ def lock_cmd(file, key):
 @click.option("--reason", required=True, help="Why the locked plan changed (appears in every report).")
 def amend_cmd(file, reason):
     """Record a change to a locked FILE in FILE.amendments.json (reported as a deviation)."""
+    from tabsim.prereg.locking import amend
+
     try:
         rec = amend(file, reason)
     except PreregError as err:

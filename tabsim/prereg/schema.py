@@ -21,6 +21,8 @@ from typing import Any, Literal, Optional, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tabsim.prereg.errors import PreregError
+
 SCHEMA_VERSION = "tabsim.prereg/1"
 PARTITION_ESTIMANDS = ("d_null", "d_elicit", "d_rd", "d_naive", "d_total", "bias")
 RATIO_ESTIMANDS = ("rd_fraction", "elicitation_share", "rd_share")
@@ -38,10 +40,6 @@ RULE_PREDICTION = {"ci_lower_gt": "greater", "point_gt": "greater", "ci_upper_lt
                    "tost": "equivalent"}
 POINT_RULES = ("point_gt", "point_lt")
 CHECK_OPS = ("eq", "le", "lt", "ge", "gt")
-
-
-class PreregError(ValueError):
-    """A pre-registration is malformed, unlocked, or does not match its lock (the message names fields)."""
 
 
 class _Model(BaseModel):
