@@ -11,39 +11,56 @@ slots`` (B G D, what the compiled program processes) and ``tokens`` (real tokens
 STOP, from the exact expected length at the start and end of training, averaged). Each program runs
 at ``steps`` and ``3 steps``: the end-to-end rate includes drawing the task and the two exact
 evaluations (a fixed cost that is large for a 3280-node tree), the marginal rate is the cost of the
-extra ``2 steps`` of sampling and updates alone. The last line printed is a JSON object.
+extra ``2 steps`` of sampling and updates alone. ``compile`` is ``train.lower(...).compile()`` alone
+(trace, lowering and XLA compilation; the timed runs call the compiled executable); ``peak memory``
+is the process's ``ru_maxrss`` after the two tree programs (before the bandit runs), so it is the
+tree's peak plus the interpreter and JAX (``baseline``, measured before anything runs). The last line
+printed is a JSON object.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
+import sys
 import time
 
-import jax
-import jax.numpy as jnp
+os.environ.setdefault("TABSIM_COMPILATION_CACHE", "0")  # cold compiles: no program from the on-disk cache
 
-import tabsim as ts
-from tabsim.params import stack_hypers
-from tabsim.rng import seed_words
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import tabsim as ts  # noqa: E402
+from tabsim.params import stack_hypers  # noqa: E402
+from tabsim.rng import seed_words  # noqa: E402
 
 ALGO = {"estimator": "grpo", "surrogate": "clip", "aggregation": "seq-mean-token-mean", "kl_placement": "none",
         "lr": 1.0}
 
 
+def peak_mb() -> float:
+    """Peak resident memory of this process so far, MB (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+
+
 def timed(cfg, seeds: int, repeats: int):
-    train = ts.compiled_train(cfg)
+    """``(best run seconds, compile seconds, first run seconds, output)``."""
     s = jnp.stack([seed_words(i) for i in range(seeds)])
     hp = stack_hypers([cfg.hyper_values()])
     t = time.perf_counter()
-    out = jax.block_until_ready(train(s, hp))
+    train = ts.compiled_train(cfg).lower(s, hp).compile()
     compile_s = time.perf_counter() - t
-    best = float("inf")
+    t = time.perf_counter()
+    out = jax.block_until_ready(train(s, hp))
+    first_s = time.perf_counter() - t
+    best = first_s if repeats == 0 else float("inf")
     for _ in range(repeats):
         t = time.perf_counter()
         out = jax.block_until_ready(train(s, hp))
         best = min(best, time.perf_counter() - t)
-    return best, compile_s, out
+    return best, compile_s, first_s, out
 
 
 def main():
@@ -62,18 +79,25 @@ def main():
                            "arms": {"arms": ["true"]}, "algo": ALGO, "train": train})
     bandit_cfg = ts.resolve({"task": {"n_prompts": N, "n_answers": 8, "n_correct": 2}, "arms": {"arms": ["true"]},
                              "algo": ALGO, "train": train})
-    dt_tree, c_tree, out = timed(tree_cfg, seeds, repeats)
+    baseline_mb = peak_mb()
+    t0 = time.perf_counter()
+    dt_tree, c_tree, first_tree, out = timed(tree_cfg, seeds, repeats)
     mean_len = float(jnp.mean(out["len_mean"]))  # mean of start and end (the only eval points)
     answers = seeds * steps * N * G
-    dt_bandit, c_bandit, _ = timed(bandit_cfg, seeds, repeats)
     long = {"train": {**train, "steps": 3 * steps}}
-    dt_tree3 = timed(ts.resolve(tree_cfg.model_dump(), **long), seeds, repeats)[0]
+    dt_tree3, c_tree3 = timed(ts.resolve(tree_cfg.model_dump(), **long), seeds, repeats)[:2]
+    tree_wall = time.perf_counter() - t0
+    tree_peak_mb = peak_mb()
+    dt_bandit, c_bandit = timed(bandit_cfg, seeds, repeats)[:2]
     dt_bandit3 = timed(ts.resolve(bandit_cfg.model_dump(), **long), seeds, repeats)[0]
     marg_tree, marg_bandit = max(dt_tree3 - dt_tree, 1e-9), max(dt_bandit3 - dt_bandit, 1e-9)
     res = {
         "tree_depth": D, "tree_branching": b, "tree_nodes": ts.make_env(tree_cfg).n_nodes, "n_prompts": N,
         "group_size": G, "seeds": seeds, "steps": steps, "quick": args.quick,
         "tree_seconds": round(dt_tree, 4), "tree_compile_seconds": round(c_tree, 2),
+        "tree3_compile_seconds": round(c_tree3, 2), "tree_first_run_seconds": round(first_tree, 2),
+        "tree_peak_memory_mb": round(tree_peak_mb, 1), "baseline_memory_mb": round(baseline_mb, 1),
+        "tree_wall_seconds": round(tree_wall, 1),
         "tree_mean_len": round(mean_len, 3),
         "tree_answers_per_second": answers / dt_tree,
         "tree_tokens_per_second": answers * mean_len / dt_tree,
@@ -88,11 +112,14 @@ def main():
     }
     res["tree_over_bandit_tokens_per_second"] = res["tree_tokens_per_second"] / res["bandit_tokens_per_second"]
     res["tree_over_bandit_marginal"] = res["tree_marginal_tokens_per_second"] / res["bandit_marginal_tokens_per_second"]
+    print(f"tree compile {c_tree:.2f} s ({3 * steps} steps: {c_tree3:.2f} s), peak memory {tree_peak_mb:.0f} MB "
+          f"(baseline {baseline_mb:.0f} MB), both tree programs {tree_wall:.1f} s wall")
     print(f"tree  D={D} b={b}: {dt_tree:.3f} s -> {res['tree_tokens_per_second']:.3e} tokens/s "
           f"({res['tree_token_slots_per_second']:.3e} token slots/s, mean length {mean_len:.2f})")
     print(f"bandit K=8:     {dt_bandit:.3f} s -> {res['bandit_tokens_per_second']:.3e} tokens/s")
     print(f"marginal (steps only): tree {res['tree_marginal_tokens_per_second']:.3e} tokens/s, "
-          f"bandit {res['bandit_marginal_tokens_per_second']:.3e} tokens/s")
+          f"bandit {res['bandit_marginal_tokens_per_second']:.3e} tokens/s "
+          f"(ratio {res['tree_over_bandit_marginal']:.3f}; end to end {res['tree_over_bandit_tokens_per_second']:.3f})")
     print(json.dumps(res))
 
 

@@ -11,6 +11,7 @@ arm of a seed draws the same prompt batches, the same sampling uniforms and the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
@@ -21,8 +22,9 @@ import optax
 
 from tabsim import arms as arms_mod
 from tabsim import rng as R
+from tabsim._ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
 from tabsim._pytree import pytree_dataclass
-from tabsim.algos import AlgoSpec, advantages, policy_loss, take_logp, zero_variance
+from tabsim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
 from tabsim.algos import KL_ESTIMATORS, closed_form
 from tabsim.params import Hyper
 
@@ -62,6 +64,15 @@ def clip_by_global_norm(g, max_norm):
 
 DIAG_KEYS = ("reward_mean", "kept_frac", "clip_frac")  # per-update diagnostics, averaged per eval chunk
 STACKED_EVAL_BYTES = 256 * 2**20  # tables kept for one batched evaluation at the end
+# XLA options of the multi-node tree's program (``None``: the process's). With tabsim's default classic
+# CPU emitters (``tabsim._xla_cpu_defaults``) XLA expands a scatter into a loop over its indices, and the
+# sparse update scatter-adds B G D rows per step; ``{"xla_cpu_use_fusion_emitters": True}`` gives a native
+# scatter (standalone: 65536 rows 2.9 -> 0.5 ms) but compiles the benchmark tree's program in 5.2-6.6 s
+# instead of 3.3-3.9 s and its task draw and evaluations ~30% slower (2 cores, noisy A/B): not taken.
+TREE_COMPILER_OPTIONS: dict | None = None
+# multi-node trees whose runs' tables together exceed this go through in groups of runs (a sequential
+# map over vmapped groups), so memory holds one group's tables and temporaries, not every run's
+RUN_GROUP_BYTES = 64 * 2**20
 
 
 def _scan(body, carry, length: int):
@@ -72,20 +83,37 @@ def _scan(body, carry, length: int):
     return jax.lax.scan(body, carry, jnp.arange(length))
 
 
-def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] = arms_mod.ARMS):
+def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] = arms_mod.ARMS, *,
+                sparse: bool | None = None):
     """One rollout batch: sample, reward, advantage, then ``epochs x minibatches`` updates.
 
     Returns ``update(state, task, arm, hp) -> (state, diagnostics)`` where ``arm`` is a position in
     ``arms``.
+
+    ``sparse`` (default: ``env.sparse_rows``, the multi-node tree) differentiates the loss with respect
+    to the logit rows of the visited (prompt, node) pairs, ``[B, G, T, b]``, and scatter-adds the row
+    gradients into the flattened table ``[N n_nodes, b]``: O(B G T b) per update instead of a dense
+    ``[B, n_nodes, b]`` gradient. Every loss term of :func:`~tabsim.algos.policy_loss` reads the
+    policy only through ``log_softmax`` of these rows, so the gradient is the same (the dense path is
+    the transpose of the same gather). SGD adds the scaled rows to the table directly; Adam and the
+    global-norm clip need the summed gradient table, built by one scatter-add into zeros of the table's
+    shape. ``sparse=False`` keeps the dense autodiff path (tests compare the two).
     """
     frozen = arms.index("frozen") if "frozen" in arms else -1
     B, G = schedule.batch_size, schedule.group_size
     n_mb = algo.minibatches
     mb = B // n_mb
 
-    full = B == env.n_prompts and n_mb == 1 and not schedule.replacement  # no gather/scatter
+    every = B == env.n_prompts and not schedule.replacement  # the batch is the table, in order
+    full = every and n_mb == 1  # no gather/scatter
     # one node per prompt and a loss linear in log p: the gradient written out, no autodiff
     closed = getattr(env, "single_node", False) and closed_form.supports(algo)
+    if sparse is None:
+        sparse = getattr(env, "sparse_rows", False) and not closed
+    sparse = bool(sparse) and not closed
+    dense_grad = algo.optimizer != "sgd" or algo.grad_clip  # the optimizer reads the summed gradient table
+    single = algo.epochs * n_mb == 1
+    logp_only = reads_logp_only(algo)
     needs_old = not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward"
 
     def closed_grad(logits, idx, batch, hp):
@@ -104,6 +132,28 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
 
     grad_fn = closed_grad if closed else jax.grad(loss_fn, has_aux=True)
 
+    def row_grad(logits, batch, hp):
+        """Gradient of the loss with respect to the visited logit rows ``[B, G, T, b]`` (not the table):
+        the ``log_softmax`` transpose ``G - softmax sum_a G_a`` of the gradient ``G`` with respect to the
+        rows' log-probabilities; a loss that reads only the sampled tokens' ``logp`` has
+        ``G = c onehot(token)`` with ``c = dL/dlogp`` per token, so ``c (onehot - softmax)``."""
+        # one update per batch: the table is still the rollout's, whose rows were read already
+        logq = batch["logq_old"] if single else log_softmax_last(env_rows(logits, batch["rows"]))
+        tokens = batch["rollout"].tokens
+
+        def loss(x, **kw):
+            return policy_loss(algo, x, tokens, batch["mask"], batch["adv"], batch["logp_old"], batch["logq_ref"],
+                               hp, **kw)
+
+        if logp_only:
+            c, aux = jax.grad(lambda lp: loss(None, logp=lp), has_aux=True)(take_logp(logq, tokens))
+            return onehot_minus_softmax(c, tokens, logq), aux
+        g, aux = jax.grad(loss, has_aux=True)(logq)
+        return log_softmax_transpose(g, logq), aux
+
+    def env_rows(table, rows):
+        return table.reshape(-1, table.shape[-1])[rows]
+
     def update(state: TrainState, task, arm, hp: Hyper):
         seed, step = state.seed, state.step
         n = env.n_prompts
@@ -114,14 +164,24 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
             idx = jnp.arange(n)
         else:
             idx = jax.lax.top_k(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), B)[1]
-        task_b = jax.tree_util.tree_map(lambda x: x[idx], task)
-        logits_b = state.logits[idx]
-        rollout = env.rollout(seed, step, logits_b, G)
-        ref_b = task_b.prior_logits
-        logq_old = env.token_logq(logits_b, rollout) if needs_old else None
+        if sparse:  # read the visited rows from the whole tables: no [B, n_nodes, b] copies
+            rest = dataclasses.replace(task, prior_logits=None)
+            task_b = task if every else jax.tree_util.tree_map(lambda x: x[idx], rest)
+            rollout = env.rollout(seed, step, state.logits, G, prompts=None if every else idx)
+            rows = (idx[:, None, None] * env.n_nodes + rollout.nodes).astype(jnp.int32)
+            z_old = env_rows(state.logits, rows)  # [B, G, T, b] the visited rows
+            logq_old = log_softmax_last(z_old)
+            logq_ref = (log_softmax_last(env_rows(task.prior_logits, rows))
+                        if algo.kl_placement != "none" else None)
+        else:
+            task_b = task if every else jax.tree_util.tree_map(lambda x: x[idx], task)
+            logits_b = state.logits if every else state.logits[idx]
+            rollout = env.rollout(seed, step, logits_b, G)
+            ref_b = task_b.prior_logits
+            logq_old = env.token_logq(logits_b, rollout) if needs_old else None
+            # the closed form reads the reference row itself: the prior is a normalised log-distribution
+            logq_ref = ref_b.reshape(B, -1) if closed else env.token_logq(ref_b, rollout)
         logp_old = take_logp(logq_old, rollout.tokens) if needs_old else None
-        # the closed form reads the reference row itself: the prior is a normalised log-distribution
-        logq_ref = ref_b.reshape(B, -1) if closed else env.token_logq(ref_b, rollout)
         rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp, arms)
         if algo.kl_placement == "reward":
             ref_tok = logq_ref[:, None, None, :] if closed else logq_ref
@@ -132,6 +192,10 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp)
         mask = rollout.mask * valid[:, None, None]
         batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
+        if sparse:
+            batch["rows"] = rows
+            if single:
+                batch["logq_old"] = logq_old
         active = (jnp.asarray(arm) != frozen).astype(jnp.float32)
         opt = _optimizer(algo, hp)
 
@@ -143,7 +207,15 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                 start = (j % n_mb) * mb
                 take = lambda x: jax.lax.dynamic_slice_in_dim(x, start, mb, axis=0)  # noqa: E731
                 sl_idx, sl = take(idx), jax.tree_util.tree_map(take, batch)
-            g, aux = grad_fn(logits, sl_idx, sl, hp)
+            if sparse:
+                dz, aux = row_grad(logits, sl, hp)
+                flat = logits.reshape(-1, logits.shape[-1])
+                if not dense_grad:  # SGD: add the scaled rows into the table (opt_state is empty)
+                    logits = flat.at[sl["rows"]].add(-(active * hp.lr) * dz).reshape(logits.shape)
+                    return (logits, opt_state), aux["clip_frac"]
+                g = jnp.zeros_like(flat).at[sl["rows"]].add(dz).reshape(logits.shape)
+            else:
+                g, aux = grad_fn(logits, sl_idx, sl, hp)
             if algo.grad_clip:
                 g = clip_by_global_norm(g, hp.max_grad_norm)
             step, opt_state = opt.update(g, opt_state)
@@ -202,8 +274,10 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
         return {**metrics, **diag}
 
     n_arms = len(arms)
+    sparse = getattr(env, "sparse_rows", False) and not (getattr(env, "single_node", False)
+                                                         and closed_form.supports(algo))
 
-    @jax.jit
+    @functools.partial(jax.jit, compiler_options=TREE_COMPILER_OPTIONS if sparse else None)
     def train(seeds, hypers):
         """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays, or of scalars for
         the fields shared by every condition (see :func:`tabsim.params.stack_hypers`)."""
@@ -217,11 +291,33 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
         # a shared field stays one scalar (no per-run copy); swept fields are laid out per run
         per_run = [jnp.repeat(jnp.asarray(x, jnp.float32), n_seeds * n_arms) if jnp.ndim(x) else x for x in leaves]
         axes = jax.tree_util.tree_unflatten(treedef, [0 if jnp.ndim(x) else None for x in leaves])
+        n_runs = s.shape[0]
+        group = run_group(n_runs)
         # keep the E + 1 tables and evaluate them in one vmapped call when they fit in memory: half
         # the evaluation code to compile
-        stacked = (n_evals + 1) * math.prod(env.table_shape) * s.shape[0] * 4 <= STACKED_EVAL_BYTES
-        out = jax.vmap(lambda s_, hp, a_: train_one(s_, hp, a_, stacked), in_axes=(0, axes, 0))(
-            s, jax.tree_util.tree_unflatten(treedef, per_run), a)
+        stacked = (n_evals + 1) * math.prod(env.table_shape) * group * 4 <= STACKED_EVAL_BYTES
+        if group == n_runs:
+            out = jax.vmap(lambda s_, hp, a_: train_one(s_, hp, a_, stacked), in_axes=(0, axes, 0))(
+                s, jax.tree_util.tree_unflatten(treedef, per_run), a)
+        else:  # a scan over groups of `group` vmapped runs (the last group may be smaller)
+            swept_at = [i for i, x in enumerate(leaves) if jnp.ndim(x)]
+
+            def one(xs):
+                s_, a_, sw = xs
+                vals = list(per_run)
+                for i, v in zip(swept_at, sw):
+                    vals[i] = v
+                return train_one(s_, jax.tree_util.tree_unflatten(treedef, vals), a_, stacked)
+
+            out = jax.lax.map(one, (s, a, [per_run[i] for i in swept_at]), batch_size=group)
         return jax.tree_util.tree_map(lambda x: x.reshape((n_cond, n_seeds, n_arms) + x.shape[1:]), out)
+
+    def run_group(n_runs: int) -> int:
+        """Runs vmapped together: all of them, or for a multi-node tree whose tables exceed
+        :data:`RUN_GROUP_BYTES`, as many as fit in it (at least one)."""
+        table = math.prod(env.table_shape) * 4
+        if not getattr(env, "sparse_rows", False) or n_runs * table <= RUN_GROUP_BYTES:
+            return n_runs
+        return max(1, min(n_runs, RUN_GROUP_BYTES // table))
 
     return train

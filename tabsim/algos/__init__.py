@@ -13,7 +13,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from tabsim._ops import take_rows, weighted_counts
+from tabsim._ops import UNROLL, take_last, take_rows, weighted_counts
 
 from tabsim.algos.advantages import ESTIMATORS, register_estimator  # noqa: F401
 from tabsim.algos.aggregation import AGGREGATIONS, register_aggregation  # noqa: F401
@@ -72,6 +72,8 @@ def take_logp(logq, tokens):
     """
     if logq.shape[1] == 1 and logq.shape[2] == 1 and logq.ndim == 4:
         return _take_shared(logq, tokens, logq.shape[-1])
+    if logq.shape[-1] <= UNROLL:  # one select per action: no [B, G, T, A] one-hot product and reduction
+        return take_last(logq, tokens)
     onehot = jax.nn.one_hot(tokens, logq.shape[-1], dtype=logq.dtype)
     return (onehot * logq).sum(-1)
 
@@ -93,7 +95,13 @@ def _take_shared_bwd(n_act, tokens, ct):
 _take_shared.defvjp(_take_shared_fwd, _take_shared_bwd)
 
 
-def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp):
+def reads_logp_only(spec: AlgoSpec) -> bool:
+    """Whether :func:`policy_loss` reads the policy only through the sampled tokens' log-probabilities
+    (no node-level KL, ``exact``/``ref_ce``, and no entropy bonus): then ``logp`` may be passed alone."""
+    return not spec.entropy_bonus and not (spec.kl_placement == "loss" and spec.kl in ("exact", "ref_ce"))
+
+
+def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp, logp=None):
     """The aggregated GRPO-family loss and diagnostics.
 
     ``L = agg(surrogate(ratio(logp, logp_old), logp, A)) + beta agg(kl) - ent_coef agg(H)``
@@ -103,10 +111,13 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp)
       tokens: ``[B, G, T]`` sampled actions; ``mask``: ``[B, G, T]`` (0 on padding and filtered groups).
       adv: ``[B, G]``; ``logp_old``: ``[B, G, T]`` rollout-policy log-probs (constants).
       logq_ref: ``[B, G, T, A]`` reference log distributions.
+      logp: ``[B, G, T]`` the sampled tokens' log-probabilities, in place of ``logq`` (``None``) when
+        :func:`reads_logp_only` (the gradient is then with respect to them).
     Returns:
       ``(loss, {"clip_frac": ...})``.
     """
-    logp = take_logp(logq, tokens)
+    if logp is None:
+        logp = take_logp(logq, tokens)
     log_ratio = RATIOS[spec.ratio](logp, logp_old, mask)
     a = adv[..., None]
     loss = AGGREGATIONS[spec.aggregation](SURROGATES[spec.surrogate](log_ratio, logp, a, hp), mask)

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim._ops import cumsum_last
+from tabsim._ops import cumsum_last, softmax_last
 from tabsim._pytree import pytree_dataclass
 from tabsim import rng as R
 from tabsim.envs import prompt_means, register_env, select_metrics
@@ -75,6 +75,22 @@ def gather_logq(logits_b, nodes):
     """``log_softmax`` of the node tables at ``nodes [B, G, T]``: ``[B, G, T, b]`` from ``logits_b [B, n, b]``."""
     B = logits_b.shape[0]
     return jax.nn.log_softmax(logits_b[jnp.arange(B)[:, None, None], nodes], axis=-1)
+
+
+def table_rows(n_nodes: int, nodes, prompts=None):
+    """Row of each visited node in the flattened table ``[N n_nodes, b]``, same shape as ``nodes``.
+
+    ``nodes`` is ``[B, ...]`` node indices of batch prompt ``i``; ``prompts [B]`` maps batch position
+    ``i`` to its prompt (default ``i``: the table is the batch's own).
+    """
+    B = nodes.shape[0]
+    p = jnp.arange(B, dtype=jnp.int32) if prompts is None else jnp.asarray(prompts, jnp.int32)
+    return p.reshape((B,) + (1,) * (nodes.ndim - 1)) * n_nodes + nodes
+
+
+def gather_rows(logits, rows):
+    """Logit rows ``[..., b]`` of the flattened table at ``rows`` (from :func:`table_rows`)."""
+    return logits.reshape(-1, logits.shape[-1])[rows]
 
 
 # -- static structure ----------------------------------------------------------------------------
@@ -212,6 +228,9 @@ class TreeEnv:
                            f"task.n_answers={n_answers}; some answers would be unreachable")
         self.n_nodes, self.n_leaves, self.max_len = s["n_nodes"], s["n_leaves"], D
         self.single_node = self.n_nodes == 1  # one-node tree: the bandit, and its closed-form update
+        # the engine differentiates the loss with respect to the visited rows only and scatter-adds them
+        # into the table (``tabsim.engine``): a rollout touches B G D of the N n_nodes rows
+        self.sparse_rows = not self.single_node
         self.n_styles = len(self.styles)
         self.level_sizes, self.offsets = tuple(int(x) for x in s["level_sizes"]), tuple(int(x) for x in s["offsets"])
         self.node_depth, self.child, self.terminal = s["node_depth"], s["child"], s["terminal"]
@@ -283,31 +302,44 @@ class TreeEnv:
                         offline_label=label, prompt_strength=p)
 
     # -- sampling and log-probabilities ---------------------------------------------------------
-    def rollout(self, seed, step, logits_b, group_size: int) -> TreeRollout:
+    def rollout(self, seed, step, logits_b, group_size: int, prompts=None) -> TreeRollout:
         """Sample ``G`` answers per prompt token by token, one uniform per (answer, position).
 
         Each token is drawn by inverse CDF at the current node; after STOP (or ``D`` tokens) the
-        answer is done and the rest is padding (token 0, mask 0, node 0).
+        answer is done and the rest is padding (token 0, mask 0, node 0). With ``prompts [B]`` the
+        rows are read from the whole table ``logits_b [N, n_nodes, b]`` at those prompts (no copy of
+        the batch's tables); the draws are the same as from ``logits_b[prompts]``.
         """
-        B, G, D = logits_b.shape[0], group_size, self.depth
+        B = logits_b.shape[0] if prompts is None else prompts.shape[0]
+        G, D = group_size, self.depth
         u = R.uniform(seed, (B, G, D), step=step, tag=R.ROLLOUT, rng=self.rng)
-        child, terminal = jnp.asarray(self.child), jnp.asarray(self.terminal)
-        leaf_answer = jnp.asarray(self.pair_answer)
+        b, off = self.branching, self.offsets
         node = jnp.zeros((B, G), jnp.int32)
         alive = jnp.ones((B, G), bool)
-        answers = jnp.zeros((B, G), jnp.int32)
+        last = jnp.zeros((B, G), jnp.int32)  # the (node, action) pair each answer ended at, node * b + action
         toks, masks, nodes = [], [], []
         for d in range(D):
-            probs = jax.nn.softmax(jnp.take_along_axis(logits_b, node[..., None], axis=1), axis=-1)  # [B, G, b]
-            cdf = cumsum_last(probs)[..., : self.branching - 1]
+            if prompts is None:
+                row = jnp.take_along_axis(logits_b, node[..., None], axis=1)
+            else:
+                row = gather_rows(logits_b, table_rows(self.n_nodes, node, prompts))
+            # [B, G, b]; a one-node tree keeps jax.nn.softmax, as the bandit's sampling (bit for bit)
+            probs = jax.nn.softmax(row, axis=-1) if self.n_nodes == 1 else softmax_last(row)
+            cdf = cumsum_last(probs)[..., : b - 1]
             a = jnp.where(alive, (u[..., d, None] >= cdf).sum(-1).astype(jnp.int32), STOP)
             toks.append(a)
             masks.append(alive)
             nodes.append(node)
-            ends = alive & terminal[node, a]
-            answers = jnp.where(ends, leaf_answer[node, a], answers)
+            if d == D - 1:  # every pair of the last level is terminal
+                last = jnp.where(alive, node * b + a, last)
+                break
+            # index arithmetic instead of gathers from the static tables (breadth-first order): STOP
+            # ends an answer, content token a leads to child off[d+1] + (node - off[d]) (b-1) + a - 1
+            ends = alive & (a == STOP)
+            last = jnp.where(ends, node * b + a, last)
             alive = alive & ~ends
-            node = jnp.where(alive, child[node, a], 0)
+            node = jnp.where(alive, off[d + 1] + (node - off[d]) * (b - 1) + a - 1, 0)
+        answers = jnp.asarray(self.pair_answer.ravel())[last]
         mask = jnp.stack(masks, -1).astype(jnp.float32)
         return TreeRollout(answers=answers, tokens=jnp.stack(toks, -1), mask=mask, lengths=mask.sum(-1),
                            nodes=jnp.stack(nodes, -1))
