@@ -66,12 +66,32 @@ def enable_compilation_cache(path: str | Path) -> Path:
     import jax
 
     path = check_folder(path)
+    _add_missing_atimes(path)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
     _reset_jax_cache()
     return path
+
+
+def _add_missing_atimes(path: Path) -> None:
+    """Give every program in ``path`` the last-use record that JAX's bounded cache reads.
+
+    A folder written without a size bound (an older tabsim, or JAX configured by hand) has programs
+    without one, and JAX then fails to write any new program there (a warning per program). Their
+    record is set to the program file's modification time."""
+    try:
+        from jax._src.lru_cache import _ATIME_SUFFIX, _CACHE_SUFFIX
+    except ImportError:  # pragma: no cover - another JAX layout
+        return
+    try:
+        for entry in path.glob(f"*{_CACHE_SUFFIX}"):
+            atime = path / (entry.name.removesuffix(_CACHE_SUFFIX) + _ATIME_SUFFIX)
+            if not atime.exists():
+                atime.write_bytes(entry.stat().st_mtime_ns.to_bytes(8, "little"))
+    except OSError:  # a folder we cannot fix: JAX's own warning says what fails
+        pass
 
 
 def disable_compilation_cache() -> None:

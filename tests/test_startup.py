@@ -139,10 +139,13 @@ def test_cache_on_by_default_and_opt_outs(tmp_path):
 
 
 def test_concurrent_processes_share_one_cache(tmp_path):
-    """Two processes compile the same program into one empty cache at once: both succeed without a
-    cache warning, and their results are the same bits."""
+    """Two processes compile the same program into one cache at once: both succeed without a cache
+    warning, and their results are the same bits. The cache already holds a program written without a
+    size bound (no last-use record), which JAX's bounded cache would otherwise fail on."""
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "jit_old-0123-cache").write_bytes(b"an older program")
     code = textwrap.dedent(f"""
         import sys, tabsim as ts
         ts.run(ts.load_config({str(cfg)!r}), progress=False).frame.to_parquet(sys.argv[1])
