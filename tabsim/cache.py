@@ -70,7 +70,12 @@ def enable_compilation_cache(path: str | Path) -> Path:
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    try:
+        import filelock  # noqa: F401  (JAX's bounded cache locks its entries with it)
+
+        jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    except ImportError:  # pragma: no cover - a core dependency; unbounded and unlocked without it
+        jax.config.update("jax_compilation_cache_max_size", -1)
     _reset_jax_cache()
     return path
 
