@@ -67,12 +67,14 @@ def open_store(out: Path, *, overwrite: bool, resume: bool, key: str | None, des
             yield store
 
 
-def _draw_once(modules: tuple[str, ...]) -> None:
+def _draw_once(modules: tuple[str, ...], draw: bool = True) -> None:
     import importlib
     import io
 
     for name in modules:
         importlib.import_module(name)
+    if not draw:
+        return
     from tabsim import plotting  # selects the Agg backend
     import matplotlib.pyplot as plt
 
@@ -85,8 +87,8 @@ def _draw_once(modules: tuple[str, ...]) -> None:
     plt.close(fig)
 
 
-def warm_up(*modules: str):
-    """Import ``modules`` and the plotting stack and draw one small figure, in a background thread.
+def warm_up(*modules: str, draw: bool = True):
+    """Import ``modules`` and (``draw``) the plotting stack and draw one small figure, in a background thread.
 
     Started before the engine compiles and trains (XLA releases the GIL meanwhile), so that the
     imports and the first draw (fonts, backend) are done when the results need them. The caller
@@ -94,6 +96,6 @@ def warm_up(*modules: str):
     """
     import threading
 
-    thread = threading.Thread(target=_draw_once, args=(modules,), name="tabsim-warm-up", daemon=True)
+    thread = threading.Thread(target=_draw_once, args=(modules, draw), name="tabsim-warm-up", daemon=True)
     thread.start()
     return thread

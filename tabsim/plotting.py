@@ -43,23 +43,7 @@ def color_of(name: str, index: int = 0) -> str:
     return FALLBACK_COLORS[index % len(FALLBACK_COLORS)]
 
 
-FIGURE_FORMATS = ("png", "pdf", "svg")
-
-
-def figure_formats(formats=None) -> tuple[str, ...]:
-    """``formats`` checked, or the default: ``$TABSIM_FIGURE_FORMATS`` (comma-separated, set by the
-    commands' ``--pdf``), else PNG only."""
-    import os
-
-    if formats is None:
-        formats = [f for f in os.environ.get("TABSIM_FIGURE_FORMATS", "png").split(",") if f.strip()] or ["png"]
-    elif isinstance(formats, str):
-        formats = [formats]
-    out = tuple(dict.fromkeys(str(f).strip().lower().lstrip(".") for f in formats))
-    bad = [f for f in out if f not in FIGURE_FORMATS]
-    if bad or not out:
-        raise ValueError(f"figure format {bad[0] if bad else ''!r}: allowed: {', '.join(FIGURE_FORMATS)}")
-    return out
+from tabsim._figure_process import FIGURE_FORMATS, figure_formats  # noqa: E402,F401 - re-exported
 
 
 def save_figure(fig, path_stem: str | Path, formats=None) -> list[Path]:

@@ -22,6 +22,7 @@ import json
 import math
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Callable
 
@@ -167,8 +168,13 @@ def build_designs(s: Settings) -> dict:
 # analysis
 
 
-def analyze(frames: dict, s: Settings, cfg) -> dict:
-    """Every statistic of the report, from the studies' tidy frames."""
+def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], None] | None = None) -> dict:
+    """Every statistic of the report, from the studies' tidy frames.
+
+    ``on_section(name, results_so_far)`` is called when the statistics of a figure are ready
+    (``"prior_sweep"``, ``"factorial"``, ``"power"``), so the figure can be drawn meanwhile.
+    """
+    on_section = on_section or (lambda name, part: None)
     from tabsim import stats
 
     R = s.n_resamples
@@ -188,12 +194,14 @@ def analyze(frames: dict, s: Settings, cfg) -> dict:
     out["grid_seeds"] = spg
     out["crossover"] = stats.locate_crossover(spg, ci=CI_LEVEL, n_resamples=R, paired=True)
     out["mode_switch"] = mode_switch_prior(cfg)
+    on_section("prior_sweep", out)
     # 2. factorial
     fit = stats.fit_factorial(frames["factorial"], response="pass1", factors=["reward", "filter", "prior"],
                               levels={"reward": ("true", "majority"), "filter": ("on", "off"),
                                       "prior": (STRONG_PRIOR, WEAK_PRIOR)}, ci=CI_LEVEL)
     out["fit"] = fit
     out["ratio"] = stats.interaction_ratio(fit, threshold=ADDITIVITY_THRESHOLD, ci=CI_LEVEL, n_resamples=R)
+    on_section("factorial", out)
     # 3. gate
     gate_frames = []
     for name in ("gate_strong", "gate_uniform"):
@@ -221,6 +229,7 @@ def analyze(frames: dict, s: Settings, cfg) -> dict:
                               for t, c in zip(("d_elicit", "d_rd"), curves)}
     out["power_pilot"] = psp
     out["power_mde"] = minimum_detectable_effects(psp, POWER_SEEDS_GRID)
+    on_section("power", out)
     return out
 
 
@@ -463,29 +472,64 @@ def remarks(a: dict, cfg) -> dict[str, list[str]]:
 # figures
 
 
-def figures(a: dict, out: Path) -> list[str]:
-    """Three figures (PNG + PDF): the prior sweep, the factorial, power.
+def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "power")) -> list[str]:
+    """Three figures (PNG; PDF too with ``--pdf``): the prior sweep, the factorial, power.
 
     Colours, line styles and markers come from :mod:`tabsim.plotting` (one palette for the project).
     Intervals of a few thousandths are narrower than a marker on an axis spanning the whole pass@1
     range, so each figure shows them twice: as error bars and as numbers (half-widths or printed
     intervals), so the interval is visible whatever its size.
+
+    ``pool``: where they are drawn (a :mod:`tabsim._figure_process` helper; default this process, and
+    the written paths are returned); with a helper the paths come from its ``wait()``.
     """
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+    from tabsim import _figure_process
 
-    from tabsim.plotting import ARM_COLORS, ARM_STYLES, REFERENCE_COLOR, TERM_COLORS, TERM_MARKERS, save_figure
+    local = pool is None
+    if local:
+        pool = _figure_process.LocalFigures()
+    # result objects travel as plain namespaces: unpickling tabsim.stats' classes would load the
+    # statistics stack (scipy.stats, statsmodels) in the helper
+    plain = lambda obj: types.SimpleNamespace(**{f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})  # noqa: E731
+    jobs = {
+        "prior_sweep": lambda: pool.submit(f"{__name__}:figure_prior_sweep", arm_intervals(a["sweep_seeds"]),
+                                           a["sweep_summary"], plain(a["crossover"]), a["mode_switch"],
+                                           stem=out / "figures" / "prior_sweep"),
+        "factorial": lambda: pool.submit(f"{__name__}:figure_factorial", a["fit"].coefficients, plain(a["ratio"]),
+                                         stem=out / "figures" / "factorial"),
+        "power": lambda: pool.submit(f"{__name__}:figure_power", a["power_curve"], a["power_mde"],
+                                     stem=out / "figures" / "power"),
+    }
+    for name in which:
+        jobs[name]()
+    return pool.wait() if local else []
 
-    written = []
-    sp, summ = a["sweep_seeds"], a["sweep_summary"]
-    priors = sorted(sp["prior_strength"].unique())
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4.9), gridspec_kw={"width_ratios": [1, 1.15, 0.8]})
-    arms = ("frozen", "random", "majority", "true")
-    for i, arm in enumerate(arms):
+
+def arm_intervals(sp: pd.DataFrame, arms=("frozen", "random", "majority", "true")) -> pd.DataFrame:
+    """Final pass@1 of each arm per prior: mean over seeds and the 95% t half-width (``arm, prior_strength,
+    mean, half``)."""
+    rows = []
+    for arm in arms:
         g = sp.groupby("prior_strength")[f"acc_{arm}"].agg(["mean", "sem", "count"])
         half = g["sem"].fillna(0) * [_t_quantile(n) for n in g["count"]]
+        rows.append(pd.DataFrame({"arm": arm, "prior_strength": g.index, "mean": g["mean"].to_numpy(),
+                                  "half": half.to_numpy()}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def figure_prior_sweep(arm_ci: pd.DataFrame, summ: pd.DataFrame, crossover, mode_switch: float):
+    """The prior sweep: arms (``arm_ci``, from :func:`arm_intervals`), partition terms with the
+    crossover, interval sizes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
+    from tabsim.plotting import ARM_COLORS, ARM_STYLES, TERM_COLORS, TERM_MARKERS
+
+    priors = sorted(arm_ci["prior_strength"].unique())
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 4.9), gridspec_kw={"width_ratios": [1, 1.15, 0.8]})
+    for i, (arm, g) in enumerate(arm_ci.groupby("arm", sort=False)):
+        g = g.set_index("prior_strength")
+        half = g["half"]
         ls, marker = ARM_STYLES[arm]
         hollow = arm == "frozen"
         ax1.errorbar(g.index + (i - 1.5) * 0.006, g["mean"], yerr=half, marker=marker, ms=7 if hollow else 4,
@@ -501,17 +545,17 @@ def figures(a: dict, out: Path) -> list[str]:
         ax2.errorbar(g["prior_strength"] + (i - 1) * 0.006, g["estimate"],
                      yerr=[g["estimate"] - g["ci_low"], g["ci_high"] - g["estimate"]],
                      marker=TERM_MARKERS[t], ms=4, capsize=3, elinewidth=1.2, label=t, color=TERM_COLORS[t])
-    curve = a["crossover"].curve
+    curve = crossover.curve
     ax2.plot(curve["prior_strength"], curve["mean_d_elicit"], ls=":", color=TERM_COLORS["d_elicit"], lw=1,
              label="d_elicit, fine grid (step 0.05)")
-    x = a["crossover"]
+    x = crossover
     if np.isfinite(x.estimate):
         ax2.axvline(x.estimate, color="k", lw=1.0, label=f"crossover estimate {x.estimate:.3f}")
         if np.isfinite(x.ci_low) and np.isfinite(x.ci_high):
             ax2.axvspan(x.ci_low, x.ci_high, color="k", alpha=0.12, lw=0,
                         label=f"crossover 95% CI [{x.ci_low:.3f}, {x.ci_high:.3f}]")
-    ax2.axvline(a["mode_switch"], color="k", lw=1.0, ls="--",
-                label=f"p* = {a['mode_switch']:.3f}: prior's mode turns correct")
+    ax2.axvline(mode_switch, color="k", lw=1.0, ls="--",
+                label=f"p* = {mode_switch:.3f}: prior's mode turns correct")
     ax2.axhline(0, color="grey", lw=0.6)
     ax2.set(xlabel="prior strength p_s", ylabel="partition term (change of pass@1)",
             title="partition (95% t interval) and the crossover", xticks=priors)
@@ -530,11 +574,16 @@ def figures(a: dict, out: Path) -> list[str]:
     ax3.legend(fontsize=7)
     ax3.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    written += [str(p) for p in save_figure(fig, out / "figures" / "prior_sweep")]
+    return fig
 
-    # factorial: coefficients with printed intervals; the reported AC and the interaction ratio
+
+def figure_factorial(coefs: pd.DataFrame, ratio):
+    """The factorial: coefficients with printed intervals, the reported AC and the interaction ratio."""
+    import matplotlib.pyplot as plt
+
+    from tabsim.plotting import REFERENCE_COLOR, TERM_COLORS
+
     names = {"A": "reward", "B": "filter", "C": "prior"}
-    coefs = a["fit"].coefficients
     coefs = coefs[coefs["order"] > 0].reset_index(drop=True)
     fig, (ax, axr) = plt.subplots(1, 2, figsize=(10.5, 3.9), gridspec_kw={"width_ratios": [2.3, 1]})
     y = np.arange(len(coefs))[::-1]
@@ -558,7 +607,6 @@ def figures(a: dict, out: Path) -> list[str]:
     ax.title.set_fontsize(8.5)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
-    ratio = a["ratio"]
     axr.errorbar([ratio.ratio], [1], xerr=[[ratio.ratio - ratio.ci_low], [ratio.ci_high - ratio.ratio]], fmt="o",
                  ms=5, capsize=4, elinewidth=1.5, color=TERM_COLORS["d_rd"], label="tabsim (95% bootstrap CI)")
     axr.annotate(f"{ratio.ratio:.3f} [{ratio.ci_low:.3f}, {ratio.ci_high:.3f}]", (ratio.ratio, 1), xytext=(0, 8),
@@ -574,10 +622,16 @@ def figures(a: dict, out: Path) -> list[str]:
     axr.legend(fontsize=6.5, loc="upper left")
     axr.grid(alpha=0.3, axis="x")
     fig.tight_layout()
-    written += [str(p) for p in save_figure(fig, out / "figures" / "factorial")]
+    return fig
 
-    # power: interval half-width against the target, and the smallest effect detected with 80% power
-    pc, mde = a["power_curve"], a["power_mde"]
+
+def figure_power(pc: pd.DataFrame, mde: pd.DataFrame):
+    """Power: interval half-width against the target, and the smallest effect detected with 80% power."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    from tabsim.plotting import TERM_COLORS, TERM_MARKERS
+
     grid = sorted(pc["n_seeds"].unique())
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.9))
     for i, (t, g) in enumerate(pc.groupby("term", sort=False)):
@@ -608,8 +662,7 @@ def figures(a: dict, out: Path) -> list[str]:
         ax.margins(y=0.12)
         ax.legend(fontsize=7, loc="lower left")  # the curves fall from top left to bottom right
     fig.tight_layout()
-    written += [str(p) for p in save_figure(fig, out / "figures" / "power")]
-    return written
+    return fig
 
 
 def _t_quantile(n: int) -> float:
@@ -910,13 +963,22 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
 def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
                     t0: float, executor=None) -> dict:
     """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
+    from tabsim import _figure_process
+    from tabsim._cli_common import warm_up
 
+    # the figures are drawn by a helper process that loads matplotlib while the engine trains; this
+    # process loads the statistics stack meanwhile (XLA releases the GIL while it computes)
+    with _figure_process.start((__name__,)) as pool:
+        warm = warm_up("scipy.stats", "statsmodels.regression.linear_model", "statsmodels.stats.anova",
+                       draw=isinstance(pool, _figure_process.LocalFigures))
+        return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm, pool)
+
+
+def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say, t0: float,
+                      executor, warm, pool) -> dict:
     from tabsim.factorial import run_designs
     from tabsim.io import provenance, write_frame, write_json
 
-    from tabsim._cli_common import warm_up
-
-    warm = warm_up("scipy.stats", "statsmodels.regression.linear_model", "statsmodels.stats.anova")
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
     results = run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
                           executor=executor)
@@ -929,7 +991,7 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
         write_frame(dest / "data" / f"{name}.{fmt}", fr)
 
     warm.join()
-    a = analyze(frames, s, cfg)
+    a = analyze(frames, s, cfg, on_section=lambda name, part: figures(part, dest, pool, which=(name,)))
     cmp = compare_with_paper(a, s)
     reasons = difference_reasons(cmp, a, s, cfg)
     t_stats = time.perf_counter() - t0
@@ -945,8 +1007,7 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
     }
     for name, tab in tables.items():
         write_frame(dest / "tables" / f"{name}.csv", tab)
-    warm.join()
-    figs = figures(a, dest)
+    figs = pool.wait()
     say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
     wall = time.perf_counter() - t0
     prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
