@@ -99,36 +99,64 @@ class LocalFigures:
 
 
 class FigureProcess:
-    """A helper process drawing figures (see the module docstring); use :func:`start`."""
+    """Helper processes drawing figures (see the module docstring); use :func:`start`.
 
-    def __init__(self, extra_imports: tuple[str, ...] = ()):
+    Each helper is fed by a thread of this process that sends it one job at a time and waits for its
+    reply, so a helper takes the next figure when it is free (a long figure does not hold up the
+    others); replies come back in submission order from :meth:`wait`.
+    """
+
+    def __init__(self, extra_imports: tuple[str, ...] = (), n_helpers: int = 1):
+        import queue
+        import threading
+
         import tabsim
 
         root = str(Path(tabsim.__file__).resolve().parent.parent)  # importable from a source checkout too
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
-        self._proc = subprocess.Popen([sys.executable, "-m", "tabsim._figure_process", *extra_imports],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._procs: list[subprocess.Popen] = []
+        try:
+            for _ in range(max(1, n_helpers)):
+                self._procs.append(subprocess.Popen([sys.executable, "-m", "tabsim._figure_process", *extra_imports],
+                                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
+        except OSError:
+            self.close()
+            raise
+        self._jobs: queue.Queue = queue.Queue()
         self._stems: list[str] = []
+        self._replies: dict[int, tuple[str, object]] = {}
+        self._feeders = [threading.Thread(target=self._feed, args=(p,), daemon=True, name="tabsim-figures")
+                         for p in self._procs]
+        for th in self._feeders:
+            th.start()
+
+    def _feed(self, proc: subprocess.Popen) -> None:
+        while (item := self._jobs.get()) is not None:
+            i, job = item
+            try:
+                _send(proc.stdin, job)
+                self._replies[i] = _recv(proc.stdout)
+            except (EOFError, OSError):
+                self._replies[i] = ("ended", f"the figure helper process ended early (exit status {proc.poll()})")
+                return
 
     def submit(self, target: str, *args, stem: str | Path, formats=None, **kwargs) -> None:
-        """Send one figure: ``target(*args, **kwargs)`` drawn and saved as ``stem.<format>``."""
+        """Queue one figure: ``target(*args, **kwargs)`` drawn and saved as ``stem.<format>``."""
+        self._jobs.put((len(self._stems), (target, args, kwargs, str(stem), figure_formats(formats))))
         self._stems.append(str(stem))
-        try:
-            _send(self._proc.stdin, (target, args, kwargs, str(stem), figure_formats(formats)))
-        except (BrokenPipeError, OSError):
-            raise FigureError(f"the figure helper process ended early (exit status {self._proc.poll()})") from None
 
     def wait(self) -> list[str]:
         """Wait for every submitted figure; the written paths in submission order."""
         written: list[str] = []
         try:
-            self._proc.stdin.close()
-            for stem in self._stems:
-                try:
-                    status, value = _recv(self._proc.stdout)
-                except EOFError:
-                    raise FigureError(f"figure {stem}: the figure helper process ended early "
-                                      f"(exit status {self._proc.wait()})") from None
+            for _ in self._feeders:
+                self._jobs.put(None)
+            for th in self._feeders:
+                th.join()
+            for i, stem in enumerate(self._stems):
+                status, value = self._replies.get(i, ("ended", "the figure helper processes ended early"))
+                if status == "ended":
+                    raise FigureError(f"figure {stem}: {value}")
                 if status != "ok":
                     raise FigureError(f"figure {stem} failed in the figure helper process:\n{value}")
                 written += value
@@ -136,37 +164,38 @@ class FigureProcess:
             self.close()
         return written
 
-    def close(self) -> None:
-        """End the helper (at once if it is still drawing)."""
-        if self._proc.poll() is None:
-            try:
-                self._proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._proc.stdout.close()
+    def close(self, kill: bool = False) -> None:
+        """End the helpers (``kill``: at once, even while drawing)."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                if kill:
+                    proc.kill()
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            proc.stdout.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, exc_type, *exc):
-        if exc_type is not None and self._proc.poll() is None:
-            self._proc.kill()  # an error or Ctrl-C in the command: its figures are not wanted
-        self.close()
+        self.close(kill=exc_type is not None)  # an error or Ctrl-C in the command: its figures are not wanted
 
 
-def start(extra_imports: tuple[str, ...] = ()) -> FigureProcess | LocalFigures:
-    """A :class:`FigureProcess`, or :class:`LocalFigures` when ``TABSIM_FIGURE_PROCESS=0`` or no
-    helper can be started. ``extra_imports``: modules the helper loads before the first job (the
-    modules of the figure functions)."""
+def start(extra_imports: tuple[str, ...] = (), n_helpers: int = 1) -> FigureProcess | LocalFigures:
+    """A :class:`FigureProcess` of ``n_helpers`` helpers, or :class:`LocalFigures` when
+    ``TABSIM_FIGURE_PROCESS=0`` or no helper can be started. ``extra_imports``: modules each helper
+    loads before its first job (the modules of the figure functions)."""
     if os.environ.get("TABSIM_FIGURE_PROCESS", "1").strip().lower() in ("0", "false", "no", "off"):
         return LocalFigures()
     try:
-        return FigureProcess(extra_imports)
+        return FigureProcess(extra_imports, n_helpers)
     except OSError:
         return LocalFigures()
 

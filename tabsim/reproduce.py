@@ -987,11 +987,10 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
         f"{results[0].provenance['n_chunks_job']} chunks, "
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
-    for name, fr in frames.items():
-        write_frame(dest / "data" / f"{name}.{fmt}", fr)
-
     warm.join()
     a = analyze(frames, s, cfg, on_section=lambda name, part: figures(part, dest, pool, which=(name,)))
+    for name, fr in frames.items():  # while the helper draws
+        write_frame(dest / "data" / f"{name}.{fmt}", fr)
     cmp = compare_with_paper(a, s)
     reasons = difference_reasons(cmp, a, s, cfg)
     t_stats = time.perf_counter() - t0

@@ -75,7 +75,7 @@ def test_opt_out_draws_in_this_process(tmp_path, monkeypatch):
 def test_an_error_in_the_command_ends_the_helper_at_once(tmp_path):
     pool = fp.start()
     assert isinstance(pool, fp.FigureProcess)
-    proc = pool._proc
+    proc = pool._procs[0]
     with pytest.raises(RuntimeError, match="boom"):
         with pool:
             raise RuntimeError("boom")
@@ -87,7 +87,7 @@ def test_helper_ends_when_the_command_is_killed(tmp_path):
     code = ("import sys, time\n"
             "from tabsim import _figure_process as fp\n"
             "pool = fp.start()\n"
-            "print(pool._proc.pid, flush=True)\n"
+            "print(pool._procs[0].pid, flush=True)\n"
             "time.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     helper = int(parent.stdout.readline())
@@ -120,3 +120,15 @@ def test_console_script_keeps_exit_status_and_output(args, code, stream, text):
     proc = subprocess.run([sys.executable, "-m", "tabsim.cli", *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == code, proc.stderr
     assert text in getattr(proc, stream)
+
+
+def test_two_helpers_return_the_paths_in_submission_order(tmp_path):
+    pc, mde = _frames()
+    with fp.start(("tabsim.reproduce",), n_helpers=2) as pool:
+        assert len(pool._procs) == 2
+        for i in range(4):
+            pool.submit("tabsim.reproduce:figure_power", pc, mde.assign(mde=mde["mde"] * (i + 1)),
+                        stem=tmp_path / f"p{i}", formats=["png"])
+        written = pool.wait()
+    assert written == [str(tmp_path / f"p{i}.png") for i in range(4)]
+    assert all(p.poll() is not None for p in pool._procs)
