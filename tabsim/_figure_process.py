@@ -157,6 +157,8 @@ class FigureProcess:
                 status, value = self._replies.get(i, ("ended", "the figure helper processes ended early"))
                 if status == "ended":
                     raise FigureError(f"figure {stem}: {value}")
+                if status == "oserror":
+                    raise OSError(*value)
                 if status != "ok":
                     raise FigureError(f"figure {stem} failed in the figure helper process:\n{value}")
                 written += value
@@ -230,6 +232,8 @@ def _serve(extra_imports: list[str]) -> None:
         target, args, kwargs, stem, formats = job
         try:
             reply = ("ok", _draw(target, args, kwargs, stem, formats))
+        except OSError as err:  # a full disk, a read-only folder: the command reports it as its own
+            reply = ("oserror", (err.errno, err.strerror or str(err), err.filename))
         except Exception:  # noqa: BLE001 - reported to the command, which raises it
             reply = ("error", traceback.format_exc())
         _send(out, reply)

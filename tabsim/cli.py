@@ -105,6 +105,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
     """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary.
 
     ``executor`` is ``(--executor, --workers, --scheduler)``."""
+    from tabsim import _figure_process
     from tabsim._cli_common import open_store, warm_up
 
     with open_executor(*executor, quiet=quiet) as ex, \
@@ -114,15 +115,15 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             return None
         from tabsim.api import run
 
-        warm = warm_up("pyarrow.parquet")  # matplotlib and the Parquet writer load while the engine runs
-        res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
-        warm.join()
-        from tabsim.plotting import plot_curves, save_figure
-
-        res.write(store.dir, fmt=fmt)
-        fig = plot_curves(res.frame, metric="pass1", by=res.factors,
-                          title=f"pass@1 per arm ({cfg.preset or 'custom'})")
-        figs = save_figure(fig, store.dir / "pass1")
+        # the figure helper loads matplotlib, this process the Parquet writer, while the engine runs
+        with _figure_process.start(("tabsim.plotting",)) as pool:
+            warm = warm_up("pyarrow.parquet", draw=isinstance(pool, _figure_process.LocalFigures))
+            res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
+            pool.submit("tabsim.plotting:plot_curves", res.frame, metric="pass1", by=res.factors,
+                        title=f"pass@1 per arm ({cfg.preset or 'custom'})", stem=store.dir / "pass1")
+            warm.join()
+            res.write(store.dir, fmt=fmt)  # while the helper draws
+            figs = [Path(p) for p in pool.wait()]
     if not quiet:
         final = res.final()
         table = final.groupby(res.factors + ["arm"], observed=True)["pass1"].agg(["mean", "sem"]).unstack("arm")

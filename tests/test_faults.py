@@ -107,6 +107,8 @@ def test_overwrite_keeps_old_contents_when_the_new_run_fails(tmp_path, monkeypat
     first = tree_bytes(out)
     import tabsim.plotting
 
+    monkeypatch.setenv("TABSIM_FIGURE_PROCESS", "0")  # the figure in this process, where the patch applies
+
     def broken(*a, **k):
         raise OSError(28, "No space left on device", str(out / "pass1.png"))
 

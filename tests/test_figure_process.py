@@ -132,3 +132,16 @@ def test_two_helpers_return_the_paths_in_submission_order(tmp_path):
         written = pool.wait()
     assert written == [str(tmp_path / f"p{i}.png") for i in range(4)]
     assert all(p.poll() is not None for p in pool._procs)
+
+
+def test_an_os_error_in_the_helper_is_an_os_error_here(tmp_path):
+    """A write error (here: a folder that is a file) reaches the command as ``OSError`` with its path,
+    which the commands turn into one line (``tabsim._cli_common.guarded``)."""
+    (tmp_path / "file").write_text("")
+    pc, mde = _frames()
+    with fp.start(("tabsim.reproduce",)) as pool:
+        pool.submit("tabsim.reproduce:figure_power", pc, mde, stem=tmp_path / "file" / "p", formats=["png"])
+        with pytest.raises(OSError) as err:
+            pool.wait()
+    assert not isinstance(err.value, fp.FigureError)
+    assert "file" in str(err.value.filename)
