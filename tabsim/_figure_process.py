@@ -203,23 +203,10 @@ def start(extra_imports: tuple[str, ...] = (), n_helpers: int = 1) -> FigureProc
 
 
 def _serve(extra_imports: list[str]) -> None:
-    import queue
-    import threading
     import traceback
 
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # anything a library prints goes to the log, not into the replies
-    jobs: queue.Queue = queue.Queue()
-
-    def read() -> None:  # jobs are taken off the pipe at once, so the command never waits to send one
-        while True:
-            try:
-                jobs.put(_recv(inp))
-            except EOFError:
-                jobs.put(None)
-                return
-
-    threading.Thread(target=read, daemon=True).start()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,8 +215,11 @@ def _serve(extra_imports: list[str]) -> None:
     from tabsim._cli_common import _draw_once
 
     _draw_once(())  # fonts and the renderer are ready before the first job arrives
-    while (job := jobs.get()) is not None:
-        target, args, kwargs, stem, formats = job
+    while True:  # one job at a time: the command's feeding thread waits for each reply
+        try:
+            target, args, kwargs, stem, formats = _recv(inp)
+        except EOFError:
+            return
         try:
             reply = ("ok", _draw(target, args, kwargs, stem, formats))
         except OSError as err:  # a full disk, a read-only folder: the command reports it as its own
