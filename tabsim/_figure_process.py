@@ -2,8 +2,9 @@
 
 Loading matplotlib and laying out a text-heavy figure costs about 0.5 s per figure on a laptop
 core. :class:`FigureProcess` starts ``python -m tabsim._figure_process`` when a command begins; the
-helper loads the plotting stack while the engine trains, then draws each figure it is sent while the
-command goes on with its statistics and tables. :meth:`FigureProcess.wait` returns the written paths
+helper loads the plotting stack while the engine trains, then draws each figure it is sent, in a
+child forked from it (several at once, one per core), while the command goes on with its statistics
+and tables. :meth:`FigureProcess.wait` returns the written paths
 (or raises :class:`FigureError` with the helper's traceback), so a command publishes its output only
 after every figure is on disk.
 
@@ -99,14 +100,15 @@ class LocalFigures:
 
 
 class FigureProcess:
-    """Helper processes drawing figures (see the module docstring); use :func:`start`.
+    """A helper process drawing figures (see the module docstring); use :func:`start`.
 
-    Each helper is fed by a thread of this process that sends it one job at a time and waits for its
-    reply, so a helper takes the next figure when it is free (a long figure does not hold up the
-    others); replies come back in submission order from :meth:`wait`.
+    Jobs are sent as they are submitted, by a thread of this process (the command never waits on the
+    pipe); the helper draws up to ``parallel`` of them at once, each in a child forked from it
+    (matplotlib already loaded), and replies as each is written; :meth:`wait` returns the paths in
+    submission order.
     """
 
-    def __init__(self, extra_imports: tuple[str, ...] = (), n_helpers: int = 1):
+    def __init__(self, extra_imports: tuple[str, ...] = (), parallel: int | None = None):
         import queue
         import threading
 
@@ -114,31 +116,29 @@ class FigureProcess:
 
         root = str(Path(tabsim.__file__).resolve().parent.parent)  # importable from a source checkout too
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
-        self._procs: list[subprocess.Popen] = []
-        try:
-            for _ in range(max(1, n_helpers)):
-                self._procs.append(subprocess.Popen([sys.executable, "-m", "tabsim._figure_process", *extra_imports],
-                                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
-        except OSError:
-            self.close()
-            raise
-        self._jobs: queue.Queue = queue.Queue()
+        parallel = parallel or _cores()
+        self._proc = subprocess.Popen([sys.executable, "-m", "tabsim._figure_process", str(parallel), *extra_imports],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                      start_new_session=hasattr(os, "killpg"))  # close(kill=True) ends its children too
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._stems: list[str] = []
-        self._replies: dict[int, tuple[str, object]] = {}
-        self._feeders = [threading.Thread(target=self._feed, args=(p,), daemon=True, name="tabsim-figures")
-                         for p in self._procs]
-        for th in self._feeders:
-            th.start()
+        self._sender = threading.Thread(target=self._send_jobs, daemon=True, name="tabsim-figures")
+        self._sender.start()
 
-    def _feed(self, proc: subprocess.Popen) -> None:
-        while (item := self._jobs.get()) is not None:
-            i, job = item
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _send_jobs(self) -> None:
+        while (job := self._jobs.get()) is not None:
             try:
-                _send(proc.stdin, job)
-                self._replies[i] = _recv(proc.stdout)
-            except (EOFError, OSError):
-                self._replies[i] = ("ended", f"the figure helper process ended early (exit status {proc.poll()})")
+                _send(self._proc.stdin, job)
+            except OSError:  # the helper ended; wait() reports it
                 return
+        try:
+            self._proc.stdin.close()  # no more jobs: the helper ends after the last reply
+        except OSError:
+            pass
 
     def submit(self, target: str, *args, stem: str | Path, formats=None, **kwargs) -> None:
         """Queue one figure: ``target(*args, **kwargs)`` drawn and saved as ``stem.<format>``."""
@@ -147,14 +147,20 @@ class FigureProcess:
 
     def wait(self) -> list[str]:
         """Wait for every submitted figure; the written paths in submission order."""
-        written: list[str] = []
+        replies: dict[int, tuple[str, object]] = {}
         try:
-            for _ in self._feeders:
-                self._jobs.put(None)
-            for th in self._feeders:
-                th.join()
+            self._jobs.put(None)
+            while len(replies) < len(self._stems):
+                try:
+                    i, reply = _recv(self._proc.stdout)
+                except (EOFError, OSError):
+                    break
+                replies[i] = reply
+            written: list[str] = []
             for i, stem in enumerate(self._stems):
-                status, value = self._replies.get(i, ("ended", "the figure helper processes ended early"))
+                status, value = replies.get(i, ("ended", "nothing came back from the figure helper (it, or "
+                                                         "the child drawing this figure, ended early; helper "
+                                                         f"exit status {self._proc.poll()})"))
                 if status == "ended":
                     raise FigureError(f"figure {stem}: {value}")
                 if status == "oserror":
@@ -167,21 +173,21 @@ class FigureProcess:
         return written
 
     def close(self, kill: bool = False) -> None:
-        """End the helpers (``kill``: at once, even while drawing)."""
-        for proc in self._procs:
-            if proc.poll() is None:
-                if kill:
-                    proc.kill()
+        """End the helper (``kill``: at once, even while drawing)."""
+        proc = self._proc
+        if proc.poll() is None:
+            if kill:
                 try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)
+                except (AttributeError, OSError):
                     proc.kill()
-                    proc.wait()
-            proc.stdout.close()
+            self._jobs.put(None)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
 
     def __enter__(self):
         return self
@@ -190,22 +196,60 @@ class FigureProcess:
         self.close(kill=exc_type is not None)  # an error or Ctrl-C in the command: its figures are not wanted
 
 
-def start(extra_imports: tuple[str, ...] = (), n_helpers: int = 1) -> FigureProcess | LocalFigures:
-    """A :class:`FigureProcess` of ``n_helpers`` helpers, or :class:`LocalFigures` when
-    ``TABSIM_FIGURE_PROCESS=0`` or no helper can be started. ``extra_imports``: modules each helper
-    loads before its first job (the modules of the figure functions)."""
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def start(extra_imports: tuple[str, ...] = (), parallel: int | None = None) -> FigureProcess | LocalFigures:
+    """A :class:`FigureProcess` drawing up to ``parallel`` figures at once (default: the cores this
+    process may use), or :class:`LocalFigures` when ``TABSIM_FIGURE_PROCESS=0`` or no helper can be
+    started. ``extra_imports``: modules the helper loads before its first job (the modules of the
+    figure functions)."""
     if os.environ.get("TABSIM_FIGURE_PROCESS", "1").strip().lower() in ("0", "false", "no", "off"):
         return LocalFigures()
     try:
-        return FigureProcess(extra_imports, n_helpers)
+        return FigureProcess(extra_imports, parallel)
     except OSError:
         return LocalFigures()
 
 
-def _serve(extra_imports: list[str]) -> None:
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, n - got)
+        if not b:
+            raise EOFError
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def _recv_fd(fd: int):
+    """The next message on raw descriptor ``fd`` (unbuffered, so ``select`` sees what is left)."""
+    n = _HEADER.unpack(_read_exact(fd, _HEADER.size))[0]
+    return pickle.loads(_read_exact(fd, n))
+
+
+def _reply(target, args, kwargs, stem, formats):
     import traceback
 
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        return ("ok", _draw(target, args, kwargs, stem, formats))
+    except OSError as err:  # a full disk, a read-only folder: the command reports it as its own
+        return ("oserror", (err.errno, err.strerror or str(err), err.filename))
+    except Exception:  # noqa: BLE001 - reported to the command, which raises it
+        return ("error", traceback.format_exc())
+
+
+def _serve(parallel: int, extra_imports: list[str]) -> None:
+    """Read jobs from standard input; draw each in a forked child (up to ``parallel`` at once) and
+    reply ``(job index, reply)`` on standard output as each child finishes."""
+    import selectors
+
+    out = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything a library prints goes to the log, not into the replies
     import matplotlib
 
@@ -214,26 +258,59 @@ def _serve(extra_imports: list[str]) -> None:
         importlib.import_module(name)
     from tabsim._cli_common import _draw_once
 
-    _draw_once(())  # fonts and the renderer are ready before the first job arrives
-    while True:  # one job at a time: the command's feeding thread waits for each reply
-        try:
-            target, args, kwargs, stem, formats = _recv(inp)
-        except EOFError:
-            return
-        try:
-            reply = ("ok", _draw(target, args, kwargs, stem, formats))
-        except OSError as err:  # a full disk, a read-only folder: the command reports it as its own
-            reply = ("oserror", (err.errno, err.strerror or str(err), err.filename))
-        except Exception:  # noqa: BLE001 - reported to the command, which raises it
-            reply = ("error", traceback.format_exc())
-        _send(out, reply)
+    _draw_once(())  # fonts and the renderer are ready before the first job arrives (children inherit them)
+    fork = hasattr(os, "fork")
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ, None)
+    queued: list = []
+    running = 0
+    reading = True
+    while reading or queued or running:
+        while queued and (running < parallel or not fork):
+            i, job = queued.pop(0)
+            if not fork:
+                _send(out, (i, _reply(*job)))
+                continue
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: draw, reply to the helper, leave without any teardown
+                try:
+                    os.close(r)
+                    with os.fdopen(w, "wb") as fh:
+                        _send(fh, (i, _reply(*job)))
+                finally:
+                    os._exit(0)
+            os.close(w)
+            sel.register(r, selectors.EVENT_READ, pid)
+            running += 1
+        if not (reading or running):
+            break
+        for key, _ in sel.select():
+            if key.data is None:  # a job, or the end of the jobs
+                try:
+                    queued.append(_recv_fd(0))
+                except EOFError:
+                    sel.unregister(0)
+                    reading = False
+                continue
+            try:
+                i, reply = _recv_fd(key.fd)
+            except EOFError:  # the child died without replying
+                i, reply = None, None
+            sel.unregister(key.fd)
+            os.close(key.fd)
+            _, status = os.waitpid(key.data, 0)
+            running -= 1
+            if i is not None:
+                _send(out, (i, reply))
+            # a child that died without a reply leaves its job unanswered: the command reports it
 
 
 if __name__ == "__main__":
     # os._exit: no interpreter teardown (0.3-0.5 s with matplotlib and pandas loaded), which the
     # command would wait for; every reply is flushed and every figure written by then
     try:
-        _serve(sys.argv[1:])
+        _serve(int(sys.argv[1]), sys.argv[2:])
     except (KeyboardInterrupt, BrokenPipeError):  # the command was interrupted: it reports that itself
         os._exit(1)
     sys.stderr.flush()

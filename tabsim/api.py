@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
@@ -78,8 +79,8 @@ def schedule(cfg: Config) -> Schedule:
 def compiled_train(cfg: Config):
     """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure."""
     key = static_key(cfg)
-    if key not in _CACHE:
-        _CACHE[key] = make_train(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms))
+    if key not in _CACHE:  # setdefault: threads that build it together share the first
+        _CACHE.setdefault(key, make_train(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
     return _CACHE[key]
 
 
@@ -89,12 +90,97 @@ class Executor(Protocol):
     def map(self, fn: Callable, chunks: Iterable) -> Iterable: ...
 
 
+def local_threads() -> int:
+    """Cores this process may run on (``os.sched_getaffinity``): the default number of chunks in flight."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 class LocalExecutor:
-    """Runs chunks one after another in this process."""
+    """Runs chunks in this process, ``threads`` at a time, and yields their outputs in chunk order.
+
+    A compiled program runs one chunk on about one core (XLA's CPU code is mostly single-threaded
+    loops), and it releases the GIL while it computes, so chunks in threads use the other cores; the
+    outputs are the same bits as one chunk after another. ``threads=None``: the cores this process may
+    use (:func:`local_threads`); ``threads=1``: one chunk after another. :func:`local_executor` also
+    keeps the chunks in flight within the memory available.
+    """
+
+    threads: int = 1  # a subclass that does not call __init__ runs one chunk after another
+
+    def __init__(self, threads: int | None = None):
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads: must be an integer >= 1 or None, got {threads!r}")
+        self.threads = threads or local_threads()
 
     def map(self, fn, chunks):
-        for c in chunks:
-            yield fn(c)
+        chunks = list(chunks)
+        if self.threads == 1 or len(chunks) < 2:
+            for c in chunks:
+                yield fn(c)
+            return
+        yield from _threaded_map(fn, chunks, min(self.threads, len(chunks)))
+
+
+def _threaded_map(fn, chunks: list, n_threads: int):
+    """``fn`` over ``chunks`` in ``n_threads`` daemon threads (a command interrupted by Ctrl-C does not
+    wait for them), yielded in order; the first error is raised here and the rest of the chunks are
+    not started."""
+    import queue
+    import threading
+
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for i, c in enumerate(chunks):
+        todo.put((i, c))
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            try:
+                i, c = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((i, True, fn(c)))
+            except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
+                done.put((i, False, err))
+                return
+
+    for k in range(n_threads):
+        threading.Thread(target=work, name=f"tabsim-chunk-{k}", daemon=True).start()
+    ready: dict = {}
+    try:
+        for want in range(len(chunks)):
+            while want not in ready:
+                i, ok, value = done.get()
+                if not ok:
+                    raise value
+                ready[i] = value
+            yield ready.pop(want)
+    finally:
+        stop.set()
+
+
+def local_executor(chunk_bytes: int | None = None) -> LocalExecutor:
+    """The default executor: :class:`LocalExecutor` with as many threads as cores, but no more chunks of
+    ``chunk_bytes`` (:func:`tabsim.memory.estimate_bytes`) in flight than the available memory holds."""
+    threads = local_threads()
+    if chunk_bytes:
+        from tabsim.memory import RUNTIME_BYTES, available_bytes
+
+        threads = max(1, min(threads, (available_bytes() - RUNTIME_BYTES) // max(chunk_bytes, 1)))
+    return LocalExecutor(threads=threads)
+
+
+def call_program(key, program, *args):
+    """``program(*args)`` through its compiled executable (:func:`tabsim.executables.run`: loaded from
+    disk without tracing when a process ran it before; compiled once when threads start together)."""
+    from tabsim import executables
+
+    return executables.run(key, program, *args)
 
 
 class _NoProgress:
@@ -195,8 +281,8 @@ class ConditionChunk:
     seeds: tuple[int, ...]
 
     def __call__(self, hp) -> dict[str, np.ndarray]:
-        train = compiled_train(Config.model_validate(self.config))
-        return jax.device_get(train(seed_array(list(self.seeds)), hp))
+        cfg = Config.model_validate(self.config)
+        return jax.device_get(call_program(("conditions", static_key(cfg)), compiled_train(cfg), seed_array(list(self.seeds)), hp))
 
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
@@ -237,6 +323,10 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     chunks = [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
     fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds))
     show = progress if progress is not None else n_chunks > 1
+    if executor is None:
+        from tabsim.memory import estimate_bytes
+
+        executor = local_executor(estimate_bytes(cfg, per, len(seeds)))
     with _progress(n_chunks, show, desc) as bar:
         parts = execute(fn, chunks, executor=executor, store=store, job=job_key("run", cfg.digest(), per),
                         progress=bar)

@@ -296,9 +296,8 @@ def unit_program(cfg: Config):
     Cached per static key, beside the engine program in ``tabsim.api._CACHE`` that it wraps.
     """
     key = api.static_key(cfg)
-    if key not in _PROGRAMS:
-        train = api.compiled_train(cfg)
-        _PROGRAMS[key] = jax.jit(jax.vmap(train))
+    if key not in _PROGRAMS:  # setdefault: threads that build it together share the first
+        _PROGRAMS.setdefault(key, jax.jit(jax.vmap(api.compiled_train(cfg))))
     return _PROGRAMS[key]
 
 
@@ -308,7 +307,7 @@ def run_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
     program = unit_program(cfg)
     seeds = seed_array(chunk.seeds)[:, None, :]
     hp = jax.tree_util.tree_map(lambda x: x[:, None], stack_hypers(list(chunk.hypers)))
-    out = jax.device_get(program(seeds, hp))
+    out = jax.device_get(api.call_program(("units", api.static_key(cfg)), program, seeds, hp))
     return {k: np.asarray(v)[: chunk.n_real, 0, 0] for k, v in out.items()}
 
 
@@ -471,6 +470,12 @@ def run_designs(designs: Sequence[Design], *, executor: api.Executor | None = No
     outputs: dict[int, dict] = {}
     chunks = [c for _, c in planned]
     job = job_key("designs", [(c.config, c.hypers, c.seeds, c.n_real) for c in chunks])
+    if executor is None and chunks:
+        from tabsim.memory import estimate_bytes
+
+        sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
+        executor = api.local_executor(max(estimate_bytes(Config.model_validate(json.loads(conf)), n, 1)
+                                          for conf, n in sizes))
     with api._progress(len(planned), show, desc) as bar:
         outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
     for (ids, _), out in zip(planned, outs):

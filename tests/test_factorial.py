@@ -10,6 +10,7 @@ import tabsim as ts
 from tabsim import api
 from tabsim import factorial as F
 from tabsim.config import ConfigError
+from tabsim.executables import count
 from tabsim.stats import fit_factorial, seed_partition
 
 # Small but complete: every arm, the paper's update, a few steps.
@@ -94,12 +95,12 @@ def test_one_compilation_per_static_shape():
     new_api, new_prog = set(api._CACHE) - before_api, set(F._PROGRAMS) - before_prog
     assert len(new_api) == 2 and new_prog == new_api  # one engine program per static combination
     assert res.provenance["n_chunks_job"] == 6 and res.provenance["n_programs_job"] == 2
-    assert all(F._PROGRAMS[k]._cache_size() == 1 for k in new_prog)  # one compilation each
+    assert all(count(("units", k)) == 1 for k in new_prog)  # one compilation each
     # other traced levels, other seeds, another chunking of the same size: no new compilation
     F.run_factorial(base, {**factors, "prior": {"prior_strength": [0.5]}}, seeds=[11, 12, 13], units_per_chunk=4,
                     progress=False)
     assert set(F._PROGRAMS) - before_prog == new_prog
-    assert all(F._PROGRAMS[k]._cache_size() == 1 for k in new_prog)
+    assert all(count(("units", k)) == 1 for k in new_prog)
     # a static level's rows equal a direct run of that static configuration
     direct = ts.run(base, train={"group_size": 6, "seeds": 5}, sweep={"prior_strength": [0.3, 0.7]}).frame
     direct = direct[direct["arm"].isin(["true", "majority"])]

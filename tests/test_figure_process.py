@@ -75,7 +75,7 @@ def test_opt_out_draws_in_this_process(tmp_path, monkeypatch):
 def test_an_error_in_the_command_ends_the_helper_at_once(tmp_path):
     pool = fp.start()
     assert isinstance(pool, fp.FigureProcess)
-    proc = pool._procs[0]
+    proc = pool._proc
     with pytest.raises(RuntimeError, match="boom"):
         with pool:
             raise RuntimeError("boom")
@@ -87,7 +87,7 @@ def test_helper_ends_when_the_command_is_killed(tmp_path):
     code = ("import sys, time\n"
             "from tabsim import _figure_process as fp\n"
             "pool = fp.start()\n"
-            "print(pool._procs[0].pid, flush=True)\n"
+            "print(pool.pid, flush=True)\n"
             "time.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     helper = int(parent.stdout.readline())
@@ -122,16 +122,46 @@ def test_console_script_keeps_exit_status_and_output(args, code, stream, text):
     assert text in getattr(proc, stream)
 
 
-def test_two_helpers_return_the_paths_in_submission_order(tmp_path):
-    pc, mde = _frames()
-    with fp.start(("tabsim.reproduce",), n_helpers=2) as pool:
-        assert len(pool._procs) == 2
+FIGS = """
+import os, sys
+import matplotlib.pyplot as plt
+
+def pid_figure(log):
+    with open(log, "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+    return plt.figure(figsize=(1, 1))
+
+def die():
+    os._exit(3)
+"""
+
+
+@pytest.fixture
+def figs_module(tmp_path, monkeypatch):
+    (tmp_path / "figs_mod.py").write_text(FIGS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    return tmp_path
+
+
+def test_figures_are_drawn_in_forked_children_and_return_in_submission_order(figs_module):
+    log = figs_module / "pids.txt"
+    with fp.start(("figs_mod",), parallel=2) as pool:
         for i in range(4):
-            pool.submit("tabsim.reproduce:figure_power", pc, mde.assign(mde=mde["mde"] * (i + 1)),
-                        stem=tmp_path / f"p{i}", formats=["png"])
+            pool.submit("figs_mod:pid_figure", str(log), stem=figs_module / f"p{i}", formats=["png"])
         written = pool.wait()
-    assert written == [str(tmp_path / f"p{i}.png") for i in range(4)]
-    assert all(p.poll() is not None for p in pool._procs)
+    assert written == [str(figs_module / f"p{i}.png") for i in range(4)]
+    pids = [int(x) for x in log.read_text().split()]
+    assert len(pids) == 4 and pool.pid not in pids and len(set(pids)) == 4  # one child per figure
+    assert pool._proc.poll() is not None
+
+
+def test_a_child_that_dies_is_reported(figs_module):
+    with fp.start(("figs_mod",), parallel=2) as pool:
+        pool.submit("figs_mod:pid_figure", str(figs_module / "pids.txt"), stem=figs_module / "ok", formats=["png"])
+        pool.submit("figs_mod:die", stem=figs_module / "dead", formats=["png"])
+        with pytest.raises(fp.FigureError, match="dead"):
+            pool.wait()
+    assert (figs_module / "ok.png").exists()
 
 
 def test_an_os_error_in_the_helper_is_an_os_error_here(tmp_path):
