@@ -116,7 +116,9 @@ class FigureProcess:
 
         root = str(Path(tabsim.__file__).resolve().parent.parent)  # importable from a source checkout too
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
-        parallel = parallel or _cores()
+        from tabsim.executors import cpu_count
+
+        parallel = parallel or cpu_count()
         self._proc = subprocess.Popen([sys.executable, "-m", "tabsim._figure_process", str(parallel), *extra_imports],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                       start_new_session=hasattr(os, "killpg"))  # close(kill=True) ends its children too
@@ -194,13 +196,6 @@ class FigureProcess:
 
     def __exit__(self, exc_type, *exc):
         self.close(kill=exc_type is not None)  # an error or Ctrl-C in the command: its figures are not wanted
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def start(extra_imports: tuple[str, ...] = (), parallel: int | None = None) -> FigureProcess | LocalFigures:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
@@ -91,11 +90,18 @@ class Executor(Protocol):
 
 
 def local_threads() -> int:
-    """Cores this process may run on (``os.sched_getaffinity``): the default number of chunks in flight."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """The default number of chunks in flight: ``$TABSIM_THREADS`` if set (an integer >= 1), else the
+    cores this process may run on."""
+    import os
+
+    from tabsim.executors import cpu_count
+
+    value = os.environ.get("TABSIM_THREADS", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"TABSIM_THREADS: must be an integer >= 1, got {value!r}")
+        return int(value)
+    return cpu_count()
 
 
 class LocalExecutor:

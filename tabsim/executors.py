@@ -316,7 +316,7 @@ class DaskExecutor:
                 raise ExecutorError(f"--scheduler {self.scheduler}: cannot connect to a Dask scheduler there "
                                     f"({err})") from None
         else:
-            n = self.workers or _cpu_count()
+            n = self.workers or cpu_count()
             self._cpus = core_groups(n) if self.pin else {}
             self._serves_dashboard = self.dashboard and _has_bokeh()
             import dask
@@ -525,11 +525,12 @@ def core_groups(n_workers: int) -> dict[int, list[int]]:
     return groups
 
 
-def _cpu_count() -> int:
+def cpu_count() -> int:
+    """Cores this process may run on (``os.sched_getaffinity``, else ``os.cpu_count()``), at least 1."""
     try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 # ------------------------------------------------------------------------------------------------

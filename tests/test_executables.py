@@ -107,6 +107,14 @@ def test_threaded_map_keeps_order_and_raises_the_first_error():
         api.LocalExecutor(threads=0)
 
 
+def test_threads_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TABSIM_THREADS", "3")
+    assert api.LocalExecutor().threads == 3
+    monkeypatch.setenv("TABSIM_THREADS", "zero")
+    with pytest.raises(ValueError, match="TABSIM_THREADS"):
+        api.LocalExecutor()
+
+
 def test_local_executor_keeps_chunks_in_flight_within_memory(monkeypatch):
     from tabsim import memory
 
