@@ -2,16 +2,18 @@
 
 Tree: depth 8, branching 4 (3280 nodes x 4 actions per prompt), 256 prompts (all in every batch),
 G = 8, 64 seeds, one reward arm, GRPO with the clip surrogate. Bandit: the same N, G, seeds and algo
-with K = 8 answers (one token per answer). Each program is compiled first and timed over repeats.
+with K = 8 answers (one token per answer). Each program is compiled first and timed over repeats
+(the best of 3 for the tree, of 12 for the bandit, whose runs are short).
 
     python experiments/bench_tree.py [--quick]
 
 ``--quick`` shrinks seeds and steps for a smoke run. Counts: ``answers`` (B G per step), ``token
 slots`` (B G D, what the compiled program processes) and ``tokens`` (real tokens up to and including
 STOP, from the exact expected length at the start and end of training, averaged). Each program runs
-at ``steps`` and ``3 steps``: the end-to-end rate includes drawing the task and the two exact
+at ``steps`` and ``LONG steps``: the end-to-end rate includes drawing the task and the two exact
 evaluations (a fixed cost that is large for a 3280-node tree), the marginal rate is the cost of the
-extra ``2 steps`` of sampling and updates alone. ``compile`` is ``train.lower(...).compile()`` alone
+extra ``(LONG - 1) steps`` of sampling and updates alone (``LONG = 5``: the difference is several
+times the noise of the fixed cost). ``compile`` is ``train.lower(...).compile()`` alone
 (trace, lowering and XLA compilation; the timed runs call the compiled executable); ``peak memory``
 is the process's ``ru_maxrss`` after the two tree programs (before the bandit runs), so it is the
 tree's peak plus the interpreter and JAX (``baseline``, measured before anything runs). The last line
@@ -35,6 +37,7 @@ import tabsim as ts  # noqa: E402
 from tabsim.params import stack_hypers  # noqa: E402
 from tabsim.rng import seed_words  # noqa: E402
 
+LONG = 5  # the long runs have LONG x steps
 ALGO = {"estimator": "grpo", "surrogate": "clip", "aggregation": "seq-mean-token-mean", "kl_placement": "none",
         "lr": 1.0}
 
@@ -84,12 +87,15 @@ def main():
     dt_tree, c_tree, first_tree, out = timed(tree_cfg, seeds, repeats)
     mean_len = float(jnp.mean(out["len_mean"]))  # mean of start and end (the only eval points)
     answers = seeds * steps * N * G
-    long = {"train": {**train, "steps": 3 * steps}}
+    long = {"train": {**train, "steps": LONG * steps}}
     dt_tree3, c_tree3 = timed(ts.resolve(tree_cfg.model_dump(), **long), seeds, repeats)[:2]
     tree_wall = time.perf_counter() - t0
     tree_peak_mb = peak_mb()
-    dt_bandit, c_bandit = timed(bandit_cfg, seeds, repeats)[:2]
-    dt_bandit3 = timed(ts.resolve(bandit_cfg.model_dump(), **long), seeds, repeats)[0]
+    # the bandit's runs take 0.05-0.3 s: the best of more repeats, so its marginal (a difference of
+    # two short times) is not at the mercy of one noisy run
+    bandit_repeats = repeats if args.quick else 4 * repeats
+    dt_bandit, c_bandit = timed(bandit_cfg, seeds, bandit_repeats)[:2]
+    dt_bandit3 = timed(ts.resolve(bandit_cfg.model_dump(), **long), seeds, bandit_repeats)[0]
     marg_tree, marg_bandit = max(dt_tree3 - dt_tree, 1e-9), max(dt_bandit3 - dt_bandit, 1e-9)
     res = {
         "tree_depth": D, "tree_branching": b, "tree_nodes": ts.make_env(tree_cfg).n_nodes, "n_prompts": N,
@@ -104,15 +110,15 @@ def main():
         "tree_token_slots_per_second": answers * D / dt_tree,
         "bandit_seconds": round(dt_bandit, 4), "bandit_compile_seconds": round(c_bandit, 2),
         "bandit_tokens_per_second": answers / dt_bandit,
-        "tree_fixed_seconds": round(dt_tree - (dt_tree3 - dt_tree) / 2, 4),
-        "tree_marginal_tokens_per_second": 2 * answers * mean_len / marg_tree,
-        "tree_marginal_token_slots_per_second": 2 * answers * D / marg_tree,
-        "bandit_marginal_tokens_per_second": 2 * answers / marg_bandit,
+        "tree_fixed_seconds": round(dt_tree - (dt_tree3 - dt_tree) / (LONG - 1), 4),
+        "tree_marginal_tokens_per_second": (LONG - 1) * answers * mean_len / marg_tree,
+        "tree_marginal_token_slots_per_second": (LONG - 1) * answers * D / marg_tree,
+        "bandit_marginal_tokens_per_second": (LONG - 1) * answers / marg_bandit,
         "cpu_count": os.cpu_count(), "backend": jax.default_backend(),
     }
     res["tree_over_bandit_tokens_per_second"] = res["tree_tokens_per_second"] / res["bandit_tokens_per_second"]
     res["tree_over_bandit_marginal"] = res["tree_marginal_tokens_per_second"] / res["bandit_marginal_tokens_per_second"]
-    print(f"tree compile {c_tree:.2f} s ({3 * steps} steps: {c_tree3:.2f} s), peak memory {tree_peak_mb:.0f} MB "
+    print(f"tree compile {c_tree:.2f} s ({LONG * steps} steps: {c_tree3:.2f} s), peak memory {tree_peak_mb:.0f} MB "
           f"(baseline {baseline_mb:.0f} MB), both tree programs {tree_wall:.1f} s wall")
     print(f"tree  D={D} b={b}: {dt_tree:.3f} s -> {res['tree_tokens_per_second']:.3e} tokens/s "
           f"({res['tree_token_slots_per_second']:.3e} token slots/s, mean length {mean_len:.2f})")

@@ -64,12 +64,14 @@ def clip_by_global_norm(g, max_norm):
 
 DIAG_KEYS = ("reward_mean", "kept_frac", "clip_frac")  # per-update diagnostics, averaged per eval chunk
 STACKED_EVAL_BYTES = 256 * 2**20  # tables kept for one batched evaluation at the end
-# XLA options of the multi-node tree's program (``None``: the process's). With tabsim's default classic
-# CPU emitters (``tabsim._xla_cpu_defaults``) XLA expands a scatter into a loop over its indices, and the
-# sparse update scatter-adds B G D rows per step; ``{"xla_cpu_use_fusion_emitters": True}`` gives a native
-# scatter (standalone: 65536 rows 2.9 -> 0.5 ms) but compiles the benchmark tree's program in 5.2-6.6 s
-# instead of 3.3-3.9 s and its task draw and evaluations ~30% slower (2 cores, noisy A/B): not taken.
-TREE_COMPILER_OPTIONS: dict | None = None
+# XLA options of the multi-node tree's program (``None``: the process's). tabsim's process default is
+# the classic CPU emitters (``tabsim._xla_cpu_defaults``: less compile time for the bandit programs),
+# which expand a scatter into a loop over its indices and re-compute long elementwise chains inside
+# each consumer; the tree's sparse update scatter-adds B G D rows per step. With the fusion emitters
+# the benchmark tree's steps take about 2/3 of the CPU time (experiments/bench_tree.py; the scatter
+# alone 2.0 -> 0.6 ms per step of 4 runs) for about 1.3 s more compile time. The option is part of
+# the program's key in the executable store (``tabsim.executables``) and of JAX's cache key.
+TREE_COMPILER_OPTIONS: dict | None = {"xla_cpu_use_fusion_emitters": True}
 # multi-node trees whose runs' tables together exceed this go through in groups of runs (a sequential
 # map over vmapped groups), so memory holds one group's tables and temporaries, not every run's
 RUN_GROUP_BYTES = 64 * 2**20
@@ -167,10 +169,10 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         if sparse:  # read the visited rows from the whole tables: no [B, n_nodes, b] copies
             rest = dataclasses.replace(task, prior_logits=None)
             task_b = task if every else jax.tree_util.tree_map(lambda x: x[idx], rest)
-            rollout = env.rollout(seed, step, state.logits, G, prompts=None if every else idx)
+            # the rollout returns the log-softmax of the rows it read: [B, G, T, b], no second gather
+            rollout = env.rollout(seed, step, state.logits, G, prompts=None if every else idx, with_logq=True)
             rows = (idx[:, None, None] * env.n_nodes + rollout.nodes).astype(jnp.int32)
-            z_old = env_rows(state.logits, rows)  # [B, G, T, b] the visited rows
-            logq_old = log_softmax_last(z_old)
+            logq_old = rollout.logq
             logq_ref = (log_softmax_last(env_rows(task.prior_logits, rows))
                         if algo.kl_placement != "none" else None)
         else:
@@ -277,7 +279,9 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
     sparse = getattr(env, "sparse_rows", False) and not (getattr(env, "single_node", False)
                                                          and closed_form.supports(algo))
 
-    @functools.partial(jax.jit, compiler_options=TREE_COMPILER_OPTIONS if sparse else None)
+    options = TREE_COMPILER_OPTIONS if sparse else None
+
+    @functools.partial(jax.jit, compiler_options=options)
     def train(seeds, hypers):
         """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays, or of scalars for
         the fields shared by every condition (see :func:`tabsim.params.stack_hypers`)."""
@@ -320,4 +324,5 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
             return n_runs
         return max(1, min(n_runs, RUN_GROUP_BYTES // table))
 
+    train.xla_options = options  # read by tabsim.executables (and by programs that wrap this one)
     return train

@@ -8,6 +8,8 @@ of each program under a key that says everything the program depends on, and loa
 
 * the program's static key (:func:`tabsim.api.static_key`: shapes and code paths of the config);
 * the structure, shapes and dtypes of its arguments;
+* the program's own XLA options (its ``xla_options`` attribute, e.g. the multi-node tree's
+  :data:`tabsim.engine.TREE_COMPILER_OPTIONS`), given to the compiler here as the program's ``jit`` would;
 * what decides the bits of a result (:func:`tabsim.executors.numerics`: ``XLA_FLAGS``, JAX's
   numeric settings, the versions of jax, jaxlib and tabsim, and a digest of tabsim's sources, so
   any edit of tabsim's code is a new key);
@@ -87,13 +89,19 @@ def _machine() -> tuple:
             hashlib.sha256(cpu.encode()).hexdigest())
 
 
-def fingerprint(key, args: tuple) -> str:
+def options(program) -> dict | None:
+    """The XLA compiler options ``program`` is compiled with (its ``xla_options`` attribute, or none)."""
+    return getattr(program, "xla_options", None)
+
+
+def fingerprint(key, args: tuple, xla_options: dict | None = None) -> str:
     """The entry name of program ``key`` called with ``args``: a SHA-256 of everything it depends on."""
     import jax
 
     leaves, tree = jax.tree_util.tree_flatten(args)
     avals = tuple(str(jax.typeof(x)) for x in leaves)
-    return hashlib.sha256(repr((FORMAT, key, str(tree), avals, _machine())).encode()).hexdigest()
+    opts = sorted((xla_options or {}).items())
+    return hashlib.sha256(repr((FORMAT, key, str(tree), avals, opts, _machine())).encode()).hexdigest()
 
 
 def _listen() -> None:
@@ -114,7 +122,7 @@ def run(key, program, *args):
     """``program(*args)`` (``program`` a ``jax.jit`` function) through its executable: loaded from disk
     when an entry exists, else compiled (and saved). The first call of each program and argument
     signature runs in one thread at a time, so threads started together compile it once."""
-    fp = fingerprint(key, args)
+    fp = fingerprint(key, args, options(program))
     exe = _LOADED.get(fp)
     if exe is not None:
         return exe(*args)
@@ -151,21 +159,17 @@ def _compile(fp: str, program, args: tuple, path: Path | None):
     """``program`` compiled for ``args``, and saved to ``path`` when it was compiled here."""
     import jax
 
-    from tabsim.engine import TREE_COMPILER_OPTIONS
-
-    if path is None or TREE_COMPILER_OPTIONS is not None:  # no disk layer (JAX's cache may still serve it);
-        # compiler options of the engine's own jit would be lost in the named wrapper
+    if path is None:  # no disk layer (JAX's cache may still serve it)
         stats["compiled"] += 1
         return program.trace(*args).lower().compile()
     global _listening
     if not _listening:
         _listen()
         _listening = True
-    exe = None
     for attempt in range(ATTEMPTS):
         named = _named(program, f"tabsim_{fp[:20]}_{attempt}")
         before = getattr(_local, "hits", 0)
-        exe = jax.jit(named).trace(*args).lower().compile()
+        exe = jax.jit(named).trace(*args).lower().compile(compiler_options=options(program))  # as its jit would
         stats["compiled"] += 1
         if getattr(_local, "hits", 0) == before:  # compiled here: it can be saved
             _save(path, exe)
@@ -174,8 +178,12 @@ def _compile(fp: str, program, args: tuple, path: Path | None):
 
 
 def _named(program, name: str):
+    """``program``'s function under a new name, to be jitted at the top level (a nested ``jit`` may not
+    carry compiler options, so the program's own are given to the compiler instead)."""
+    fun = getattr(program, "__wrapped__", program)
+
     def call(*a):
-        return program(*a)
+        return fun(*a)
 
     call.__name__ = call.__qualname__ = name
     return call

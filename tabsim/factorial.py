@@ -297,7 +297,11 @@ def unit_program(cfg: Config):
     """
     key = api.static_key(cfg)
     if key not in _PROGRAMS:  # setdefault: threads that build it together share the first
-        _PROGRAMS.setdefault(key, jax.jit(jax.vmap(api.compiled_train(cfg))))
+        train = api.compiled_train(cfg)
+        # the engine's function itself (a nested jit may not carry compiler options; its options go here)
+        program = jax.jit(jax.vmap(train.__wrapped__), compiler_options=train.xla_options)
+        program.xla_options = train.xla_options
+        _PROGRAMS.setdefault(key, program)
     return _PROGRAMS[key]
 
 

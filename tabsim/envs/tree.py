@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim._ops import cumsum_last, softmax_last
+from tabsim._ops import cumsum_last, log_softmax_last, softmax_last
 from tabsim._pytree import pytree_dataclass
 from tabsim import rng as R
 from tabsim.envs import prompt_means, register_env, select_metrics
@@ -69,6 +69,7 @@ class TreeRollout:
     mask: jax.Array
     lengths: jax.Array
     nodes: jax.Array
+    logq: jax.Array | None = None  # [B, G, T, b] log_softmax of the rows read (``rollout(with_logq=True)``)
 
 
 def gather_logq(logits_b, nodes):
@@ -237,12 +238,15 @@ class TreeEnv:
         self.pair_len, self.pair_style, self.pair_answer = s["pair_len"], s["pair_style"], s["pair_answer"]
         S, K = self.n_styles, n_answers
         term = self.terminal.ravel()
-        # (style, answer) and (style, length) indicator matrices over pairs; zero rows for non-terminal pairs
+        # (style, answer) indicator matrix over pairs; zero rows for non-terminal pairs
         sa = np.zeros((n_nodes * b, S * K), np.float32)
         sa[np.flatnonzero(term), (self.pair_style.ravel() * K + self.pair_answer.ravel())[term]] = 1.0
-        sl = np.zeros((n_nodes * b, S * D), np.float32)
-        sl[np.flatnonzero(term), (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)[term]] = 1.0
-        self._sa, self._sl = sa, sl
+        self._sa = sa
+        # leaves of each answer per (style, length) class, [K, S D]: a prompt's correct leaves per class
+        # are ``correct @ _answer_cls`` (counts, exact in float32) without a [N, pairs] product
+        ans_cls = np.zeros((K, S * D), np.float32)
+        np.add.at(ans_cls, (self.pair_answer.ravel()[term], (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)[term]), 1.0)
+        self._answer_cls = ans_cls
         self._style_p = np.asarray([m for m, _, _ in self.styles], np.float64)
         self._style_p = (self._style_p / self._style_p.sum()).astype(np.float32)
         self._style_acc = np.asarray([np.nan if a is None else a for _, a, _ in self.styles], np.float32)
@@ -271,9 +275,8 @@ class TreeEnv:
                                                       heterogeneous=self.heterogeneous, rng=self.rng)
         ans = self.pair_answer.ravel()
         c_pair = correct[:, ans]  # [N, P] correctness of the answer each pair would end in
-        term = jnp.asarray(self.terminal.ravel(), jnp.float32)
-        n_right = ((c_pair * term) @ self._sl).reshape(n, S, D)  # leaves per (style, length) class
-        n_wrong = (((1.0 - c_pair) * term) @ self._sl).reshape(n, S, D)
+        n_right = (correct @ self._answer_cls).reshape(n, S, D)  # leaves per (style, length) class
+        n_wrong = ((1.0 - correct) @ self._answer_cls).reshape(n, S, D)
         has_r, has_w = n_right.sum(-1) > 0, n_wrong.sum(-1) > 0  # [N, S]
         acc = jnp.where(jnp.isnan(self._style_acc)[None, :], p[:, None], self._style_acc[None, :])
         p_right = jnp.where(has_r & has_w, acc, jnp.where(has_r, 1.0, 0.0))  # P(c = 1 | s)
@@ -287,8 +290,8 @@ class TreeEnv:
                            (sp * p_right[..., None] * len_r) / jnp.maximum(n_right, 1.0)], axis=-1)  # [N, S, D, 2]
         cls = 2 * (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)  # class of each pair, [P]
         cls = jnp.asarray(cls, jnp.int32)[None, :] + c_pair.astype(jnp.int32)
-        w = jnp.take_along_axis(w_cls.reshape(n, -1), cls, axis=1)
-        logw = jnp.log(w) + jnp.where(is_format[:, ans], jnp.log1p(params.format_boost * K), 0.0)
+        logw = jnp.take_along_axis(jnp.log(w_cls).reshape(n, -1), cls, axis=1)  # log per class, then gathered
+        logw = logw + jnp.where(is_format[:, ans], jnp.log1p(params.format_boost * K), 0.0)
         logw = logw.reshape(n, self.n_nodes, b)
         # subtree log-masses bottom-up; a non-terminal pair's mass is its child's subtree mass
         levels = self._levels(logw)
@@ -302,47 +305,58 @@ class TreeEnv:
                         offline_label=label, prompt_strength=p)
 
     # -- sampling and log-probabilities ---------------------------------------------------------
-    def rollout(self, seed, step, logits_b, group_size: int, prompts=None) -> TreeRollout:
+    def rollout(self, seed, step, logits_b, group_size: int, prompts=None, with_logq: bool = False) -> TreeRollout:
         """Sample ``G`` answers per prompt token by token, one uniform per (answer, position).
 
         Each token is drawn by inverse CDF at the current node; after STOP (or ``D`` tokens) the
         answer is done and the rest is padding (token 0, mask 0, node 0). With ``prompts [B]`` the
         rows are read from the whole table ``logits_b [N, n_nodes, b]`` at those prompts (no copy of
-        the batch's tables); the draws are the same as from ``logits_b[prompts]``.
+        the batch's tables); the draws are the same as from ``logits_b[prompts]``. ``with_logq`` also
+        returns ``logq [B, G, T, b]``, the ``log_softmax`` of every row read (padding: the root's), the
+        values ``log_softmax_last(gather_rows(logits_b, table_rows(...)))`` would give, without a
+        second gather.
         """
         B = logits_b.shape[0] if prompts is None else prompts.shape[0]
         G, D = group_size, self.depth
         u = R.uniform(seed, (B, G, D), step=step, tag=R.ROLLOUT, rng=self.rng)
-        b, off = self.branching, self.offsets
+        b = self.branching
         node = jnp.zeros((B, G), jnp.int32)
         alive = jnp.ones((B, G), bool)
-        last = jnp.zeros((B, G), jnp.int32)  # the (node, action) pair each answer ended at, node * b + action
-        toks, masks, nodes = [], [], []
-        for d in range(D):
-            if prompts is None:
-                row = jnp.take_along_axis(logits_b, node[..., None], axis=1)
-            else:
-                row = gather_rows(logits_b, table_rows(self.n_nodes, node, prompts))
-            # [B, G, b]; a one-node tree keeps jax.nn.softmax, as the bandit's sampling (bit for bit)
-            probs = jax.nn.softmax(row, axis=-1) if self.n_nodes == 1 else softmax_last(row)
+        if self.n_nodes == 1:  # one node: one token, the bandit's sampling (jax.nn.softmax, bit for bit)
+            probs = jax.nn.softmax(logits_b[:, 0][:, None, :], axis=-1)
             cdf = cumsum_last(probs)[..., : b - 1]
-            a = jnp.where(alive, (u[..., d, None] >= cdf).sum(-1).astype(jnp.int32), STOP)
-            toks.append(a)
-            masks.append(alive)
-            nodes.append(node)
-            if d == D - 1:  # every pair of the last level is terminal
-                last = jnp.where(alive, node * b + a, last)
-                break
-            # index arithmetic instead of gathers from the static tables (breadth-first order): STOP
-            # ends an answer, content token a leads to child off[d+1] + (node - off[d]) (b-1) + a - 1
-            ends = alive & (a == STOP)
-            last = jnp.where(ends, node * b + a, last)
+            a = (u[..., 0, None] >= cdf).sum(-1).astype(jnp.int32)
+            logq = log_softmax_last(jnp.broadcast_to(logits_b[:, :1], (B, G, b)))[:, :, None] if with_logq else None
+            return TreeRollout(answers=jnp.asarray(self.pair_answer.ravel())[a], tokens=a[..., None],
+                               mask=jnp.ones((B, G, 1), jnp.float32), lengths=jnp.ones((B, G), jnp.float32),
+                               nodes=node[..., None], logq=logq)
+        flat = logits_b.reshape(-1, b)  # rows of the flattened table: one gather per level, no bounds checks
+        base = table_rows(self.n_nodes, node, prompts)
+
+        def level(carry, xs):
+            """One token for every answer: the level is a loop iteration (its state kept in memory, one
+            copy of the code to compile); ``off``/``size`` are the level's first node and node count."""
+            node, alive, last, off, size = carry
+            d, u_d = xs
+            row = flat.at[base + node].get(mode="promise_in_bounds")  # [B, G, b]
+            cdf = cumsum_last(softmax_last(row))[..., : b - 1]
+            a = jnp.where(alive, (u_d[..., None] >= cdf).sum(-1).astype(jnp.int32), STOP)
+            out = (a, alive, node, log_softmax_last(row) if with_logq else None)
+            # STOP (or any token of the last level) ends an answer; content token a leads to child
+            # off + size + (node - off) (b - 1) + a - 1 (breadth-first order: index arithmetic, no tables)
+            ends = alive & ((a == STOP) | (d == D - 1))
+            last = jnp.where(ends, node * b + a, last)  # the (node, action) pair the answer ended at
             alive = alive & ~ends
-            node = jnp.where(alive, off[d + 1] + (node - off[d]) * (b - 1) + a - 1, 0)
+            node = jnp.where(alive, off + size + (node - off) * (b - 1) + a - 1, 0)
+            return (node, alive, last, off + size, size * (b - 1)), out
+
+        carry = (node, alive, jnp.zeros((B, G), jnp.int32), jnp.int32(0), jnp.int32(1))
+        (_, _, last, _, _), (toks, masks, nodes, logq) = jax.lax.scan(
+            level, carry, (jnp.arange(D, dtype=jnp.int32), jnp.moveaxis(u, -1, 0)))
         answers = jnp.asarray(self.pair_answer.ravel())[last]
-        mask = jnp.stack(masks, -1).astype(jnp.float32)
-        return TreeRollout(answers=answers, tokens=jnp.stack(toks, -1), mask=mask, lengths=mask.sum(-1),
-                           nodes=jnp.stack(nodes, -1))
+        mask = jnp.moveaxis(masks, 0, -1).astype(jnp.float32)
+        return TreeRollout(answers=answers, tokens=jnp.moveaxis(toks, 0, -1), mask=mask, lengths=mask.sum(-1),
+                           nodes=jnp.moveaxis(nodes, 0, -1), logq=None if logq is None else jnp.moveaxis(logq, 0, -2))
 
     def token_logq(self, logits_b, rollout: TreeRollout):
         """Log next-token distribution at every visited node, ``[B, G, T, b]`` (padding: the root's).
