@@ -42,10 +42,10 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def child(cache, extra_env=None):
+def child(cache, extra_env=None, cfg=CFG):
     env = dict(os.environ, TABSIM_COMPILATION_CACHE=str(cache), **(extra_env or {}))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CFG)], env=env, capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], env=env, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -69,6 +69,21 @@ def test_a_saved_executable_is_loaded_by_the_next_process_and_gives_the_same_bit
     assert foreign["same"] and foreign["stats"]["loaded"] == 0
 
 
+def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
+    # the multi-node tree's program is compiled with its own XLA options (engine.TREE_COMPILER_OPTIONS);
+    # with Adam its bits depend on them, so an executable compiled without them would differ from jit's
+    cfg = {"task": {"env": "tree", "n_prompts": 6, "n_answers": 4, "tree": {"depth": 3, "branching": 3}},
+           "algo": {"estimator": "rloo", "optimizer": "adam", "lr": 0.05},
+           "train": {"steps": 4, "seeds": 2, "eval_every": 2, "batch_size": 6, "group_size": 4}}
+    from tabsim.engine import TREE_COMPILER_OPTIONS
+
+    assert api.compiled_train(ts.resolve(cfg)).xla_options == TREE_COMPILER_OPTIONS
+    first = child(tmp_path, cfg=cfg)
+    assert first["same"] and first["stats"] == {"loaded": 0, "compiled": 1, "saved": 1}
+    second = child(tmp_path, cfg=cfg)
+    assert second["same"] and second["stats"] == {"loaded": 1, "compiled": 0, "saved": 0}
+
+
 def test_opt_out_keeps_no_executables(tmp_path):
     out = child(tmp_path, {executables.ENV: "0"})
     assert out["same"] and out["folder"] == "None" and out["stats"]["saved"] == 0
@@ -83,6 +98,8 @@ def test_fingerprint_depends_on_argument_shapes_and_program(tmp_path):
     assert executables.fingerprint("k", a) == executables.fingerprint("k", a)
     assert executables.fingerprint("k", a) != executables.fingerprint("k", b)
     assert executables.fingerprint("k", a) != executables.fingerprint("other", a)
+    opts = {"xla_cpu_use_fusion_emitters": True}
+    assert executables.fingerprint("k", a, opts) != executables.fingerprint("k", a)
 
 
 def test_chunks_in_threads_give_the_frame_of_one_chunk_after_another():
