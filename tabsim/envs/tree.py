@@ -247,6 +247,9 @@ class TreeEnv:
         ans_cls = np.zeros((K, S * D), np.float32)
         np.add.at(ans_cls, (self.pair_answer.ravel()[term], (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)[term]), 1.0)
         self._answer_cls = ans_cls
+        # (class, answer) cell of every pair, class = style D + length - 1 (non-terminal pairs: overwritten)
+        self._pair_cell = ((self.pair_style.ravel() * D + self.pair_len.ravel() - 1) * K
+                           + self.pair_answer.ravel()).astype(np.int32)
         self._style_p = np.asarray([m for m, _, _ in self.styles], np.float64)
         self._style_p = (self._style_p / self._style_p.sum()).astype(np.float32)
         self._style_acc = np.asarray([np.nan if a is None else a for _, a, _ in self.styles], np.float32)
@@ -273,8 +276,6 @@ class TreeEnv:
         D, b, S = self.depth, self.branching, self.n_styles
         correct, is_format, p = draw_answer_structure(seed, params, n_prompts=n, n_answers=K, n_correct=k,
                                                       heterogeneous=self.heterogeneous, rng=self.rng)
-        ans = self.pair_answer.ravel()
-        c_pair = correct[:, ans]  # [N, P] correctness of the answer each pair would end in
         n_right = (correct @ self._answer_cls).reshape(n, S, D)  # leaves per (style, length) class
         n_wrong = ((1.0 - correct) @ self._answer_cls).reshape(n, S, D)
         has_r, has_w = n_right.sum(-1) > 0, n_wrong.sum(-1) > 0  # [N, S]
@@ -288,13 +289,18 @@ class TreeEnv:
         sp = self._style_p[None, :, None]
         w_cls = jnp.stack([(sp * (1.0 - p_right)[..., None] * len_w) / jnp.maximum(n_wrong, 1.0),
                            (sp * p_right[..., None] * len_r) / jnp.maximum(n_right, 1.0)], axis=-1)  # [N, S, D, 2]
-        cls = 2 * (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)  # class of each pair, [P]
-        cls = jnp.asarray(cls, jnp.int32)[None, :] + c_pair.astype(jnp.int32)
-        logw = jnp.take_along_axis(jnp.log(w_cls).reshape(n, -1), cls, axis=1)  # log per class, then gathered
-        logw = logw + jnp.where(is_format[:, ans], jnp.log1p(params.format_boost * K), 0.0)
-        logw = logw.reshape(n, self.n_nodes, b)
+        # log-weight of every (class, answer) for this prompt, [N, S D, K]: the class weight for the answer's
+        # correctness, plus the format boost; then one gather by a static index sends each pair its value
+        log_cls = jnp.log(w_cls).reshape(n, S * D, 2)
+        fmt = jnp.where(is_format, jnp.log1p(params.format_boost * K), 0.0)  # [N, K]
+        table = jnp.where(correct[:, None, :] > 0, log_cls[..., 1:], log_cls[..., :1]) + fmt[:, None, :]
+        # level by level (no slices of a whole-tree array), each a gather from the flat table whose
+        # indices are laid out as its output [N, pairs of the level] (no transposed copy)
+        flat, cells = table.reshape(-1), S * D * K
+        first = jnp.arange(n, dtype=jnp.int32)[:, None] * cells
+        levels = [flat[first + self._pair_cell[None, o * b:(o + m) * b]].reshape(n, m, b)
+                  for o, m in zip(self.offsets, self.level_sizes)]
         # subtree log-masses bottom-up; a non-terminal pair's mass is its child's subtree mass
-        levels = self._levels(logw)
         for d in range(D - 2, -1, -1):
             below = jax.nn.logsumexp(levels[d + 1], axis=-1).reshape(n, self.level_sizes[d], b - 1)
             levels[d] = levels[d].at[:, :, 1:].set(below)
