@@ -242,14 +242,13 @@ class TreeEnv:
         sa = np.zeros((n_nodes * b, S * K), np.float32)
         sa[np.flatnonzero(term), (self.pair_style.ravel() * K + self.pair_answer.ravel())[term]] = 1.0
         self._sa = sa
-        # leaves of each answer per (style, length) class, [K, S D]: a prompt's correct leaves per class
-        # are ``correct @ _answer_cls`` (counts, exact in float32) without a [N, pairs] product
-        ans_cls = np.zeros((K, S * D), np.float32)
-        np.add.at(ans_cls, (self.pair_answer.ravel()[term], (self.pair_style.ravel() * D + self.pair_len.ravel() - 1)[term]), 1.0)
-        self._answer_cls = ans_cls
-        # (class, answer) cell of every pair, class = style D + length - 1 (non-terminal pairs: overwritten)
-        self._pair_cell = ((self.pair_style.ravel() * D + self.pair_len.ravel() - 1) * K
-                           + self.pair_answer.ravel()).astype(np.int32)
+        pair_cls = self.pair_style.ravel() * D + self.pair_len.ravel() - 1  # (style, length) class of each pair
+        # leaves of each answer per class, [K, S D]: a prompt's correct leaves per class are
+        # ``correct @ _answer_cls`` (counts, exact in float32) without a [N, pairs] product
+        self._answer_cls = np.zeros((K, S * D), np.float32)
+        np.add.at(self._answer_cls, (self.pair_answer.ravel()[term], pair_cls[term]), 1.0)
+        # (class, answer) cell of every pair (non-terminal pairs: overwritten by their subtree mass)
+        self._pair_cell = (pair_cls * K + self.pair_answer.ravel()).astype(np.int32)
         self._style_p = np.asarray([m for m, _, _ in self.styles], np.float64)
         self._style_p = (self._style_p / self._style_p.sum()).astype(np.float32)
         self._style_acc = np.asarray([np.nan if a is None else a for _, a, _ in self.styles], np.float32)
