@@ -104,7 +104,7 @@ def check_numpy_gradient(seed=0, B=8, G=8, K=8) -> float:
 
     import tabsim as ts
     from tabsim.algos import policy_loss
-    from tabsim.api import algo_spec
+    from tabsim.runtime.run import algo_spec
     from tabsim.params import Hyper
 
     rng = np.random.default_rng(seed)

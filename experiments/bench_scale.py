@@ -4,7 +4,7 @@
 
 The sweep is the `paper` preset over prior_strength x lr (16 x 16 = 256 conditions) x 8 seeds, 100
 steps, in chunks of 16 conditions (16 chunks). Each Dask cluster is a ``LocalCluster`` of
-single-threaded worker processes started by :class:`tabsim.executors.DaskExecutor`, with an empty
+single-threaded worker processes started by :class:`tabsim.runtime.dask.DaskExecutor`, with an empty
 compilation cache of its own, so its cold figure includes the cluster start, JAX's import in the
 workers and the compilation.
 
@@ -70,7 +70,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import tabsim as ts
-    from tabsim.executors import DaskExecutor
+    from tabsim.runtime.dask import DaskExecutor
 
     levels, seeds, steps, chunk = (8, 2, 20, 4) if args.quick else (16, 8, 100, 16)
     cfg = ts.resolve(sweep_config(levels, seeds, steps, chunk))

@@ -41,15 +41,15 @@ _xla_cpu_defaults()
 # pay for JAX, pandas, statsmodels or matplotlib until something needs them.
 _EXPORTS = {
     "AlgoSpec": "tabsim.algos", "policy_loss": "tabsim.algos",
-    "Executor": "tabsim.api", "LocalExecutor": "tabsim.api", "Result": "tabsim.api",
-    "compiled_train": "tabsim.api", "enable_compilation_cache": "tabsim.api",
-    "disable_compilation_cache": "tabsim.api", "make_env": "tabsim.api", "run": "tabsim.api",
+    "Executor": "tabsim.runtime.run", "LocalExecutor": "tabsim.runtime.run", "Result": "tabsim.runtime.run",
+    "compiled_train": "tabsim.runtime.run", "enable_compilation_cache": "tabsim.runtime.run",
+    "disable_compilation_cache": "tabsim.runtime.run", "make_env": "tabsim.runtime.run", "run": "tabsim.runtime.run",
     "ARMS": "tabsim.arms",
     "Config": "tabsim.config", "ConfigError": "tabsim.config", "load_config": "tabsim.config",
     "resolve": "tabsim.config",
     "Schedule": "tabsim.engine", "make_train": "tabsim.engine",
     "ENVS": "tabsim.envs", "BanditEnv": "tabsim.envs.bandit",
-    "Factor": "tabsim.factorial", "run_factorial": "tabsim.factorial",
+    "Factor": "tabsim.studies.factorial", "run_factorial": "tabsim.studies.factorial",
     "Hyper": "tabsim.params", "PRESETS": "tabsim.presets",
 }
 

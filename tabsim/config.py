@@ -448,7 +448,7 @@ def load_config(path: str | Path, **overrides) -> Config:
     """Read a TOML or YAML config file with a safe loader and validate it.
 
     Raises:
-      ConfigError: the file cannot be read (see :mod:`tabsim.safeload` for the limits) or a value is
+      ConfigError: the file cannot be read (see :mod:`tabsim.files.safeload` for the limits) or a value is
         bad; the message names the file and every bad field.
     """
     data = read_config_file(path)
@@ -464,7 +464,7 @@ def read_config_file(path: str | Path) -> dict:
     YAML is read with the YAML 1.2 core schema (only ``true``/``false`` are booleans; ``1e-3`` is a
     number). The file must be UTF-8, at most 1 MiB, nested at most 64 levels, and hold settings.
     """
-    from tabsim.safeload import LoadError, load_toml, load_yaml
+    from tabsim.files.safeload import LoadError, load_toml, load_yaml
 
     path = Path(path)
     if path.suffix not in (".toml", ".yaml", ".yml"):

@@ -70,7 +70,7 @@ STACKED_EVAL_BYTES = 256 * 2**20  # tables kept for one batched evaluation at th
 # each consumer; the tree's sparse update scatter-adds B G D rows per step. With the fusion emitters
 # the benchmark tree's steps take about 2/3 of the CPU time (experiments/bench_tree.py; the scatter
 # alone 2.0 -> 0.6 ms per step of 4 runs) for about 1.3 s more compile time. The option is part of
-# the program's key in the executable store (``tabsim.executables``) and of JAX's cache key.
+# the program's key in the executable store (``tabsim.runtime.executables``) and of JAX's cache key.
 TREE_COMPILER_OPTIONS: dict | None = {"xla_cpu_use_fusion_emitters": True}
 # multi-node trees whose runs' tables together exceed this go through in groups of runs (a sequential
 # map over vmapped groups), so memory holds one group's tables and temporaries, not every run's
@@ -324,5 +324,5 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
             return n_runs
         return max(1, min(n_runs, RUN_GROUP_BYTES // table))
 
-    train.xla_options = options  # read by tabsim.executables (and by programs that wrap this one)
+    train.xla_options = options  # read by tabsim.runtime.executables (and by programs that wrap this one)
     return train

@@ -6,7 +6,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # the xdist processes already use eve
     os.environ.setdefault("TABSIM_THREADS", "1")
 
 # The suite's compiled programs go to a cache of its own (shared by its subprocesses), never the
-# user's default cache folder (tabsim.cache).
+# user's default cache folder (tabsim.runtime.cache).
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import study_args, study_store, write_frame, write_study
+from tabsim.studies.scripts import study_args, study_store, write_study
+from tabsim.files.atomic import write_frame
 from tabsim.plotting import SETTING_COLORS
 from tabsim.stats import mean_interval
 

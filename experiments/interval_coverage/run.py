@@ -29,7 +29,8 @@ import pandas as pd
 from scipy import stats as sps
 
 import tabsim as ts
-from tabsim.io import study_args, study_store, write_frame, write_study
+from tabsim.studies.scripts import study_args, study_store, write_study
+from tabsim.files.atomic import write_frame
 
 OUT = Path(__file__).resolve().parent / "out"
 PRIORS = [0.2, 0.35, 0.5, 0.65, 0.8]

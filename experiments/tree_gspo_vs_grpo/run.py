@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import study_args, study_store, write_study
+from tabsim.studies.scripts import study_args, study_store, write_study
 from tabsim.plotting import ALGO_COLORS
 
 OUT = Path(__file__).resolve().parent / "out"

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.io import study_args, study_store, write_study
+from tabsim.studies.scripts import study_args, study_store, write_study
 from tabsim.plotting import color_of
 
 OUT = Path(__file__).resolve().parent / "out"

@@ -17,7 +17,7 @@ plus the node-level terms, each times ``n_b = sum_g c_bg`` (the term is broadcas
 
 and for the per-token estimators ``k(l)``, ``l = log pi(a) - log pi_ref(a)``, a coefficient ``beta c k'(l)``
 on ``log pi(a)``. It is the same gradient as ``jax.grad`` of :func:`tabsim.algos.policy_loss`
-(``tests/test_closed_form.py`` checks every supported composition) but costs a fraction of it to
+(``tests/core/test_closed_form.py`` checks every supported composition) but costs a fraction of it to
 trace and compile: the engine takes this path whenever :func:`supports` says so.
 """
 from __future__ import annotations

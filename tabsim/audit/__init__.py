@@ -10,7 +10,7 @@
     res = audit(load_entries(["experiments/audits/spurious_rewards.yaml"]))
     res.audit[["model", "d_null", "d_elicit", "d_rd", "verdict"]]
 """
-# imported on first use: `tabsim audit --help` loads only tabsim.audit.cli
+# imported on first use: `tabsim audit --help` loads only tabsim.cli.audit
 _EXPORTS = {"FAMILY_CONFIGS": "calibrate", "CalibrationGrid": "calibrate", "command": "cli",
             "AuditResult": "core", "audit": "core", "audit_entry": "core", "TERMS": "estimate",
             "binomial_var": "estimate", "fieller": "estimate", "term_intervals": "estimate",

@@ -143,7 +143,7 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
       grid: the simulated family.
       cache_dir: folder for the cached frame (None: no disk cache).
       progress: show tabsim's progress bar.
-      executor: where the sweep's chunks run (default in this process; see :mod:`tabsim.executors`).
+      executor: where the sweep's chunks run (default in this process; see :mod:`tabsim.runtime.executors`).
 
     Returns:
       ``(frame, info)``: tidy frame with columns ``family, n_correct, prior_strength, format_boost,
@@ -163,7 +163,7 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
             return frame, {"digest": key, "cache": "disk", "seconds": 0.0}
         except Exception:  # a corrupt cache file is recomputed
             pass
-    from tabsim.api import run
+    from tabsim.runtime.run import run
 
     t0 = time.perf_counter()
     parts = []
@@ -180,7 +180,7 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
         parts.append(fin)
     frame = pd.concat(parts, ignore_index=True)
     if path is not None:
-        from tabsim.io import write_frame
+        from tabsim.files.atomic import write_frame
 
         try:
             write_frame(path, frame)

@@ -197,7 +197,7 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
       cache_dir: on-disk cache of the calibration sweep (None: no disk cache).
       progress: tabsim progress bar for the calibration sweep.
       executor: where the calibration sweep's chunks run (default in this process; e.g.
-        :class:`tabsim.executors.DaskExecutor`); the results are the same.
+        :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
 
     Returns:
       :class:`AuditResult`.

@@ -271,12 +271,12 @@ def plot_terms(res: AuditResult):
 
 def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_extra: dict | None = None,
                   overwrite: bool = False) -> Path:
-    """Write every output into ``out_dir``, published whole (a run store: see :mod:`tabsim.store`).
+    """Write every output into ``out_dir``, published whole (a run store: see :mod:`tabsim.runtime.store`).
 
     A non-empty ``out_dir`` is refused unless ``overwrite`` (the old contents stay until the new audit
     is published). Inside an open store's staging folder the files are written there directly.
     """
-    from tabsim.store import RunStore, writing_into
+    from tabsim.runtime.store import RunStore, writing_into
 
     out = Path(out_dir)
     if writing_into(out):
@@ -288,8 +288,9 @@ def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_
 
 
 def _write_files(res: AuditResult, folder: Path, *, files, command: str, provenance_extra: dict | None) -> None:
-    from tabsim.io import atomic_write_text, provenance, write_frame, write_json
-    from tabsim.plotting import save_figure
+    from tabsim.files.atomic import atomic_write_text, write_frame, write_json
+    from tabsim.files.provenance import provenance
+    from tabsim.plotting.figures import save_figure
 
     write_frame(folder / "audit.csv", res.audit)
     write_frame(folder / "terms.csv", res.terms)

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from tabsim.safeload import LoadError, load_yaml, read_text
+from tabsim.files.safeload import LoadError, load_yaml, read_text
 
 # Arms an entry may report. The first four make the partition; the rest are reported as gains.
 PARTITION_ARMS = ("frozen", "random", "majority", "true")

@@ -1,38 +1,9 @@
 """Environments: stateless objects holding static structure, registered by name."""
 from __future__ import annotations
 
-ENVS: dict[str, type] = {}
-# the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
-# maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
-ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
+from tabsim.envs.base import ANSWER_METRICS, ENVS, prompt_means, register_env, select_metrics
+from tabsim.envs.bandit import BanditEnv, BanditTask
+from tabsim.envs.tree import TreeEnv, TreeTask
 
-
-def register_env(name: str):
-    def deco(cls):
-        ENVS[name] = cls
-        cls.name = name
-        return cls
-
-    return deco
-
-
-def select_metrics(per_prompt: dict, metrics) -> dict:
-    """``per_prompt`` without the answer-level metrics not in ``metrics`` (``None``: keep all).
-
-    What is dropped is never reduced or returned, so XLA removes its computation from the program.
-    """
-    if metrics is None:
-        return per_prompt
-    return {k: v for k, v in per_prompt.items() if k not in ANSWER_METRICS or k in metrics}
-
-
-def prompt_means(per_prompt: dict) -> dict:
-    """Means over prompts of ``[N]`` per-prompt metrics, taken as one reduction (less to compile)."""
-    import jax.numpy as jnp
-
-    means = jnp.stack(list(per_prompt.values()), axis=-1).mean(-2)
-    return {k: means[..., i] for i, k in enumerate(per_prompt)}
-
-
-from tabsim.envs.bandit import BanditEnv, BanditTask  # noqa: E402,F401
-from tabsim.envs.tree import TreeEnv, TreeTask  # noqa: E402,F401
+__all__ = ["ANSWER_METRICS", "ENVS", "BanditEnv", "BanditTask", "TreeEnv", "TreeTask", "prompt_means",
+           "register_env", "select_metrics"]

@@ -20,7 +20,7 @@ import numpy as np
 
 from tabsim._ops import take_rows, weighted_counts
 from tabsim._pytree import pytree_dataclass
-from tabsim.envs import prompt_means, register_env, select_metrics
+from tabsim.envs.base import prompt_means, register_env, select_metrics
 from tabsim import rng as R
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from tabsim._ops import cumsum_last, log_softmax_last, softmax_last
 from tabsim._pytree import pytree_dataclass
 from tabsim import rng as R
-from tabsim.envs import prompt_means, register_env, select_metrics
+from tabsim.envs.base import prompt_means, register_env, select_metrics
 from tabsim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0

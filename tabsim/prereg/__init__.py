@@ -22,8 +22,8 @@ from pathlib import Path
 
 import click
 
-from tabsim._cli_common import output_options
-from tabsim.executors import executor_options
+from tabsim.cli.options import output_options
+from tabsim.cli.options import executor_options
 from tabsim.prereg.errors import PreregError
 
 # imported on first use, so that `tabsim prereg --help` does not load the schema and its stack
@@ -233,9 +233,10 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, o
     Example:
       tabsim prereg run preregistration/clipping_null/plan.yaml --out preregistration/clipping_null/results
     """
-    from tabsim._cli_common import guarded
+    from tabsim.cli.options import guarded
     from tabsim.config import ConfigError
-    from tabsim.executors import check_options, open_executor
+    from tabsim.cli.options import check_options
+    from tabsim.cli.options import open_executor
 
     check_options(executor, workers, scheduler)
     try:

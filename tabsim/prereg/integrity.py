@@ -2,7 +2,7 @@
 
 * **Code digest.** The SHA-256 of the manifest of tabsim's ``.py`` files: one line
   ``<sha256 of the file>  <path>`` per file, paths relative to the folder holding the package
-  (``tabsim/api.py``), sorted. It equals ``cd <site> && find tabsim -name '*.py' -not -path
+  (``tabsim/runtime/run.py``), sorted. It equals ``cd <site> && find tabsim -name '*.py' -not -path
   '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum``. The lock keeps each file's
   digest too, so a changed file can be named, and the versions of tabsim and its numerical
   libraries (jax, jaxlib, numpy, scipy, statsmodels).
@@ -245,7 +245,7 @@ def exploratory_log_path(path: str | Path) -> Path:
 
 def log_exploratory_run(path: str | Path, entry: dict) -> None:
     """Append an exploratory run (its folder, start time, plan hash, seeds) to ``FILE.exploratory.json``."""
-    from tabsim.io import write_json
+    from tabsim.files.atomic import write_json
 
     lp = exploratory_log_path(path)
     runs = _exploratory_runs(path) if lp.is_file() else []

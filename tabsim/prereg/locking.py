@@ -22,7 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tabsim.io import git_commit, write_json
+from tabsim.files.provenance import git_commit
+from tabsim.files.atomic import write_json
 from tabsim.prereg import signing
 from tabsim.prereg.schema import PreregError, load_plan, read_document
 

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from tabsim.io import atomic_write_text, write_json
+from tabsim.files.atomic import atomic_write_text, write_json
 from tabsim.prereg import integrity, signing
 from tabsim.prereg.locking import verify_lock_signature
 from tabsim.prereg.runner import RESULTS, STATUS, file_sha256, read_status

@@ -23,7 +23,8 @@ from typing import Optional
 
 import pandas as pd
 
-from tabsim.io import provenance, write_frame, write_json
+from tabsim.files.provenance import provenance
+from tabsim.files.atomic import write_frame, write_json
 from tabsim.prereg import integrity
 from tabsim.prereg import locking as lock_mod
 from tabsim.prereg import signing
@@ -57,11 +58,11 @@ def read_status(out: str | Path) -> Optional[dict]:
 def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd.DataFrame, list[dict]]:
     """Train every cell of the design into one tidy frame.
 
-    Uses the factorial runner (:func:`tabsim.factorial.run_factorial`: one compiled program per
+    Uses the factorial runner (:func:`tabsim.studies.factorial.run_factorial`: one compiled program per
     static combination, traced factors and seeds vmapped) when it is available, else one
-    :func:`tabsim.api.run` sweep per static cell. The arm factor is not a runner factor: every arm
+    :func:`tabsim.runtime.run.run` sweep per static cell. The arm factor is not a runner factor: every arm
     of the design runs (the partition needs them all) and the factor column copies ``arm``.
-    ``executor`` is where the chunks run (default in this process; see :mod:`tabsim.executors`).
+    ``executor`` is where the chunks run (default in this process; see :mod:`tabsim.runtime.executors`).
 
     Returns:
       ``(frame, runs)``: one row per cell x seed x arm x eval step, with a column per design factor;
@@ -69,7 +70,7 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
     """
     arm_factor = next((f for f in plan.design.factors if f.field == "arm"), None)
     try:
-        from tabsim.factorial import run_factorial
+        from tabsim.studies.factorial import run_factorial
     except ImportError:
         run_factorial = None
     if run_factorial is not None:
@@ -78,9 +79,9 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
         factors = {f.name: {f.field: list(f.levels)} for f in plan.design.factors if f is not arm_factor}
         res = run_factorial(base, factors, progress=progress, name=plan.title, executor=executor)
         frame = res.frame.copy()
-        runs = [{"runner": "tabsim.factorial.run_factorial", "config": res.config, "provenance": res.provenance}]
+        runs = [{"runner": "tabsim.studies.factorial.run_factorial", "config": res.config, "provenance": res.provenance}]
     else:
-        from tabsim.api import run
+        from tabsim.runtime.run import run
 
         frames, runs = [], []
         for levels, cfg in design_runs(plan):
@@ -93,7 +94,7 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
                 elif kind == "sweep" and f.name != target:
                     part[f.name] = part[target]
             frames.append(part)
-            runs.append({"runner": "tabsim.api.run", "levels": levels, "config": res.config,
+            runs.append({"runner": "tabsim.runtime.run.run", "levels": levels, "config": res.config,
                          "provenance": res.provenance})
         frame = pd.concat(frames, ignore_index=True)
     frame["arm"] = frame["arm"].astype(str)
@@ -113,7 +114,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
       out: output folder.
       confirmatory: require the plan to match its lock (plus amendments); an exploratory run needs
         no lock and is labelled exploratory throughout.
-      overwrite: replace a non-empty ``out`` (kept until the new run is published; see :mod:`tabsim.store`).
+      overwrite: replace a non-empty ``out`` (kept until the new run is published; see :mod:`tabsim.runtime.store`).
       progress: show progress bars.
       write_report: write ``report.md`` / ``report.json`` after the run is complete.
       resume: continue an interrupted run into ``out`` (its finished chunks are reused).
@@ -123,7 +124,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
       allow_code_change: run although the tabsim source or library versions differ from the
         lock's, recording the change as a deviation (refused otherwise).
       executor: where the training chunks run (default in this process; e.g.
-        :class:`tabsim.executors.DaskExecutor`); the results are the same.
+        :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
 
     The run is built in a staging folder beside ``out`` and published whole at the end.
 
@@ -151,7 +152,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         except PreregError:
             pass
     checks = integrity_record(path, doc, sha, record, confirmatory=confirmatory, allow_code_change=allow_code_change)
-    from tabsim.store import RunStore, job_key
+    from tabsim.runtime.store import RunStore, job_key
 
     mode = "confirmatory" if confirmatory else "exploratory"
     with RunStore(out, overwrite=overwrite, resume=resume, key=job_key("prereg", sha, mode),

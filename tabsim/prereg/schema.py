@@ -192,7 +192,7 @@ def read_document(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise PreregError(f"pre-registration file not found: {path}")
-    from tabsim.safeload import LoadError, load_yaml
+    from tabsim.files.safeload import LoadError, load_yaml
 
     try:  # PyYAML's safe_load scalars (plan hashes depend on them), with size, depth and alias limits
         doc = load_yaml(path, schema="yaml11", what="pre-registration file")

@@ -1,0 +1,93 @@
+"""``tabsim audit FILE [FILE...] --out DIR``."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from tabsim.cli.options import output_options
+from tabsim.cli.options import check_options, executor_options
+from tabsim.cli.options import open_executor
+
+
+@click.command("audit")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", "-o", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder, published whole when every output is written (a non-empty one is refused "
+                   "without --overwrite).")
+@click.option("--seed-sd", type=float, default=0.0, show_default=True,
+              help="Assumed seed sd (points) of single-run trained arms; 0 leaves seed spread out.")
+@click.option("--ci", type=float, default=0.95, show_default=True, help="Two-sided interval level.")
+@click.option("--threshold", type=float, default=0.60, show_default=True, help="Verdict share threshold (SPEC §3).")
+@click.option("--family", "families", multiple=True, metavar="NAME",
+              help="Simulator family for the missing-arm calibration (repeatable): paper (default), reuse.")
+@click.option("--no-calibration", is_flag=True, help="Bound missing arms logically only (no simulation).")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Cache of the calibration sweep (default $TABSIM_CACHE or ~/.cache/tabsim).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk calibration cache.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines or summary.")
+@output_options
+@executor_options
+def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_dir, no_cache, quiet, overwrite,
+            resume, executor, workers, scheduler):
+    """Audit published RLVR results: partition, intervals, bounds for missing arms, verdict.
+
+    FILES are YAML or CSV tables of published accuracies (format: docs/audit.md); a folder
+    stands for its .yaml/.yml/.csv files. Writes
+    DIR/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png (.pdf too with --pdf) and
+    provenance.json. Nothing is written unless every file is valid.
+
+    \b
+    Example (the shipped tables):
+      tabsim audit experiments/audits --out results/audit
+    """
+    from tabsim.cli.options import open_store
+    from tabsim.audit import calibrate as cal
+    from tabsim.audit.core import audit
+    from tabsim.audit.report import _sha, write_outputs
+    from tabsim.audit.schema import AuditInputError, load_entries
+    from tabsim.runtime.store import job_key
+
+    problems = []
+    if not (0.0 < ci < 1.0):
+        problems.append(f"--ci: {ci!r} must be in (0, 1)")
+    if not (seed_sd >= 0.0) or seed_sd != seed_sd or seed_sd == float("inf"):
+        problems.append(f"--seed-sd: {seed_sd!r} must be a finite number >= 0 (points)")
+    if not (0.0 < threshold < 1.0):
+        problems.append(f"--threshold: {threshold!r} must be a share in (0, 1)")
+    bad = [f for f in families if f not in cal.FAMILY_CONFIGS]
+    if bad:
+        problems.append(f"--family: unknown {bad}; allowed: {', '.join(cal.FAMILY_CONFIGS)}")
+    if problems:
+        raise click.UsageError("; ".join(problems))
+    check_options(executor, workers, scheduler)
+    try:
+        entries = load_entries(list(files))
+    except AuditInputError as err:
+        raise click.ClickException(str(err))
+    grid = cal.CalibrationGrid()
+    if families:
+        grid = cal.CalibrationGrid(families=tuple((f, cal.FAMILY_LR[f]) for f in dict.fromkeys(families)))
+    cache = None if no_cache else (cache_dir or cal.default_cache_dir())
+    opts = [f"--seed-sd {seed_sd:g}" if seed_sd else "", f"--ci {ci:g}" if ci != 0.95 else "",
+            f"--threshold {threshold:g}" if threshold != 0.60 else "", *(f"--family {f}" for f in families),
+            "--no-calibration" if no_calibration else ""]
+    cmd = " ".join(["tabsim audit", *(shlex.quote(str(f)) for f in files), "--out", shlex.quote(str(out)),
+                    *(o for o in opts if o)])
+    inputs = list(dict.fromkeys(e.file for e in entries))
+    key = job_key("audit", [_sha(f) for f in inputs], seed_sd, ci, threshold, list(families), no_calibration)
+    with open_executor(executor, workers, scheduler, quiet=quiet) as ex, \
+            open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
+        if store.complete:
+            click.echo(f"nothing to resume: {out} already holds this audit, complete")
+            return
+        res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
+                    cache_dir=cache, progress=not quiet, executor=ex)
+        write_outputs(res, store.dir, files=inputs, command=cmd)
+    if not quiet:
+        a = res.audit
+        show = a[["source", "model", "benchmark", "verdict", "verdict_basis", "identified"]]
+        click.echo(show.to_string(index=False))
+        click.echo(f"wrote {out}/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png, "
+                   "provenance.json")

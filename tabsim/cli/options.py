@@ -1,0 +1,137 @@
+"""What every command shares: the ``--overwrite``/``--resume``/``--pdf`` options, the executor options,
+and one-line errors for output problems (an existing ``--out``, a full disk, a read-only target) and
+for Ctrl-C."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from tabsim.runtime.executors import ExecutorError, check_address
+
+# Nothing heavy at import: every command's options are defined from here, and ``tabsim CMD --help``
+# must not pay for JAX, pandas or the config schema.
+
+
+def fail(msg: str):
+    """End the command with ``msg`` as a one-line error."""
+    raise click.ClickException(msg)
+
+
+def _figure_formats(ctx, param, pdf: bool) -> None:
+    # read by tabsim.plotting.figures.save_figure; set on every invocation, so a call without --pdf resets it
+    os.environ["TABSIM_FIGURE_FORMATS"] = "png,pdf" if pdf else "png"
+
+
+def output_options(fn):
+    """Add ``--overwrite``, ``--resume`` and ``--pdf`` to a command that writes ``--out``."""
+    fn = click.option("--pdf", is_flag=True, expose_value=False, callback=_figure_formats,
+                      help="Also write every figure as PDF beside its PNG (PNG only by default).")(fn)
+    fn = click.option("--resume", is_flag=True,
+                      help="Continue an interrupted run into the same --out: finished chunks are kept, only the "
+                           "missing ones are computed (same config and options).")(fn)
+    fn = click.option("--overwrite", is_flag=True,
+                      help="Replace a non-empty --out; its old contents stay until the new run is published.")(fn)
+    return fn
+
+
+@contextlib.contextmanager
+def guarded(out: Path):
+    """Turn output errors, OS errors and Ctrl-C inside the block into one-line messages and exit codes.
+
+    Ctrl-C (SIGINT) exits with 130 after one line saying what was kept; the staging folder's finished
+    chunks are what ``--resume`` continues from.
+    """
+    from tabsim.config import ConfigError
+    from tabsim.runtime.store import OutputError, staging_path
+
+    try:
+        yield
+    except (OutputError, ConfigError) as err:
+        raise click.ClickException(str(err)) from None
+    except OSError as err:
+        where = err.filename or out
+        raise click.ClickException(f"cannot write {where}: {err.strerror or err}; {out} is unchanged") from None
+    except KeyboardInterrupt:
+        stage = staging_path(out)
+        kept = ""
+        if stage.is_dir():
+            n = len(list((stage / "chunks").glob("*.parquet"))) if (stage / "chunks").is_dir() else 0
+            kept = f"; {n} finished chunk(s) kept in {stage}: rerun the same command with --resume to continue"
+        click.echo(f"interrupted: {out} is unchanged{kept}", err=True)
+        sys.exit(130)
+
+
+@contextlib.contextmanager
+def open_store(out: Path, *, overwrite: bool, resume: bool, key: str | None, description: str):
+    """``guarded`` around an open :class:`RunStore`: yields the store, publishes when the block succeeds."""
+    from tabsim.runtime.store import RunStore
+
+    with guarded(out):
+        with RunStore(out, overwrite=overwrite, resume=resume, key=key, description=description) as store:
+            yield store
+
+
+
+def executor_options(fn):
+    """Add ``--executor``, ``--workers`` and ``--scheduler`` to a click command."""
+    fn = click.option("--scheduler", metavar="tcp://HOST:PORT", default=None,
+                      help="With --executor dask: run on the existing Dask cluster of this scheduler (left "
+                           "running afterwards).")(fn)
+    fn = click.option("--workers", type=int, default=None, metavar="N",
+                      help="With --executor dask: start a local cluster of N single-threaded worker processes "
+                           "(default: one per CPU core).")(fn)
+    fn = click.option("--executor", "executor", type=click.Choice(["local", "dask"]), default="local",
+                      show_default=True,
+                      help="Where chunks run: in this process, or on a Dask cluster (results are the same).")(fn)
+    return fn
+
+
+def check_options(executor: str, workers: int | None, scheduler: str | None) -> None:
+    """Refuse bad combinations of the executor options with a :class:`click.UsageError` naming the option."""
+    if workers is not None and workers < 1:
+        raise click.UsageError(f"--workers: {workers} is not a number of workers (a whole number >= 1)")
+    if executor != "dask":
+        used = [f"--{n} {v}" for n, v in (("workers", workers), ("scheduler", scheduler)) if v is not None]
+        if used:
+            raise click.UsageError(f"{used[0]}: needs --executor dask (the local executor runs in this process)")
+        return
+    if workers is not None and scheduler is not None:
+        raise click.UsageError("--workers and --scheduler: choose one (start a local cluster of N workers, or use "
+                               "the cluster at the scheduler address)")
+    if scheduler is not None:
+        try:
+            check_address(scheduler)
+        except ValueError as err:
+            raise click.UsageError(str(err)) from None
+
+
+@contextlib.contextmanager
+def open_executor(executor: str, workers: int | None = None, scheduler: str | None = None, *, quiet: bool = False):
+    """The executor chosen on the command line, as a context (None for local); closes what it started.
+
+    A scheduler address is connected to at once (a wrong address fails before anything is written); a
+    local cluster starts when the first chunk is about to run (an output folder that is refused costs no
+    cluster start). An :class:`ExecutorError`, or a run refused because a chunk cannot fit a worker
+    (:func:`cap_chunk`), becomes a one-line :class:`click.ClickException`.
+    """
+    from tabsim.config import ConfigError
+
+    check_options(executor, workers, scheduler)
+    if executor != "dask":
+        yield None
+        return
+    from tabsim.runtime.dask import DaskExecutor  # loads distributed's client: only when asked for
+
+    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet)
+    try:
+        if scheduler is not None:
+            ex.start()
+        yield ex
+    except (ExecutorError, ConfigError) as err:
+        raise click.ClickException(str(err)) from None
+    finally:
+        ex.close()

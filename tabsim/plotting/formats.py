@@ -1,0 +1,20 @@
+"""The file formats a figure is written in: PNG by default, PDF or SVG when asked."""
+from __future__ import annotations
+
+import os
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
+
+
+def figure_formats(formats=None) -> tuple[str, ...]:
+    """``formats`` checked, or the default: ``$TABSIM_FIGURE_FORMATS`` (comma-separated, set by the
+    commands' ``--pdf``), else PNG only."""
+    if formats is None:
+        formats = [f for f in os.environ.get("TABSIM_FIGURE_FORMATS", "png").split(",") if f.strip()] or ["png"]
+    elif isinstance(formats, str):
+        formats = [formats]
+    out = tuple(dict.fromkeys(str(f).strip().lower().lstrip(".") for f in formats))
+    bad = [f for f in out if f not in FIGURE_FORMATS]
+    if bad or not out:
+        raise ValueError(f"figure format {bad[0] if bad else ''!r}: allowed: {', '.join(FIGURE_FORMATS)}")
+    return out

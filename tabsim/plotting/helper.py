@@ -1,0 +1,334 @@
+"""Figures drawn in a helper process, off the critical path of a command.
+
+Loading matplotlib and laying out a text-heavy figure costs about 0.5 s per figure on a laptop
+core. :class:`FigureProcess` starts ``python -m tabsim.plotting.helper`` when a command begins; the
+helper loads the plotting stack while the engine trains, then draws each figure it is sent, in a
+child forked from it (several at once, one per core), while the command goes on with its statistics
+and tables. :meth:`FigureProcess.wait` returns the written paths
+(or raises :class:`FigureError` with the helper's traceback), so a command publishes its output only
+after every figure is on disk.
+
+A job names a module-level function (``"module:function"``) that takes plain picklable data (frames,
+numbers, dataclasses) and returns a matplotlib figure; the helper saves it with
+:func:`tabsim.plotting.figures.save_figure` in the formats given. Where no helper can be started
+(``TABSIM_FIGURE_PROCESS=0``, or the interpreter cannot be run) :func:`start` returns a
+:class:`LocalFigures`, which draws in this process with the same interface.
+
+The messages are length-prefixed pickles over the helper's standard input and output: both ends are
+this package, on a private pipe. The helper ends at the end of its input, so it never outlives the
+command (a killed command closes the pipe).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from tabsim.plotting.formats import figure_formats
+
+_HEADER = struct.Struct("<Q")
+
+
+class FigureError(RuntimeError):
+    """A figure could not be drawn or written; the message carries the helper's traceback."""
+
+
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _recv(stream):
+    """The next message, or ``EOFError`` when the other end has closed the pipe."""
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError
+    n = _HEADER.unpack(head)[0]
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError
+    return pickle.loads(data)
+
+
+def _draw(target: str, args: tuple, kwargs: dict, stem: str, formats: tuple[str, ...]) -> list[str]:
+    from tabsim.plotting.figures import save_figure
+
+    module, _, name = target.partition(":")
+    fig = getattr(importlib.import_module(module), name)(*args, **kwargs)
+    return [str(p) for p in save_figure(fig, stem, formats)]
+
+
+class LocalFigures:
+    """Draws each submitted figure at once, in this process (the fallback of :func:`start`)."""
+
+    def __init__(self):
+        self._written: list[str] = []
+
+    def submit(self, target: str, *args, stem: str | Path, formats=None, **kwargs) -> None:
+        self._written += _draw(target, args, kwargs, str(stem), figure_formats(formats))
+
+    def wait(self) -> list[str]:
+        return list(self._written)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class FigureProcess:
+    """A helper process drawing figures (see the module docstring); use :func:`start`.
+
+    Jobs are sent as they are submitted, by a thread of this process (the command never waits on the
+    pipe); the helper draws up to ``parallel`` of them at once, each in a child forked from it
+    (matplotlib already loaded), and replies as each is written; :meth:`wait` returns the paths in
+    submission order.
+    """
+
+    def __init__(self, extra_imports: tuple[str, ...] = (), parallel: int | None = None):
+        import queue
+        import threading
+
+        import tabsim
+
+        root = str(Path(tabsim.__file__).resolve().parent.parent)  # importable from a source checkout too
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        from tabsim._host import cpu_count
+
+        parallel = parallel or cpu_count()
+        self._proc = subprocess.Popen([sys.executable, "-m", "tabsim.plotting.helper", str(parallel), *extra_imports],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                      start_new_session=hasattr(os, "killpg"))  # close(kill=True) ends its children too
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._stems: list[str] = []
+        self._sender = threading.Thread(target=self._send_jobs, daemon=True, name="tabsim-figures")
+        self._sender.start()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _send_jobs(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                _send(self._proc.stdin, job)
+            except OSError:  # the helper ended; wait() reports it
+                return
+        try:
+            self._proc.stdin.close()  # no more jobs: the helper ends after the last reply
+        except OSError:
+            pass
+
+    def submit(self, target: str, *args, stem: str | Path, formats=None, **kwargs) -> None:
+        """Queue one figure: ``target(*args, **kwargs)`` drawn and saved as ``stem.<format>``."""
+        self._jobs.put((len(self._stems), (target, args, kwargs, str(stem), figure_formats(formats))))
+        self._stems.append(str(stem))
+
+    def wait(self) -> list[str]:
+        """Wait for every submitted figure; the written paths in submission order."""
+        replies: dict[int, tuple[str, object]] = {}
+        try:
+            self._jobs.put(None)
+            while len(replies) < len(self._stems):
+                try:
+                    i, reply = _recv(self._proc.stdout)
+                except (EOFError, OSError):
+                    break
+                replies[i] = reply
+            written: list[str] = []
+            for i, stem in enumerate(self._stems):
+                status, value = replies.get(i, ("ended", "nothing came back from the figure helper (it, or "
+                                                         "the child drawing this figure, ended early; helper "
+                                                         f"exit status {self._proc.poll()})"))
+                if status == "ended":
+                    raise FigureError(f"figure {stem}: {value}")
+                if status == "oserror":
+                    raise OSError(*value)
+                if status != "ok":
+                    raise FigureError(f"figure {stem} failed in the figure helper process:\n{value}")
+                written += value
+        finally:
+            self.close()
+        return written
+
+    def close(self, kill: bool = False) -> None:
+        """End the helper (``kill``: at once, even while drawing)."""
+        proc = self._proc
+        if proc.poll() is None:
+            if kill:
+                try:
+                    os.killpg(proc.pid, 9)
+                except (AttributeError, OSError):
+                    proc.kill()
+            self._jobs.put(None)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        self.close(kill=exc_type is not None)  # an error or Ctrl-C in the command: its figures are not wanted
+
+
+def start(extra_imports: tuple[str, ...] = (), parallel: int | None = None) -> FigureProcess | LocalFigures:
+    """A :class:`FigureProcess` drawing up to ``parallel`` figures at once (default: the cores this
+    process may use), or :class:`LocalFigures` when ``TABSIM_FIGURE_PROCESS=0`` or no helper can be
+    started. ``extra_imports``: modules the helper loads before its first job (the modules of the
+    figure functions)."""
+    if os.environ.get("TABSIM_FIGURE_PROCESS", "1").strip().lower() in ("0", "false", "no", "off"):
+        return LocalFigures()
+    try:
+        return FigureProcess(extra_imports, parallel)
+    except OSError:
+        return LocalFigures()
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, n - got)
+        if not b:
+            raise EOFError
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def _recv_fd(fd: int):
+    """The next message on raw descriptor ``fd`` (unbuffered, so ``select`` sees what is left)."""
+    n = _HEADER.unpack(_read_exact(fd, _HEADER.size))[0]
+    return pickle.loads(_read_exact(fd, n))
+
+
+def _reply(target, args, kwargs, stem, formats):
+    import traceback
+
+    try:
+        return ("ok", _draw(target, args, kwargs, stem, formats))
+    except OSError as err:  # a full disk, a read-only folder: the command reports it as its own
+        return ("oserror", (err.errno, err.strerror or str(err), err.filename))
+    except Exception:  # noqa: BLE001 - reported to the command, which raises it
+        return ("error", traceback.format_exc())
+
+
+def _serve(parallel: int, extra_imports: list[str]) -> None:
+    """Read jobs from standard input; draw each in a forked child (up to ``parallel`` at once) and
+    reply ``(job index, reply)`` on standard output as each child finishes."""
+    import selectors
+
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # anything a library prints goes to the log, not into the replies
+    import matplotlib
+
+    matplotlib.use("Agg")
+    for name in extra_imports:
+        importlib.import_module(name)
+    _draw_once(())  # fonts and the renderer are ready before the first job arrives (children inherit them)
+    fork = hasattr(os, "fork")
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ, None)
+    queued: list = []
+    running = 0
+    reading = True
+    while reading or queued or running:
+        while queued and (running < parallel or not fork):
+            i, job = queued.pop(0)
+            if not fork:
+                _send(out, (i, _reply(*job)))
+                continue
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: draw, reply to the helper, leave without any teardown
+                try:
+                    os.close(r)
+                    with os.fdopen(w, "wb") as fh:
+                        _send(fh, (i, _reply(*job)))
+                finally:
+                    os._exit(0)
+            os.close(w)
+            sel.register(r, selectors.EVENT_READ, pid)
+            running += 1
+        if not (reading or running):
+            break
+        for key, _ in sel.select():
+            if key.data is None:  # a job, or the end of the jobs
+                try:
+                    queued.append(_recv_fd(0))
+                except EOFError:
+                    sel.unregister(0)
+                    reading = False
+                continue
+            try:
+                i, reply = _recv_fd(key.fd)
+            except EOFError:  # the child died without replying
+                i, reply = None, None
+            sel.unregister(key.fd)
+            os.close(key.fd)
+            _, status = os.waitpid(key.data, 0)
+            running -= 1
+            if i is not None:
+                _send(out, (i, reply))
+            # a child that died without a reply leaves its job unanswered: the command reports it
+
+
+def _draw_once(modules: tuple[str, ...], draw: bool = True) -> None:
+    import importlib
+    import io
+
+    for name in modules:
+        importlib.import_module(name)
+    if not draw:
+        return
+    import matplotlib.pyplot as plt
+
+    from tabsim.plotting import figures  # noqa: F401  (loads the figure stack the jobs use)
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.errorbar([0, 1], [0, 1], yerr=[0.1, 0.1], marker="o", label="x")
+    ax.legend()
+    ax.set(xscale="log", title="warm-up")
+    for ext in figure_formats():
+        fig.savefig(io.BytesIO(), format=ext, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+
+
+def warm_up(*modules: str, draw: bool = True):
+    """Import ``modules`` and (``draw``) the plotting stack and draw one small figure, in a background thread.
+
+    Started before the engine compiles and trains (XLA releases the GIL meanwhile), so that the
+    imports and the first draw (fonts, backend) are done when the results need them. The caller
+    joins the returned thread before it touches matplotlib itself.
+    """
+    import threading
+
+    thread = threading.Thread(target=_draw_once, args=(modules, draw), name="tabsim-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+if __name__ == "__main__":
+    # os._exit: no interpreter teardown (0.3-0.5 s with matplotlib and pandas loaded), which the
+    # command would wait for; every reply is flushed and every figure written by then
+    try:
+        _serve(int(sys.argv[1]), sys.argv[2:])
+    except (KeyboardInterrupt, BrokenPipeError):  # the command was interrupted: it reports that itself
+        os._exit(1)
+    sys.stderr.flush()
+    os._exit(0)

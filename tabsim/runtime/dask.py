@@ -1,0 +1,473 @@
+"""The Dask executor: chunks of a run computed on a Dask cluster, with the results of a local run.
+
+The default executor (:class:`tabsim.runtime.executors.LocalExecutor`) runs chunks in this process.
+:class:`DaskExecutor` runs them on a Dask
+cluster: a :class:`distributed.LocalCluster` of single-threaded worker processes that it starts on this
+machine, or an existing cluster given by its scheduler address (or a :class:`distributed.Client`).
+
+    import tabsim as ts
+    from tabsim.runtime.dask import DaskExecutor
+
+    with DaskExecutor(workers=2) as ex:          # closes the cluster it started on leaving the block
+        res = ts.run({"preset": "paper", "sweep": {"prior_strength": [0.2, 0.5, 0.8]}}, executor=ex)
+
+What the Dask path guarantees:
+
+* **The same numbers.** Every task carries the client's numeric settings (its ``XLA_FLAGS``, the JAX
+  float settings, the versions of jax, jaxlib and tabsim and a digest of tabsim's sources). A worker starts JAX with the client's
+  ``XLA_FLAGS`` and applies the JAX settings before running a chunk; a worker that cannot (its JAX
+  started with other flags, other versions) fails the task with a message saying so, so a
+  distributed run gives the frame of a local run byte for byte or none at all.
+* **Chunks stream back.** :meth:`DaskExecutor.imap_unordered` yields each chunk as it finishes
+  (``distributed.as_completed``) and keeps only a window of chunks in flight, so the run store saves
+  every finished chunk at once: a crash of the client loses at most the chunks in flight, and
+  ``--resume`` continues from the rest.
+* **Lost workers cost only their chunks.** A worker that dies is restarted by its nanny and the
+  scheduler gives its chunks to a live worker; a chunk that raises is retried (``retries``).
+* **One compilation per program and process, one cache for all.** Workers keep compiled programs
+  for their life (:mod:`tabsim.runtime.run` caches them per process) and share JAX's on-disk compilation
+  cache (default ``~/.cache/tabsim/jax``), so a worker that starts later loads what another compiled.
+
+Command-line use: ``--executor dask --workers N`` or ``--executor dask --scheduler tcp://HOST:PORT``
+(:mod:`tabsim.cli.options`).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from tabsim._host import cpu_count
+from tabsim.runtime.executors import (ExecutorError, check_address, default_compilation_cache, numerics,
+                                      source_digest)
+
+
+
+# ------------------------------------------------------------------------------------------------
+# What a worker needs to compute the numbers the client would
+
+
+
+_WORKER_FLAGS: str | None = None  # the XLA_FLAGS this worker process started JAX with
+_WORKER_CACHE: str | None = None
+
+
+def _backend_started() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # an older/newer JAX without the helper: assume started, the flag check decides
+        return True
+
+
+def prepare_worker(client_numerics: dict, cache: str | None = None) -> None:
+    """Set this process up to compute what the client computes (idempotent).
+
+    Before JAX's backend starts, ``XLA_FLAGS`` is set to the client's; afterwards the flags it started
+    with are what they are and :func:`_check` refuses to run when they differ. ``cache`` enables JAX's
+    on-disk compilation cache in that folder.
+    """
+    global _WORKER_FLAGS, _WORKER_CACHE
+    if _WORKER_FLAGS is None:
+        if not _backend_started():
+            os.environ["XLA_FLAGS"] = client_numerics["XLA_FLAGS"]
+        _WORKER_FLAGS = os.environ.get("XLA_FLAGS", "")
+    import tabsim  # noqa: F401  (tabsim's XLA defaults see the flags above and add nothing)
+
+    source_digest()  # of the sources as they are when this worker starts
+
+    if cache and _WORKER_CACHE != cache:
+        from tabsim.runtime.cache import enable_compilation_cache
+
+        enable_compilation_cache(cache)
+        _WORKER_CACHE = cache
+
+
+def _check(client_numerics: dict) -> None:
+    import jax
+
+    mine = numerics()
+    host = os.uname().nodename
+    if _WORKER_FLAGS != client_numerics["XLA_FLAGS"]:
+        raise ExecutorError(f"worker on {host} (pid {os.getpid()}) started JAX with XLA_FLAGS={_WORKER_FLAGS!r}, "
+                            f"the client uses {client_numerics['XLA_FLAGS']!r}: its results would differ. Start the "
+                            "workers with the client's XLA_FLAGS (or without importing JAX before the first task)")
+    bad = {k: (v, client_numerics["versions"][k]) for k, v in mine["versions"].items()
+           if client_numerics["versions"].get(k) != v}
+    if bad:
+        what = ", ".join(f"{k} {w} (client {c})" for k, (w, c) in bad.items())
+        raise ExecutorError(f"worker on {host} (pid {os.getpid()}) runs {what}: install the client's versions on "
+                            "every worker so that results are the same")
+    for name, value in client_numerics["config"].items():
+        if mine["config"].get(name) != value:
+            jax.config.update(name, value)
+
+
+def run_task(fn: Callable, item, client_numerics: dict, cache: str | None = None):
+    """What a worker runs for one chunk: ``fn(item)`` with the client's numeric settings."""
+    prepare_worker(client_numerics, cache)
+    _check(client_numerics)
+    return fn(item)
+
+
+def _worker_plugin_class(name: str = "TabsimWorkerPlugin") -> type:
+    """``TabsimWorkerPlugin`` or ``TabsimCoresPlugin``, built on first use: ``distributed`` is imported
+    only when a Dask executor runs, not with ``import tabsim`` (it costs about 0.4 s)."""
+    cls = globals().get(name)
+    if cls is not None:
+        return cls
+    try:  # a base class that Dask recognises as a worker plugin; the executor works without it
+        from distributed.diagnostics.plugin import WorkerPlugin as base
+    except ImportError:  # pragma: no cover - dask is a core dependency
+        base = object
+
+    class TabsimWorkerPlugin(base):
+        """Sets every worker (also one started later, e.g. a restarted one) up like the client, before
+        its first task: the client's ``XLA_FLAGS`` and the shared compilation cache; JAX is imported
+        here, so the first chunk does not pay for it."""
+
+        name = "tabsim"
+
+        def __init__(self, client_numerics: dict, cache: str | None):
+            self.numerics, self.cache = client_numerics, cache
+
+        def setup(self, worker=None):
+            prepare_worker(self.numerics, self.cache)
+
+    class TabsimCoresPlugin(base):
+        """Pins each worker of a local cluster (also a restarted one) to its cores, by worker name.
+        Registered under its own name by the executor that started the cluster, before
+        ``TabsimWorkerPlugin``, so that a client connecting later (``--scheduler``) leaves it be."""
+
+        name = "tabsim-cores"
+
+        def __init__(self, cpus: dict):
+            self.cpus = cpus
+
+        def setup(self, worker=None):
+            cores = self.cpus.get(getattr(worker, "name", None))
+            if cores:
+                pin_process(cores)
+
+    for cls in (TabsimWorkerPlugin, TabsimCoresPlugin):
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+        globals()[cls.__name__] = cls  # pickled by reference as tabsim.runtime.executors.<name>
+    return globals()[name]
+
+
+def __getattr__(name: str):
+    if name in ("TabsimWorkerPlugin", "TabsimCoresPlugin"):
+        return _worker_plugin_class(name)
+    if name == "LocalExecutor":  # re-exported; tabsim.runtime.run (JAX) is imported on first use
+        from tabsim.runtime.executors import LocalExecutor
+
+        return LocalExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# The Dask executor
+
+
+class DaskExecutor:
+    """Runs chunks on a Dask cluster; a context manager that closes what it started.
+
+    Args:
+      workers: start a :class:`distributed.LocalCluster` of this many single-threaded worker processes
+        on this machine (default: one per CPU core, when neither ``scheduler`` nor ``client`` is given).
+      scheduler: the address of a running cluster's scheduler (``tcp://HOST:PORT``); the cluster is left
+        running on close, only this executor's client is closed.
+      client: a :class:`distributed.Client` to use as is (left open on close).
+      compile_cache: the JAX compilation cache folder every worker uses (default
+        :func:`default_compilation_cache`); ``False`` for none.
+      retries: times a chunk that raised is tried again (a chunk lost with its worker is rescheduled
+        without counting as a retry).
+      in_flight: chunks submitted ahead of the results (default 8 per worker thread, at least 16): the
+        chunks a crash of the client can lose, and what keeps every worker busy between results.
+      announce: print the dashboard link on stderr once, when there is a dashboard.
+      dashboard: serve the dashboard of a local cluster (needs ``bokeh``) on a free port.
+      pin: give each worker of a local cluster its own share of this machine's cores (see
+        :func:`core_groups`), so that N workers do not each start an N-core XLA thread pool and
+        fight over the cores; ``False`` leaves them unpinned. Workers of an existing cluster are not
+        pinned.
+
+    The cluster starts on ``__enter__`` (or the first use). Iterate with :meth:`imap_unordered` (what
+    :func:`tabsim.runtime.store.execute` uses) or :meth:`map` (results in order).
+    """
+
+    def __init__(self, workers: int | None = None, *, scheduler: str | None = None, client=None,
+                 compile_cache: str | Path | bool | None = None, retries: int = 3, in_flight: int | None = None,
+                 announce: bool = True, dashboard: bool = True, pin: bool = True):
+        given = [n for n, v in (("workers", workers), ("scheduler", scheduler), ("client", client)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"DaskExecutor: give one of workers, scheduler and client, not {' and '.join(given)}")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ValueError(f"workers: {workers!r} is not a whole number >= 1")
+        if scheduler is not None:
+            scheduler = check_address(scheduler, "scheduler")
+        if not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries: {retries!r} is not a whole number >= 0")
+        if in_flight is not None and (not isinstance(in_flight, int) or in_flight < 1):
+            raise ValueError(f"in_flight: {in_flight!r} is not a whole number >= 1")
+        self.workers, self.scheduler, self.retries, self.in_flight = workers, scheduler, retries, in_flight
+        self.announce, self.dashboard, self.pin = announce, dashboard, pin
+        self._cpus: dict = {}
+        if compile_cache is False:
+            self.compile_cache = None
+        else:
+            cache = Path(compile_cache).expanduser() if compile_cache else default_compilation_cache()
+            self.compile_cache = str(cache) if cache is not None else None
+        self.client = client
+        self.cluster = None
+        self._owns_client = client is None
+        self._started = client is not None
+        self._announced = False
+        self._serves_dashboard = False
+        self._numerics = None
+        if client is not None:
+            self._setup_workers()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> "DaskExecutor":
+        """Start the local cluster or connect to the scheduler (idempotent)."""
+        if self._started:
+            return self
+        from distributed import Client, LocalCluster
+
+        if self.compile_cache:
+            Path(self.compile_cache).mkdir(parents=True, exist_ok=True)
+        if self.scheduler is not None:
+            try:
+                self.client = Client(self.scheduler, timeout="10s")
+            except (OSError, TimeoutError) as err:
+                raise ExecutorError(f"--scheduler {self.scheduler}: cannot connect to a Dask scheduler there "
+                                    f"({err})") from None
+        else:
+            n = self.workers or cpu_count()
+            self._cpus = core_groups(n) if self.pin else {}
+            self._serves_dashboard = self.dashboard and _has_bokeh()
+            import dask
+
+            # Tasks are handed to workers as soon as they are submitted (no queue on the scheduler), so a
+            # worker has its next chunk at hand when one finishes: -2/3 of the Dask overhead per chunk.
+            # Workers keep glibc's default trim threshold: Dask's 64 KiB returns every freed XLA buffer
+            # to the OS and pays page faults to get it back (chunks ran 10-30% slower than in the client).
+            pre = {k: v for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ", None) or {}).items()
+                   if k != "MALLOC_TRIM_THRESHOLD_"}
+            # No statistical profiler in the workers: it samples the task thread's stack every 10 ms and,
+            # on a worker pinned to one core, takes its time from the chunk. Given to each nanny (its
+            # `config`), so that a worker it restarts has it too (a dask.config.set here does not last).
+            with dask.config.set({"distributed.scheduler.worker-saturation": float("inf"),
+                                  "distributed.nanny.pre-spawn-environ": pre}):
+                self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                            dashboard_address=":0",  # the scheduler's HTTP server on a free port
+                                            scheduler_kwargs={"dashboard": self._serves_dashboard},
+                                            env=self._worker_env(),
+                                            config={"distributed.worker.profile.enabled": False})
+            self.client = Client(self.cluster)
+        self._started = True
+        self._setup_workers()
+        return self
+
+    def _worker_env(self) -> dict:
+        env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
+        env["TABSIM_COMPILATION_CACHE"] = self.compile_cache or "0"  # "0": none (tabsim.runtime.cache)
+        return env
+
+    def _setup_workers(self) -> None:
+        self._numerics = numerics()
+        if self._cpus:
+            self.client.register_plugin(_worker_plugin_class("TabsimCoresPlugin")(self._cpus), name="tabsim-cores")
+        self.client.register_plugin(_worker_plugin_class()(self._numerics, self.compile_cache), name="tabsim")
+        if self.announce and not self._announced:
+            self._announced = True
+            link = self.dashboard_link
+            if link:
+                print(f"dask dashboard: {link}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        """Close the client and the local cluster this executor started (an external cluster keeps running)."""
+        client, cluster = self.client, self.cluster
+        self.cluster = None
+        if client is not None and self._owns_client:
+            self.client = None
+            with contextlib.suppress(Exception):
+                client.close()
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.close()
+        self._started = self.client is not None
+
+    def __enter__(self) -> "DaskExecutor":
+        return self.start()
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    # -- facts about the cluster --------------------------------------------------------------
+    @property
+    def dashboard_link(self) -> str | None:
+        """The dashboard URL, or None when the scheduler serves none (it needs ``bokeh`` where it runs)."""
+        self.start()
+        if self.cluster is not None and not self._serves_dashboard:
+            return None
+        try:
+            if "dashboard" not in self.client.scheduler_info().get("services", {}):
+                return None
+            if self.cluster is None and not self.client.run_on_scheduler(_has_bokeh):
+                return None
+        except Exception:
+            return None
+        return self.client.dashboard_link
+
+    @property
+    def address(self) -> str:
+        """The scheduler address (what ``--scheduler`` takes)."""
+        self.start()
+        return self.client.scheduler.address
+
+    def worker_pids(self) -> dict[str, int]:
+        """``{worker address: process id}`` of the workers now connected."""
+        self.start()
+        return self.client.run(os.getpid)
+
+    @property
+    def memory_limit(self) -> int | None:
+        """The smallest memory limit of the workers now connected, in bytes (None: no limit)."""
+        self.start()
+        limits = [w.get("memory_limit") or 0 for w in self.client.scheduler_info(n_workers=-1)["workers"].values()]
+        limits = [x for x in limits if x > 0]
+        return min(limits) if limits else None
+
+    def _threads(self) -> int:
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception:
+            return 1
+
+    # -- running chunks -----------------------------------------------------------------------
+    def imap_unordered(self, fn: Callable, items: Iterable) -> Iterator[tuple[int, object]]:
+        """Yield ``(position, fn(item))`` as chunks finish anywhere on the cluster.
+
+        At most ``in_flight`` chunks are submitted ahead; when the caller stops iterating (an error, an
+        interrupt) the chunks still queued are cancelled.
+        """
+        from distributed import KilledWorker, as_completed
+
+        self.start()
+        window = self.in_flight or max(16, 8 * self._threads())
+        tag = f"tabsim-{getattr(fn, '__name__', type(fn).__name__)}-{uuid.uuid4().hex[:8]}"
+        todo = iter(enumerate(items))
+        pending: dict = {}
+        done = as_completed(with_results=True)
+
+        def submit() -> bool:
+            nxt = next(todo, None)
+            if nxt is None:
+                return False
+            pos, item = nxt
+            fut = self.client.submit(run_task, fn, item, self._numerics, self.compile_cache, key=f"{tag}-{pos}",
+                                     retries=self.retries, pure=False)
+            pending[fut.key] = (pos, fut)
+            done.add(fut)
+            return True
+
+        for _ in range(window):
+            if not submit():
+                break
+        try:
+            try:
+                for fut, out in done:
+                    pos, _ = pending.pop(fut.key)
+                    submit()
+                    fut.release()
+                    yield pos, out
+            except KilledWorker as err:
+                raise ExecutorError(f"a chunk was lost with every worker that ran it ({err}); a worker that runs out "
+                                    "of memory is killed: use smaller chunks (train.chunk_conditions) or workers "
+                                    "with more memory") from None
+        finally:
+            left = [f for _, f in pending.values()]
+            if left and self.client is not None:
+                with contextlib.suppress(Exception):
+                    self.client.cancel(left)
+
+    def map(self, fn: Callable, items: Iterable) -> Iterator:
+        """``fn(item)`` for every item, in order (chunks still run in parallel)."""
+        items = list(items)
+        got: dict = {}
+        nxt = 0
+        for pos, out in self.imap_unordered(fn, items):
+            got[pos] = out
+            while nxt in got:
+                yield got.pop(nxt)
+                nxt += 1
+
+    def __repr__(self) -> str:
+        where = self.scheduler or (f"{self.workers} local workers" if self.workers else "local cluster")
+        return f"DaskExecutor({where}{'' if self._started else ', not started'})"
+
+
+def _has_bokeh() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("bokeh") is not None
+
+
+def pin_process(cores) -> None:
+    """Restrict every thread of this process (and the threads it starts later) to ``cores``.
+
+    A worker of a local cluster runs before its JAX backend starts, so XLA sizes its intra-op thread
+    pool to these cores: two workers on a 2-core machine each get one core instead of both fighting for
+    two (results are the same bits: the thread count does not change XLA CPU's arithmetic).
+    """
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:  # pragma: no cover - not Linux
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cores)
+        except (AttributeError, OSError):  # a thread that ended meanwhile; not Linux
+            pass
+
+
+def core_groups(n_workers: int) -> dict[int, list[int]]:
+    """The cores of this process split among ``n_workers`` local workers, by worker name (0..n-1):
+    contiguous groups of ``cores // n_workers`` (the first ``cores % n_workers`` one more), or one
+    core each, shared round-robin, when there are more workers than cores."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return {}
+    if n_workers >= len(cores):
+        return {i: [cores[i % len(cores)]] for i in range(n_workers)}
+    size, extra = divmod(len(cores), n_workers)
+    groups, start = {}, 0
+    for i in range(n_workers):
+        stop = start + size + (i < extra)
+        groups[i] = cores[start:stop]
+        start = stop
+    return groups
+
+
+
+# ------------------------------------------------------------------------------------------------
+# Chunk size against a worker's memory
+
+
+
+# ------------------------------------------------------------------------------------------------
+# Command-line options
+
+
+
+__all__ = ["DaskExecutor", "TabsimWorkerPlugin", "TabsimCoresPlugin", "core_groups", "pin_process", "prepare_worker",
+           "run_task"]

@@ -1,0 +1,172 @@
+"""Executors: where the chunks of a run are computed, and what decides the bits of a result.
+
+:class:`LocalExecutor` runs chunks in this process, one thread per core (the default);
+:class:`tabsim.runtime.dask.DaskExecutor` runs them on a Dask cluster with the same results. Any object
+with ``map(fn, chunks)`` (:class:`Executor`) will do. :func:`numerics` is what a worker must share with
+the client (XLA flags, JAX numeric settings, versions, a digest of tabsim's sources) to compute the same
+bits.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Protocol
+
+from tabsim._host import cpu_count
+from tabsim.runtime.cache import apply_default, default_compilation_cache as _default_cache
+# JAX settings that change the numbers a program computes; the client's values travel with each task.
+NUMERIC_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl",
+                  "jax_threefry_partitionable", "jax_numpy_dtype_promotion")
+
+
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+
+
+_ADDRESS = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(?P<port>[0-9]{1,5})/?$")
+
+
+class ExecutorError(RuntimeError):
+    """An executor cannot be started or cannot run a chunk as the client would (the message says why)."""
+
+
+def default_compilation_cache() -> Path | None:
+    """The compilation cache shared by workers: the folder the client uses (``jax_compilation_cache_dir``,
+    set by :mod:`tabsim.runtime.cache`), else the default of :func:`tabsim.runtime.cache.default_compilation_cache`
+    (``None`` when switched off)."""
+    import jax
+
+    apply_default()  # the default cache of this process, as ``ts.run`` would apply it
+    if jax.config.jax_compilation_cache_dir:
+        return Path(jax.config.jax_compilation_cache_dir)
+    return _default_cache()
+
+
+def check_address(address: str, option: str = "--scheduler") -> str:
+    """``address`` if it reads ``SCHEME://HOST:PORT`` (a Dask scheduler), else a :class:`ValueError` naming it."""
+    m = _ADDRESS.match(address.strip()) if isinstance(address, str) else None
+    if m is None or m["scheme"] not in SCHEMES or not 1 <= int(m["port"]) <= 65535:
+        raise ValueError(f"{option} {address!r}: not a scheduler address; expected SCHEME://HOST:PORT with SCHEME "
+                         f"one of {', '.join(SCHEMES)} and PORT in 1..65535, e.g. tcp://10.0.0.5:8786")
+    return address.strip()
+
+
+def numerics() -> dict:
+    """The client's settings that decide the bits of a result: ``XLA_FLAGS``, JAX float settings, versions."""
+    import jax
+    import jaxlib
+
+    import tabsim
+
+    conf = {}
+    for name in NUMERIC_CONFIG:
+        try:
+            conf[name] = getattr(jax.config, name)
+        except AttributeError:
+            continue
+        if hasattr(conf[name], "value"):  # enum-valued settings
+            conf[name] = conf[name].value
+    return {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "config": conf,
+            "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tabsim": tabsim.__version__,
+                         "tabsim source": source_digest()}}
+
+
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """SHA-256 (16 hex digits) of tabsim's Python sources as installed in this process: a worker whose
+    tabsim differs from the client's by any line is refused, whatever its version number says."""
+    import hashlib
+
+    import tabsim
+
+    root = Path(tabsim.__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+class Executor(Protocol):
+    """Runs chunks of work; a distributed engine implements the same ``map``."""
+
+    def map(self, fn: Callable, chunks: Iterable) -> Iterable: ...
+
+
+def local_threads() -> int:
+    """The default number of chunks in flight: ``$TABSIM_THREADS`` if set (an integer >= 1), else the
+    cores this process may run on."""
+    value = os.environ.get("TABSIM_THREADS", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise ValueError(f"TABSIM_THREADS: must be an integer >= 1, got {value!r}")
+        return int(value)
+    return cpu_count()
+
+
+class LocalExecutor:
+    """Runs chunks in this process, ``threads`` at a time, and yields their outputs in chunk order.
+
+    A compiled program runs one chunk on about one core (XLA's CPU code is mostly single-threaded
+    loops), and it releases the GIL while it computes, so chunks in threads use the other cores; the
+    outputs are the same bits as one chunk after another. ``threads=None``: the cores this process may
+    use (:func:`local_threads`); ``threads=1``: one chunk after another. :func:`local_executor` also
+    keeps the chunks in flight within the memory available.
+    """
+
+    threads: int = 1  # a subclass that does not call __init__ runs one chunk after another
+
+    def __init__(self, threads: int | None = None):
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads: must be an integer >= 1 or None, got {threads!r}")
+        self.threads = threads or local_threads()
+
+    def map(self, fn, chunks):
+        chunks = list(chunks)
+        if self.threads == 1 or len(chunks) < 2:
+            for c in chunks:
+                yield fn(c)
+            return
+        yield from _threaded_map(fn, chunks, min(self.threads, len(chunks)))
+
+
+def _threaded_map(fn, chunks: list, n_threads: int):
+    """``fn`` over ``chunks`` in ``n_threads`` daemon threads (a command interrupted by Ctrl-C does not
+    wait for them), yielded in order; the first error is raised here and the rest of the chunks are
+    not started."""
+    import queue
+    import threading
+
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for i, c in enumerate(chunks):
+        todo.put((i, c))
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            try:
+                i, c = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((i, True, fn(c)))
+            except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
+                done.put((i, False, err))
+                return
+
+    for k in range(n_threads):
+        threading.Thread(target=work, name=f"tabsim-chunk-{k}", daemon=True).start()
+    ready: dict = {}
+    try:
+        for want in range(len(chunks)):
+            while want not in ready:
+                i, ok, value = done.get()
+                if not ok:
+                    raise value
+                ready[i] = value
+            yield ready.pop(want)
+    finally:
+        stop.set()
+
+

@@ -1,0 +1,244 @@
+"""``run(config) -> Result``: the engine behind a tidy-frame interface.
+
+Conditions of the sweep grid are executed in chunks of equal size (one compilation for all chunks)
+through an :class:`Executor`, with a progress bar for long runs. Compiled programs are cached per
+static configuration for the life of the process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pandas as pd
+
+from tabsim.algos import AlgoSpec
+from tabsim.runtime.cache import apply_default as _apply_default_cache
+from tabsim.config import Config, resolve
+from tabsim.engine import Schedule, make_train
+from tabsim.files.provenance import provenance
+from tabsim.files.atomic import read_frame, write_frame, write_json
+from tabsim.runtime import planning
+from tabsim.runtime.executors import Executor
+from tabsim.runtime.store import execute, job_key
+from tabsim.params import stack_hypers
+from tabsim.rng import seed_array
+
+_CACHE: dict = {}
+_apply_default_cache()  # the on-disk compilation cache, before anything compiles (tabsim.runtime.cache)
+
+
+def make_env(cfg: Config):
+    """The environment object for ``cfg.task`` (static structure only)."""
+    from tabsim.envs import ENVS
+
+    t, tr = cfg.task, cfg.train
+    from tabsim.arms import OFFLINE_ARMS
+
+    offline = any(a in OFFLINE_ARMS for a in cfg.arms.arms)  # otherwise the label is never drawn
+    common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples if offline else 0, pass_k=tuple(tr.pass_k),
+                  maj_k=tuple(tr.maj_k), rng=tr.rng, metrics=tr.metrics)
+    if t.env == "bandit":
+        return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
+                              heterogeneous=t.heterogeneity is not None, **common)
+    if "tree" not in ENVS:
+        raise ValueError("task.env: 'tree' is not available in this version; allowed: bandit")
+    clash = sorted(set(t.tree) & {"n_prompts", "n_answers", "n_correct", "heterogeneous", *common})
+    if clash:
+        raise ValueError(f"task.tree.{clash[0]}: not a tree field; set it in its own section (task, arms, train)")
+    return ENVS["tree"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
+                        heterogeneous=t.heterogeneity is not None, **t.tree, **common)
+
+
+def static_key(cfg: Config) -> tuple:
+    """Everything that fixes shapes or code paths; equal keys share one compiled program."""
+    t, tr = cfg.task, cfg.train
+    return (t.env, t.n_prompts, t.n_answers, t.n_correct, t.heterogeneity is not None,
+            tuple(sorted((k, str(v)) for k, v in t.tree.items())), cfg.arms.tie, cfg.arms.offline_samples,
+            tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng,
+            None if tr.metrics is None else tuple(tr.metrics))
+
+
+def algo_spec(cfg: Config) -> AlgoSpec:
+    a = cfg.algo
+    return AlgoSpec(estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
+                    kl=a.kl, kl_placement=a.kl_placement, epochs=a.epochs, minibatches=a.minibatches,
+                    optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep,
+                    grad_clip=a.max_grad_norm is not None or "max_grad_norm" in cfg.sweep)
+
+
+def schedule(cfg: Config) -> Schedule:
+    tr = cfg.train
+    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
+                    eval_every=tr.eval_every or tr.steps, replacement=tr.replacement)
+
+
+def compiled_train(cfg: Config):
+    """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure."""
+    key = static_key(cfg)
+    if key not in _CACHE:  # setdefault: threads that build it together share the first
+        _CACHE.setdefault(key, make_train(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
+    return _CACHE[key]
+
+
+
+def call_program(key, program, *args):
+    """``program(*args)`` through its compiled executable (:func:`tabsim.runtime.executables.run`: loaded from
+    disk without tracing when a process ran it before; compiled once when threads start together)."""
+    from tabsim.runtime import executables
+
+    return executables.run(key, program, *args)
+
+
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        pass
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if not enabled:  # tqdm.auto is not even imported (it warns in notebooks without widgets)
+        return _NoProgress()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="chunk", leave=False)
+
+
+@dataclasses.dataclass
+class Result:
+    """A run's tidy frame (one row per condition x seed x arm x eval step), config and provenance."""
+
+    frame: pd.DataFrame
+    config: dict
+    provenance: dict
+
+    @property
+    def factors(self) -> list[str]:
+        return list(self.config.get("sweep", {}))
+
+    def final(self) -> pd.DataFrame:
+        """Rows at the last evaluated step."""
+        return self.frame[self.frame["step"] == self.frame["step"].max()].reset_index(drop=True)
+
+    def save(self, out_dir: str | Path, fmt: str = "parquet", *, overwrite: bool = False) -> Path:
+        """Write ``results.<fmt>``, ``config.json`` and ``provenance.json`` into ``out_dir``, published whole.
+
+        A non-empty ``out_dir`` is refused unless ``overwrite`` (see :class:`tabsim.runtime.store.RunStore`);
+        inside an open store's staging folder the files are written there directly.
+        """
+        from tabsim.runtime.store import RunStore, writing_into
+
+        out = Path(out_dir)
+        if writing_into(out):
+            self.write(out, fmt)
+            return out
+        with RunStore(out, overwrite=overwrite, key=self.provenance.get("config_hash"),
+                      description="Result.save") as store:
+            self.write(store.dir, fmt)
+        return out
+
+    def write(self, folder: str | Path, fmt: str = "parquet") -> Path:
+        """Write the three files into ``folder`` (each atomically; no folder-level checks)."""
+        folder = Path(folder)
+        write_frame(folder / f"results.{fmt}", self.frame)
+        write_json(folder / "config.json", self.config)
+        write_json(folder / "provenance.json", self.provenance)
+        return folder
+
+    @classmethod
+    def load(cls, out_dir: str | Path) -> "Result":
+        import json
+
+        out = Path(out_dir)
+        files = [p for p in (out / "results.parquet", out / "results.csv") if p.exists()]
+        if not files:
+            raise FileNotFoundError(f"{out}: no results.parquet or results.csv")
+        return cls(frame=read_frame(files[0]), config=json.loads((out / "config.json").read_text()),
+                   provenance=json.loads((out / "provenance.json").read_text()))
+
+
+def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps: list[int]) -> pd.DataFrame:
+    C, S, A, E = next(iter(hist.values())).shape
+    ci, si, ai, ei = (a.ravel() for a in np.meshgrid(np.arange(C), np.arange(S), np.arange(A), np.arange(E),
+                                                        indexing="ij"))
+    cols: dict = {}
+    for name in (grid[0] if grid else {}):
+        cols[name] = np.asarray([g[name] for g in grid], dtype=float)[ci]
+    cols["seed"] = np.asarray(seeds, dtype=np.int64)[si]
+    cols["arm"] = pd.Categorical(np.asarray(arms, dtype=object)[ai], categories=arms)
+    cols["step"] = np.asarray(steps, dtype=np.int64)[ei]
+    for k in sorted(hist):
+        cols[k] = np.asarray(hist[k], dtype=np.float64).reshape(-1)
+    return pd.DataFrame(cols)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConditionChunk:
+    """A picklable call of one compiled program: ``config`` (JSON) fixes the program, ``seeds`` the seed
+    axis; called with a chunk's stacked hyperparameters it returns metric -> ``[C, S, A, E]`` arrays.
+
+    Workers of a distributed executor rebuild (and cache) the program from the config."""
+
+    config: dict
+    seeds: tuple[int, ...]
+
+    def __call__(self, hp) -> dict[str, np.ndarray]:
+        cfg = Config.model_validate(self.config)
+        return jax.device_get(call_program(("conditions", static_key(cfg)), compiled_train(cfg), seed_array(list(self.seeds)), hp))
+
+
+def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
+        store=None, desc: str = "tabsim run", **overrides) -> Result:
+    """Train every arm x seed x sweep condition of ``config`` and return a :class:`Result`.
+
+    Args:
+      config: a :class:`Config`, or a mapping validated with :func:`tabsim.config.resolve`.
+      progress: show a progress bar (default: when there is more than one chunk).
+      executor: where chunks run (default :class:`LocalExecutor`; :class:`tabsim.runtime.dask.DaskExecutor`
+        runs them on a Dask cluster, with the same results). Chunks also fit its workers' memory limit.
+      store: a :class:`tabsim.runtime.store.RunStore` that keeps each finished chunk, so an interrupted run
+        resumes where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
+      desc: progress bar label.
+      **overrides: nested config values, e.g. ``train={"seeds": 4}``.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(config, Config) or overrides:
+        base = config.model_dump() if isinstance(config, Config) else config
+        config = resolve(base, **overrides)
+    cfg = config
+    grid = cfg.grid()
+    seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+    values = [cfg.hyper_values(g) for g in grid]
+    compiled_train(cfg)  # built (and validated) here, before any chunk runs
+    # chunks of equal size so every chunk reuses one compilation
+    n_cond = len(values)
+    per = planning.conditions_per_chunk(cfg, n_cond, len(seeds), executor)  # refused before compiling if it cannot fit
+    n_chunks = math.ceil(n_cond / per)
+    padded = values + [values[-1]] * (n_chunks * per - n_cond)
+    shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
+    chunks = [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
+    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds))
+    show = progress if progress is not None else n_chunks > 1
+    if executor is None:
+        executor = planning.local_executor(planning.estimate_bytes(cfg, per, len(seeds)))
+    with _progress(n_chunks, show, desc) as bar:
+        parts = execute(fn, chunks, executor=executor, store=store, job=job_key("run", cfg.digest(), per),
+                        progress=bar)
+    hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
+    ev = cfg.train.eval_every or cfg.train.steps
+    steps = list(range(0, cfg.train.steps + 1, ev))
+    frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
+    prov = provenance(config_hash=cfg.digest(), seeds=seeds, wall_seconds=round(time.perf_counter() - t0, 3),
+                      n_conditions=n_cond, n_chunks=n_chunks)
+    return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
+
+
+

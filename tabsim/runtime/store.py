@@ -1,0 +1,405 @@
+"""The run store: a run's outputs appear whole, in one rename, or not at all.
+
+Every command that writes builds its outputs in a *staging folder* beside ``--out``
+(``.NAME.staging``) and publishes it with one rename when everything is written. A run that is
+killed, interrupted or runs out of disk leaves ``--out`` exactly as it was, and the staging folder is
+hidden, so nothing that looks complete appears.
+
+* An existing, non-empty ``--out`` is refused unless the user asks for ``overwrite`` (the old
+  contents stay in place until the new run is published, then are swapped out atomically) or
+  ``resume``.
+* A lock file beside ``--out`` (``.NAME.lock``, held with ``flock``) refuses a second process that
+  writes to the same ``--out`` while the first runs; the kernel releases it when a process dies.
+* Chunks are the unit of progress: each finished chunk of a compiled run is written atomically into
+  ``staging/chunks/`` as Parquet, named by the job's hash and the chunk id. ``resume`` recomputes only
+  the chunks that are missing and gives the same frame, byte for byte, as an uninterrupted run.
+
+A store can be used explicitly (``tabsim.run(cfg, store=store)``) or as the *current* store: while
+``with RunStore(...)`` is open, :func:`tabsim.run` and :func:`tabsim.studies.factorial.run_designs` checkpoint
+their chunks into it without being told (so study scripts, pre-registered runs and audits resume too).
+"""
+from __future__ import annotations
+
+import contextvars
+import ctypes
+import ctypes.util
+import datetime as _dt
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+MARKER = ".tabsim-run.json"  # written last into the staging folder; a published folder always has it
+SCHEMA = "tabsim.run/1"
+
+_CURRENT: contextvars.ContextVar["RunStore | None"] = contextvars.ContextVar("tabsim_run_store", default=None)
+
+
+class OutputError(OSError):
+    """An output folder cannot be used as asked (the message names the path and what to do)."""
+
+
+class OutputExistsError(OutputError):
+    """``--out`` already holds results and neither overwrite nor resume was asked for."""
+
+
+class OutputBusyError(OutputError):
+    """Another process is writing to the same ``--out``."""
+
+
+def staging_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.parent / f".{out.name}.staging"
+
+
+def lock_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.parent / f".{out.name}.lock"
+
+
+def current_store() -> "RunStore | None":
+    """The store opened by the innermost active ``with RunStore(...)`` block, or None."""
+    return _CURRENT.get()
+
+
+def writing_into(folder: str | Path) -> bool:
+    """True when ``folder`` is (inside) the staging folder of the current store."""
+    store = current_store()
+    if store is None:
+        return False
+    folder, stage = Path(folder).resolve(), store.dir.resolve()
+    return folder == stage or stage in folder.parents
+
+
+def job_key(*parts) -> str:
+    """A short hex digest of JSON-serialisable ``parts``: names one job's chunks in a store."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=_plain)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _plain(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _non_empty(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _why(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+class RunStore:
+    """A staging folder for one run's outputs, published to ``out`` with one rename.
+
+        with RunStore("results/priors", overwrite=False, resume=False, key=cfg.digest()) as store:
+            res = tabsim.run(cfg)             # chunks checkpointed in store.dir / "chunks"
+            res.save(store.dir)
+        # published here: results/priors holds the whole run, or (after an error) what it held before
+
+    Args:
+      out: the folder the run is published to.
+      overwrite: replace a non-empty ``out`` (its contents are kept until the new run is published).
+      resume: continue an interrupted run: reuse the chunks in the staging folder.
+      key: what the run computes (e.g. the config's hash); ``resume`` refuses a staging folder
+        written for another key.
+      description: the command, for the marker file and messages.
+
+    Leaving the block normally publishes; leaving it with an exception keeps the staging folder (its
+    finished chunks are what ``resume`` continues from) and leaves ``out`` untouched.
+    """
+
+    def __init__(self, out: str | Path, *, overwrite: bool = False, resume: bool = False, key: str | None = None,
+                 description: str = "tabsim"):
+        self.out = Path(out)
+        self.overwrite, self.resume, self.key, self.description = bool(overwrite), bool(resume), key, description
+        self.dir = staging_path(self.out)
+        self._lock_fd: int | None = None
+        self._token = None
+        self.published = False
+        self.reused_chunks = 0
+        self.written_chunks = 0
+
+    # -- opening ------------------------------------------------------------------------------
+    def __enter__(self) -> "RunStore":
+        self.open()
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if self._token is not None:
+                _CURRENT.reset(self._token)
+                self._token = None
+            if exc_type is None and not self.published:
+                self.publish()
+        finally:
+            self.release()
+        return False
+
+    def open(self) -> "RunStore":
+        out = self.out
+        if self.overwrite and self.resume:
+            raise OutputError(f"--out {out}: choose one of --overwrite (start again) and --resume (continue)")
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"--out {out}: exists and is not a folder")
+        blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise OutputError(f"--out {out}: {blocker} is a file, not a folder")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"--out {out}: cannot create {out.parent}: {_why(err)}") from None
+        self._acquire()
+        try:
+            self._prepare()
+        except BaseException:
+            self.release()
+            raise
+        return self
+
+    def _acquire(self) -> None:
+        path = lock_path(self.out)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise OutputError(f"--out {self.out}: cannot write in {self.out.parent}: {_why(err)}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise OutputBusyError(f"--out {self.out}: another tabsim process is writing there ({holder}); "
+                                  "wait for it to finish or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {_utc_now()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        """Release the lock on ``out`` (idempotent)."""
+        if self._lock_fd is None:
+            return
+        fd, self._lock_fd = self._lock_fd, None
+        try:
+            lock_path(self.out).unlink(missing_ok=True)  # still held: no other process can be mid-acquire
+        except OSError:
+            pass
+        os.close(fd)
+
+    def _prepare(self) -> None:
+        out, stage = self.out, self.dir
+        meta_file = stage / "staging.json"
+        if stage.exists():
+            meta = _read_json(meta_file)
+            n = len(list((stage / "chunks").glob("*.parquet"))) if (stage / "chunks").is_dir() else 0
+            if self.resume:
+                if meta is None:
+                    raise OutputError(f"--resume: {stage} holds no staging.json; it was not written by tabsim. "
+                                      "Remove it or choose another --out")
+                if self.key is not None and meta.get("key") not in (None, self.key):
+                    raise OutputError(f"--resume: the interrupted run in {stage} computed something else (key "
+                                      f"{meta.get('key')}, this run {self.key}); rerun it with the same config and "
+                                      "options, or pass --overwrite to start again")
+                return
+            if not self.overwrite:
+                raise OutputExistsError(f"--out {out}: an interrupted run left {n} finished chunk(s) in {stage}; pass "
+                                        "--resume to continue it or --overwrite to start again")
+            shutil.rmtree(stage)
+        elif _non_empty(out):
+            if self.resume and (out / MARKER).exists():
+                marker = _read_json(out / MARKER) or {}
+                if self.key is not None and marker.get("key") not in (None, self.key):
+                    raise OutputError(f"--resume: {out} holds a complete run of something else (key "
+                                      f"{marker.get('key')}, this run {self.key}); pass --overwrite to replace it")
+                return  # complete already: nothing to resume (see ``complete``)
+            if self.resume:
+                raise OutputError(f"--resume: there is no interrupted run to continue ({stage} does not exist) and "
+                                  f"{out} is not empty; pass --overwrite to replace it or choose another --out")
+            if not self.overwrite:
+                what = "a complete tabsim run" if (out / MARKER).exists() else "files tabsim did not write"
+                raise OutputExistsError(f"--out {out}: folder is not empty (it holds {what}); pass --overwrite to "
+                                        "replace it (kept until the new run is published) or choose another --out")
+        try:
+            stage.mkdir()
+            _write_json(meta_file, {"schema": SCHEMA, "key": self.key, "out": str(out), "started_utc": _utc_now(),
+                                    "pid": os.getpid(), "command": self.description})
+        except OSError as err:
+            raise OutputError(f"--out {out}: cannot write {stage}: {_why(err)}") from None
+
+    @property
+    def complete(self) -> bool:
+        """True when ``resume`` found ``out`` already complete and no staging folder: nothing to run."""
+        return self.resume and not self.dir.exists() and (self.out / MARKER).exists()
+
+    # -- chunks -------------------------------------------------------------------------------
+    def _chunk_file(self, job: str, index: int) -> Path:
+        return self.dir / "chunks" / f"{job}-{index:05d}.parquet"
+
+    def load_chunk(self, job: str, index: int) -> dict[str, np.ndarray] | None:
+        """The arrays saved for chunk ``index`` of ``job``, or None if it is not (validly) there."""
+        path = self._chunk_file(job, index)
+        if not path.is_file():
+            return None
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+            meta = json.loads(table.schema.metadata[b"tabsim"])
+            out = {}
+            for name, info in meta["arrays"].items():
+                col = table.column(name).to_numpy()
+                out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
+        except Exception:  # a truncated or foreign file is recomputed, never trusted
+            return None
+        return out
+
+    def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> Path:
+        """Write chunk ``index`` of ``job`` atomically (Parquet: one flat column per array)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from tabsim.files.atomic import atomic_path
+
+        arrays = {k: np.asarray(v) for k, v in arrays.items()}
+        size = max((a.size for a in arrays.values()), default=0)
+        cols, info = {}, {}
+        for name, a in arrays.items():
+            flat = a.reshape(-1)
+            if flat.size != size:  # columns of one table need one length
+                flat = np.concatenate([flat, np.zeros(size - flat.size, a.dtype)])
+            cols[name] = pa.array(flat)
+            info[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
+        table = pa.table(cols).replace_schema_metadata({"tabsim": json.dumps({"arrays": info})})
+        path = self._chunk_file(job, index)
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+        self.written_chunks += 1
+        return path
+
+    # -- publishing ---------------------------------------------------------------------------
+    def publish(self) -> Path:
+        """Move the staging folder to ``out`` in one rename (swapping out an old ``out`` atomically)."""
+        if self.published:
+            return self.out
+        if self.complete:
+            self.published = True
+            return self.out
+        stage, out = self.dir, self.out
+        _write_json(stage / MARKER, {"schema": SCHEMA, "key": self.key, "command": self.description,
+                                     "published_utc": _utc_now(), "chunks_reused": self.reused_chunks,
+                                     "chunks_written": self.written_chunks})
+        (stage / "staging.json").unlink(missing_ok=True)
+        chunks = stage / "chunks"
+        if out.exists() and _non_empty(out):
+            if not _exchange(stage, out):
+                old = out.parent / f".{out.name}.old-{os.getpid()}"
+                os.rename(out, old)
+                os.rename(stage, out)
+                stage = old
+            shutil.rmtree(stage, ignore_errors=True)  # now the old contents
+        else:
+            os.replace(stage, out)  # replaces an empty folder too
+        shutil.rmtree(out / chunks.name, ignore_errors=True)
+        self.published = True
+        return self.out
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, obj) -> None:
+    from tabsim.files.atomic import write_json
+
+    write_json(path, obj)
+
+
+def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore | None" = None, job: str | None = None,
+            progress=None) -> list:
+    """Run ``fn`` on every chunk through ``executor``; return the outputs in chunk order.
+
+    With a store (``store`` or the current one) and a ``job`` key, chunks already saved are loaded
+    instead of recomputed and each new output is saved as soon as it arrives.
+
+    Args:
+      fn: chunk -> ``{name: array}``.
+      chunks: the chunks, in order.
+      executor: anything with ``map(fn, items)`` yielding outputs in order, or ``imap_unordered(fn, items)``
+        yielding ``(position, output)`` as they finish; default in-process.
+      store: where chunks are checkpointed (default :func:`current_store`).
+      job: a key naming this job's chunks in the store (see :func:`job_key`); without one nothing is saved.
+      progress: an object with ``update(n)`` (a progress bar), or None.
+    """
+    store = store if store is not None else current_store()
+    outputs: list = [None] * len(chunks)
+    todo = list(range(len(chunks)))
+    if store is not None and job is not None:
+        todo = []
+        for i in range(len(chunks)):
+            got = store.load_chunk(job, i)
+            if got is None:
+                todo.append(i)
+            else:
+                outputs[i] = got
+                store.reused_chunks += 1
+        if progress is not None and len(chunks) - len(todo):
+            progress.update(len(chunks) - len(todo))
+    for pos, out in _imap(executor, fn, [chunks[i] for i in todo]):
+        i = todo[pos]
+        if store is not None and job is not None:
+            store.save_chunk(job, i, out)
+        outputs[i] = out
+        if progress is not None:
+            progress.update(1)
+    return outputs
+
+
+def _imap(executor, fn, items: list) -> Iterable:
+    if executor is None:
+        return enumerate(fn(c) for c in items)
+    if hasattr(executor, "imap_unordered"):
+        return executor.imap_unordered(fn, items)
+    return enumerate(executor.map(fn, items))
+
+
+__all__ = ["RunStore", "OutputError", "OutputExistsError", "OutputBusyError", "current_store", "writing_into", "execute", "job_key",
+           "staging_path", "lock_path", "MARKER"]

@@ -1,0 +1,270 @@
+"""Every example in the user documentation runs (docs/*.md and README.md), so none of them rots.
+
+Conventions (also stated in docs/index.md):
+
+* A fenced ```` ```python ```` block is executed; the blocks of one file run in order in one namespace.
+* A fenced ```` ```bash ````, ```` ```sh ```` or ```` ```console ```` block holds commands: each line
+  that starts with ``tabsim `` (``$ tabsim `` in a console block, where the other lines are output) is
+  run in-process through click's ``CliRunner`` and must exit 0. ``&&`` chains, trailing ``# comments``
+  and ``\\`` continuations are understood. Lines starting with one of :data:`SKIP_PREFIXES` (installing,
+  running the test suite, the benchmark scripts, git) are skipped on purpose; any other line fails
+  the test, so a new kind of command has to be added here explicitly.
+* A fenced block whose info string names ``file=PATH`` (e.g. ```` ```yaml file=study/plan.yaml ````)
+  is written to ``PATH`` when reached, so later blocks can use it. Other blocks (```` ```text ````,
+  ```` ```yaml ````, ```` ```toml ````, ...) are not run.
+
+Each file runs in its own temporary working directory holding copies of the repository's
+``experiments/configs``, ``experiments/audits`` and ``preregistration`` folders, so examples may name
+those paths and everything they write lands in the temporary folder. The audit calibration cache
+(``TABSIM_CACHE``) is a temporary folder shared by the session.
+
+The README's ``tabsim reproduce --out results/reproduce`` runs at full size (about 10 s): it is the
+project's main job and tests/studies/test_reproduce.py runs only a reduced version of it.
+
+The other tests check that docs/cli.md shows every command with every option, that docs/api.md names
+everything the public modules export, and that relative links in the docs point at existing files
+and headings.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import time
+import traceback
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+FILES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+COPIED = ("experiments/configs", "experiments/audits", "preregistration")
+RUN_LANGS = {"bash", "sh", "shell", "console"}
+# Commands shown in the docs that the tests do not run, and why.
+SKIP_PREFIXES = (
+    "pip install",  # the package is installed already
+    "python -m pytest",  # the test suite itself
+    "python experiments/",  # benchmarks and study scripts: minutes of CPU, run by their authors
+    "jupytext",  # notebook conversion; tests/docs/test_notebooks.py runs the notebooks
+    "git ",  # inspecting history (docs/prereg.md: how to verify a study)
+)
+FENCE = re.compile(r"^(`{3,})([^`\n]*)$")
+
+
+def blocks(path: Path) -> list[dict]:
+    """Fenced blocks of a markdown file: ``lang``, ``attrs`` (key=value of the info string), ``text``, ``line``."""
+    out, lines, i = [], path.read_text().splitlines(), 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m.group(1), m.group(2).split()
+        start, body = i + 1, []
+        i += 1
+        while i < len(lines) and lines[i].rstrip() != fence:
+            body.append(lines[i])
+            i += 1
+        if i == len(lines):
+            raise AssertionError(f"{path.name}:{start}: unclosed code fence")
+        i += 1
+        lang = info[0] if info else ""
+        attrs = dict(a.split("=", 1) for a in info[1:] if "=" in a)
+        out.append({"lang": lang, "attrs": attrs, "text": "\n".join(body) + "\n", "line": start})
+    return out
+
+
+def commands(block: dict) -> list[tuple[int, str]]:
+    """``(line, command)`` of a shell block, continuations joined and ``&&`` chains split."""
+    out, pending, first = [], "", 0
+    for k, raw in enumerate(block["text"].splitlines()):
+        line = raw.strip()
+        if block["lang"] == "console":
+            if not pending:
+                if not line.startswith("$ "):
+                    continue  # output
+                line = line[2:]
+        if not pending:
+            first = block["line"] + k + 1
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = pending + line, ""
+        if not line or line.startswith("#"):
+            continue
+        for part in line.split("&&"):
+            out.append((first, part.strip()))
+    return out
+
+
+_REPRODUCED: dict = {}  # `tabsim reproduce` options -> a folder it wrote in this session
+
+
+def _run_cli(cmd: str, where: str) -> None:
+    from tabsim.cli import main
+
+    args = shlex.split(cmd, comments=True)
+    assert args[0] == "tabsim", cmd
+    if args[1] == "reproduce" and "--out" in args:
+        # the same reproduction shown on several pages runs once; later pages get a copy of its folder
+        i = args.index("--out")
+        out = Path(args[i + 1])
+        key = tuple(a for a in args[1:i] + args[i + 2:] if a not in ("-q", "--quiet"))
+        done = _REPRODUCED.get(key)
+        if done is not None and done.exists() and not out.exists():
+            shutil.copytree(done, out)
+            return
+        _REPRODUCED[key] = out.resolve()
+    result = CliRunner().invoke(main, args[1:], prog_name="tabsim")
+    if result.exit_code != 0:
+        crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+        tb = "".join(traceback.format_exception(result.exception)) if crashed else ""
+        pytest.fail(f"{where}: `{cmd}` exited {result.exit_code}\n{result.output}\n{tb}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tabsim_cache")
+
+
+@pytest.fixture
+def registries():
+    """Registrations an example makes (a new estimator, say) are undone afterwards."""
+    from tabsim import algos
+    from tabsim.runtime import run as api
+    from tabsim.studies import factorial
+    from tabsim.envs import ENVS
+    from tabsim.presets import PRESETS
+
+    regs = [algos.ESTIMATORS, algos.RATIOS, algos.SURROGATES, algos.AGGREGATIONS, algos.KL_ESTIMATORS, ENVS, PRESETS]
+    saved = [dict(r) for r in regs]
+    yield
+    for r, s in zip(regs, saved):
+        r.clear()
+        r.update(s)
+    # forget compiled programs of components that no longer exist (their names could be reused)
+    fields = {"estimator": algos.ESTIMATORS, "ratio": algos.RATIOS, "surrogate": algos.SURROGATES,
+              "aggregation": algos.AGGREGATIONS, "kl": algos.KL_ESTIMATORS}
+    for cache in (api._CACHE, factorial._PROGRAMS):
+        for key in list(cache):
+            spec = next((x for x in key if isinstance(x, algos.AlgoSpec)), None)
+            if spec is not None and any(getattr(spec, f) not in reg for f, reg in fields.items()):
+                del cache[key]
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries):
+    for rel in COPIED:
+        shutil.copytree(ROOT / rel, tmp_path / rel)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TABSIM_CACHE", str(cache_dir))
+    namespace: dict = {"__name__": "__docs__"}
+    t0 = time.perf_counter()
+    n_run, slow = 0, []
+    try:
+        n_run = _run_blocks(path, tmp_path, namespace, slow)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+    note = f" (slow blocks: {'; '.join(slow)})" if slow else ""
+    print(f"\n{path.name}: {n_run} examples in {time.perf_counter() - t0:.1f} s{note}")
+
+
+def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list) -> int:
+    """Write, execute and run the blocks of one file in order; returns the number of examples run."""
+    n_run = 0
+    for b in blocks(path):
+        where = f"{path.name}:{b['line']}"
+        t_block = time.perf_counter()
+        if "file" in b["attrs"]:
+            target = tmp_path / b["attrs"]["file"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(b["text"])
+        if b["lang"] == "python":
+            code = compile(b["text"], f"{path.name} (block at line {b['line']})", "exec")
+            try:
+                exec(code, namespace)
+            except Exception:
+                pytest.fail(f"{where}: python block failed\n{traceback.format_exc()}", pytrace=False)
+            n_run += 1
+        elif b["lang"] in RUN_LANGS:
+            for line, cmd in commands(b):
+                if cmd.startswith("tabsim "):
+                    _run_cli(cmd, f"{path.name}:{line}")
+                    n_run += 1
+                elif not cmd.startswith(SKIP_PREFIXES):
+                    pytest.fail(f"{path.name}:{line}: `{cmd}` is neither a tabsim command nor in SKIP_PREFIXES; "
+                                f"run it, allow-list it there, or show it in a ```text block", pytrace=False)
+        if time.perf_counter() - t_block > 2.0:
+            slow.append(f"line {b['line']}: {time.perf_counter() - t_block:.1f} s")
+    return n_run
+
+
+def test_cli_reference_covers_every_command_and_option():
+    from tabsim.cli import main, walk
+
+    doc = DOCS / "cli.md"
+    text = doc.read_text()
+    examples = [cmd for b in blocks(doc) if b["lang"] in RUN_LANGS for _, cmd in commands(b)]
+    missing = []
+    for path, cmd in walk(main):
+        name = " ".join(("tabsim",) + path)
+        if not isinstance(cmd, click.Group) and not any(e == name or e.startswith(name + " ") for e in examples):
+            missing.append(f"no runnable example of `{name}`")
+        for p in cmd.params:
+            if isinstance(p, click.Option):
+                for opt in p.opts + p.secondary_opts:
+                    if opt.startswith("--") and not re.search(re.escape(opt) + r"(?![\w-])", text):
+                        missing.append(f"`{name}` option {opt} is not documented")
+    assert not missing, "docs/cli.md:\n  " + "\n  ".join(missing)
+
+
+def _code_text(path: Path) -> str:
+    """Inline code spans and fenced blocks of a markdown file."""
+    text = path.read_text()
+    spans = re.findall(r"`([^`]+)`", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))  # spans may wrap
+    return "\n".join(spans + [b["text"] for b in blocks(path)])
+
+
+@pytest.mark.parametrize("module", ["tabsim", "tabsim.studies.factorial", "tabsim.stats", "tabsim.audit", "tabsim.prereg"])
+def test_api_reference_names_every_export(module):
+    import importlib
+
+    code = _code_text(DOCS / "api.md")
+    names = importlib.import_module(module).__all__
+    missing = [n for n in names if not re.search(rf"(?<![\w]){re.escape(n)}(?!\w)", code)]
+    assert not missing, f"docs/api.md does not name these exports of {module}: {missing}"
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a markdown file (lower case, punctuation dropped, spaces to hyphens)."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    out: set[str] = set()
+    for heading in re.findall(r"^#+\s+(.*?)\s*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n, base = 0, slug
+        while slug in out:
+            n += 1
+            slug = f"{base}-{n}"
+        out.add(slug)
+    return out
+
+
+def test_relative_links_resolve():
+    bad = []
+    for path in FILES:
+        text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file) if file else path
+            if not dest.exists():
+                bad.append(f"{path.relative_to(ROOT)} -> {target}")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                bad.append(f"{path.relative_to(ROOT)} -> {target} (no such heading)")
+    assert not bad, "broken links:\n  " + "\n  ".join(bad)

@@ -1,0 +1,63 @@
+"""Every teaching notebook executes without error (so none of them rots).
+
+The notebooks are jupytext "percent" files (``notebooks/NN_name.py``). Each is read with jupytext and
+run top to bottom by nbclient in a fresh ``python3`` kernel whose working directory is a temporary
+folder, so nothing a notebook writes lands in the repository. A cell that raises fails the test.
+
+The executed notebook (outputs and figures included) is written to ``build/notebooks/NN_name.ipynb``
+(or ``$TABSIM_NOTEBOOK_BUILD``), where the documentation site (``mkdocs.yml``, ``tests/docs/test_site.py``)
+publishes it without executing it a second time.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+jupytext = pytest.importorskip("jupytext")
+nbclient = pytest.importorskip("nbclient")
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+BUILD = Path(os.environ.get("TABSIM_NOTEBOOK_BUILD", NOTEBOOKS.parent / "build" / "notebooks"))
+CELL_TIMEOUT = 120  # seconds per cell
+
+
+def test_there_are_six_numbered_notebooks():
+    numbers = {int(p.name[:2]) for p in PATHS}
+    assert set(range(1, 7)) <= numbers, f"missing notebooks: {sorted(set(range(1, 7)) - numbers)}"
+    assert len(numbers) == len(PATHS), "two notebooks share a number"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    assert "# %% [markdown]" in path.read_text(), f"{path.name}: not a jupytext percent file"
+    nb = jupytext.read(path)
+    assert nb.cells and nb.cells[0].cell_type == "markdown", f"{path.name}: start with a markdown intro"
+    # the kernel inherits the environment: keep the figures headless and any cache in the tmp folder
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv("TABSIM_CACHE", str(tmp_path / "cache"))
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    t0 = time.perf_counter()
+    failure = None
+    try:
+        client.execute()
+    except nbclient.exceptions.CellExecutionError as err:
+        failure = _strip_ansi(str(err))
+    if failure is not None:  # outside the except block: report the cell's traceback, not ours
+        pytest.fail(f"{path.name}: a cell failed\n{failure}", pytrace=False)
+    import nbformat
+
+    BUILD.mkdir(parents=True, exist_ok=True)
+    tmp = BUILD / f"{path.stem}.ipynb.tmp"
+    nbformat.write(nb, tmp)
+    os.replace(tmp, BUILD / f"{path.stem}.ipynb")  # atomic: the site never reads half a notebook
+    print(f"{path.name}: executed in {time.perf_counter() - t0:.1f} s")
+
+
+def _strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)

@@ -1,0 +1,68 @@
+"""The documentation site builds with ``mkdocs build --strict``, publishes the executed notebooks with
+their figures, and fails on a broken link.
+
+The notebooks are not executed here: ``tests/docs/test_notebooks.py`` (which runs first, in file order)
+writes the executed copies to ``build/notebooks/`` and the site's hook publishes them; a missing
+copy would be executed by the hook (docs/_site/hooks.py).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mkdocs")
+pytest.importorskip("mkdocs_jupyter")
+pytest.importorskip("material")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+                          capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
+                                                                             "NO_MKDOCS_2_WARNING": "1"})
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    r = _build(ROOT / "mkdocs.yml", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def test_site_has_every_docs_page_and_the_readme(site):
+    for md in (ROOT / "docs").glob("*.md"):
+        assert (site / f"{md.stem}.html").is_file(), md.name
+    assert (site / "readme.html").is_file()
+    assert (site / "notebooks" / "index.html").is_file()  # notebooks/README.md
+
+
+def test_site_publishes_every_notebook_executed_with_figures(site):
+    for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
+        page = site / "notebooks" / f"{src.stem}.html"
+        assert page.is_file(), src.name
+        html = page.read_text()
+        assert "data:image/png;base64" in html or "<img" in html, f"{src.name}: no figure on its page"
+
+
+def test_strict_build_fails_on_a_broken_link(tmp_path):
+    """The same configuration on a copy of docs/ whose index links to a page that does not exist."""
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    index = tmp_path / "docs" / "index.md"
+    index.write_text(index.read_text() + "\nSee [a page that is not there](no_such_page.md).\n")
+    cfg = (ROOT / "mkdocs.yml").read_text()
+    (tmp_path / "mkdocs.yml").write_text(cfg)
+    # publish the already executed notebooks (nothing is executed again)
+    build = ROOT / "build" / "notebooks"
+    if build.is_dir():
+        shutil.copytree(build, tmp_path / "build" / "notebooks")
+    r = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert r.returncode != 0
+    assert "no_such_page.md" in r.stdout + r.stderr

@@ -1,0 +1,141 @@
+"""`tabsim reproduce`: a reduced run end to end, every promised file, the summary schema, safe writes."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from tabsim.studies import reference as R
+from tabsim.cli import main
+
+SEEDS, STEPS = 3, 10  # reduced size: the five studies in a few seconds
+SWEEP_KEYS = {"prior_strength", "acc_frozen", "acc_random", "acc_majority", "acc_true", "d_null", "d_elicit", "d_rd",
+              "d_naive", "rd_fraction"}
+FIGURES = ("prior_sweep", "factorial", "power")
+DATA = ("prior_sweep", "crossover_grid", "factorial", "gate_strong", "gate_uniform", "families", "power")
+
+
+@pytest.fixture(scope="module")
+def reduced(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce")
+    r = CliRunner().invoke(main, ["reproduce", "--out", str(out), "--seeds", str(SEEDS), "--steps", str(STEPS), "-q", "--pdf"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    return out
+
+
+def test_reduced_reproduce_writes_every_promised_file(reduced):
+    for stem in FIGURES:
+        for ext in ("png", "pdf"):
+            assert (reduced / "figures" / f"{stem}.{ext}").stat().st_size > 1000
+    for name in DATA:
+        frame = pd.read_parquet(reduced / "data" / f"{name}.parquet")
+        assert {"seed", "arm", "step", "pass1"} <= set(frame.columns) and len(frame) > 0
+    for name in ("partition_summary", "factorial_coefficients", "factorial_anova", "gate_pilot", "gate_stability",
+                 "verdicts", "power_curve", "paper_comparison"):
+        assert len(pd.read_csv(reduced / "tables" / f"{name}.csv")) > 0
+    prov = json.loads((reduced / "provenance.json").read_text())
+    assert prov["n_programs"] == 1 and prov["config_hash"] and "jax" in prov
+    assert json.loads((reduced / "config.json").read_text())["settings"]["seeds"] == SEEDS
+    # report.md is written last: nothing in the folder is newer
+    from tabsim.runtime.store import MARKER
+
+    # report.md is the last output written; the run store's completion marker follows it
+    newest = max(p.stat().st_mtime_ns for p in reduced.rglob("*") if p.is_file() and p.name != MARKER)
+    assert (reduced / "report.md").stat().st_mtime_ns == newest
+    assert (reduced / MARKER).stat().st_mtime_ns >= newest
+    assert not list(reduced.rglob("*.tmp"))
+
+
+def test_summary_schema_and_identity(reduced):
+    s = json.loads((reduced / "summary.json").read_text())
+    assert [row["prior_strength"] for row in s["prior_sweep"]] == list(R.SWEEP_PRIORS)
+    for row in s["prior_sweep"]:
+        assert set(row) == SWEEP_KEYS and all(isinstance(v, float) for v in row.values())
+        # the telescoping identity on the seed means
+        d_total = row["acc_true"] - row["acc_frozen"]
+        assert row["d_null"] + row["d_elicit"] + row["d_rd"] == pytest.approx(d_total, abs=1e-12)
+        assert row["d_naive"] == pytest.approx(row["d_elicit"] + row["d_rd"], abs=1e-12)
+        assert row["rd_fraction"] == pytest.approx(row["d_rd"] / row["d_naive"], rel=1e-9)
+    fac = s["factorial"]
+    assert set(fac["coefficients"]) == {"A", "B", "C", "AB", "AC", "BC", "ABC"}
+    main_max = max(abs(fac["coefficients"][t]) for t in "ABC")
+    inter_max = max(abs(fac["coefficients"][t]) for t in ("AB", "AC", "BC", "ABC"))
+    assert fac["interaction_ratio"] == pytest.approx(inter_max / main_max, rel=1e-9)
+    assert [f["name"] for f in s["families"]] == ["strong", "weak"]
+    for f in s["families"]:
+        assert set(f) == {"name", "prior_strength", "elicitation_share", "rd_share", "verdict"}
+        assert f["verdict"] in ("ELICITATION_DOMINATED", "REWARD_DESIGN_DOMINATED", "MIXED", "INCONCLUSIVE")
+    assert {"interaction_ratio", "families", "prior_sweep"} <= set(s["intervals"])
+
+
+def test_report_sets_tabsim_beside_the_paper(reduced):
+    text = (reduced / "report.md").read_text()
+    cmp = pd.read_csv(reduced / "tables" / "paper_comparison.csv")
+    assert list(cmp["paper"]) == [1.39, 0.05, 0.385, -0.089, 0.98, 1.18]
+    for value in ("1.390", "0.050", "0.385", "-0.089", "0.980", "1.180"):
+        assert value in text
+    # at 10 steps the settings differ from the paper's: every flagged difference says so
+    for row in cmp[cmp["beyond_seed_noise"]].itertuples():
+        assert f"**{row.label} differs**" in text
+    assert "**This run changes the paper's settings** (steps 10 instead of 200" in text
+    assert text.count("Reason: the settings differ from the paper's") == int(cmp["beyond_seed_noise"].sum())
+    for section in ("## 1. Prior sweep", "## 2. The 2x2x2 factorial", "## 3. Points-vs-bounds pilot gate",
+                    "## 4. Simulated families", "## 5. Power"):
+        assert section in text
+
+
+def test_interrupted_run_leaves_the_earlier_output_untouched(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("# an earlier, complete report\n")
+    (out / "summary.json").write_text("{}")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("interrupted while drawing")
+
+    monkeypatch.setattr(R, "figures", broken)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        R.reproduce(out, seeds=SEEDS, steps=STEPS, progress=False, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["report.md", "summary.json"]
+    assert (out / "report.md").read_text() == "# an earlier, complete report\n"
+    from tabsim.runtime.store import staging_path
+
+    assert not (staging_path(out) / "report.md").exists()  # the interrupted run never looks complete
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--seeds", "1"], ["--seeds", "1"]),
+    (["--steps", "0"], ["--steps", "0"]),
+    (["--scale", "huge"], ["--scale", "huge", "heavy"]),
+    (["--preset", "nope"], ["--preset", "nope", "paper"]),
+    (["--format", "xlsx"], ["--format", "xlsx"]),
+])
+def test_bad_options_are_refused_before_anything_runs(tmp_path, args, words):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["reproduce", "--out", str(out), *args])
+    assert r.exit_code == 2, r.output
+    for w in words:
+        assert w in r.output
+    assert not out.exists()
+
+
+def test_settings_refuse_bad_values():
+    with pytest.raises(ValueError, match="seeds"):
+        R.settings(seeds=1)
+    with pytest.raises(ValueError, match="scale"):
+        R.settings(scale="big")
+    s = R.settings(scale="heavy")
+    assert (s.seeds, s.steps, s.factorial_seeds, s.factorial_steps) == (50, 400, 100, 500)
+    assert R.settings(scale="heavy", seeds=4).factorial_seeds == 4
+
+
+@pytest.mark.heavy
+def test_default_reproduce_matches_the_paper_within_noise_in_15_seconds(tmp_path):
+    """The paper's settings: the factorial and family headline numbers agree within the seed noise."""
+    s = R.reproduce(tmp_path, progress=False)
+    assert s["wall_seconds"] < 15.0
+    cmp = pd.DataFrame(s["paper_comparison"]).set_index("quantity")
+    for q in ("interaction_ratio", "coef_AC", "elicitation_share_strong", "rd_share_weak", "rd_fraction_0.80"):
+        assert not cmp.loc[q, "beyond_seed_noise"], cmp.loc[q].to_dict()
+    assert np.isfinite(s["crossover"]["estimate"])
