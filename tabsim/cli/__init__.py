@@ -20,7 +20,7 @@ COMMANDS = {
     "sweep": ("tabsim.cli.run:sweep_cmd", "Sweep numeric fields of a preset without writing a config file."),
     "reproduce": ("tabsim.cli.reproduce:command",
                   "Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers."),
-    "prereg": ("tabsim.prereg:command",
+    "prereg": ("tabsim.cli.prereg:command",
                "Pre-registration: validate, lock, amend, run confirmatory, report against the plan."),
     "audit": ("tabsim.cli.audit:command",
               "Audit published RLVR results: partition, intervals, bounds for missing arms, verdict."),

@@ -9,8 +9,7 @@ import click
 from tabsim.cli.options import output_options
 from tabsim.cli.options import executor_options
 from tabsim.presets import PRESETS
-
-SCALES = ("default", "heavy")
+from tabsim.studies.reference.design import SCALES
 
 
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/reproduce"),

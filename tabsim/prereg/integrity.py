@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
 import re
 import subprocess
 import tempfile
@@ -25,30 +24,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
-from tabsim.prereg.schema import PreregError
+from tabsim.prereg.hashing import plan_hash, read_json
+from tabsim.prereg.schema import PreregError, read_document
 
 LIBRARIES = ("tabsim", "jax", "jaxlib", "numpy", "scipy", "statsmodels")
 EXPLORATORY_SCHEMA = "tabsim.prereg.exploratory/1"
 PILOT_FILE = "pilot.json"
-MAX_JSON_BYTES = 64 * 1024 * 1024
 _GIT_TIMEOUT = 10
 _MAX_COMMITS = 500
 _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-
-
-def read_json(path: str | Path, what: str, *, limit: int = MAX_JSON_BYTES):
-    """Parse a JSON file of at most ``limit`` bytes; PreregError naming the file otherwise."""
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError as err:
-        raise PreregError(f"{path}: cannot read the {what} ({err.strerror or err})") from None
-    if size > limit:
-        raise PreregError(f"{path}: the {what} is {size} bytes, more than the limit of {limit}")
-    try:
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise PreregError(f"{path}: corrupted {what} (not valid JSON: {err})") from None
 
 
 # ----------------------------------------------------------------------------- code
@@ -159,9 +143,6 @@ def _utc(epoch: int) -> str:
 
 def _hash_blob(data: bytes, name: str) -> Optional[str]:
     """The plan hash of a plan file's content read from git (None if it does not parse)."""
-    from tabsim.prereg.locking import plan_hash
-    from tabsim.prereg.schema import read_document
-
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / Path(name).name
         p.write_bytes(data)

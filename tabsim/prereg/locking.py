@@ -1,14 +1,15 @@
 """Locks and amendments: proof that a plan existed in a given form before its results.
 
-The hash of a plan is the SHA-256 of its *normalised* content: the canonical JSON (sorted keys, no
-whitespace) of the parsed YAML document, so comments, key order and layout do not change it while
-any value does. ``FILE.lock.json`` stores that hash, the normalised document itself (to name the
-fields that changed later), the UTC time, the git commit and the tabsim version, the digest of the
-tabsim source and the numerical libraries' versions (:mod:`tabsim.prereg.integrity`), the commit
-that holds the plan if it is committed already, plus a digest of the lock's own content so that a
-corrupted or hand-edited lock is detected. Hashes guard against accidents only: anyone who edits the
-plan can recompute them. ``lock(..., key=KEYFILE)`` adds an Ed25519 signature
-(:mod:`tabsim.prereg.signing`) over the lock's content, which only the key holder can make.
+The hash of a plan is the SHA-256 of its *normalised* content (:func:`tabsim.prereg.hashing.plan_hash`):
+the canonical JSON (sorted keys, no whitespace) of the parsed YAML document, so comments, key order
+and layout do not change it while any value does. ``FILE.lock.json`` stores that hash, the
+normalised document itself (to name the fields that changed later), the UTC time, the git commit
+and the tabsim version, the digest of the tabsim source and the numerical libraries' versions
+(:mod:`tabsim.prereg.integrity`), the commit that holds the plan if it is committed already, plus
+a digest of the lock's own content so that a corrupted or hand-edited lock is detected. Hashes
+guard against accidents only: anyone who edits the plan can recompute them. ``lock(...,
+key=KEYFILE)`` adds an Ed25519 signature (:mod:`tabsim.prereg.signing`) over the lock's content,
+which only the key holder can make.
 
 A change after locking is legal only through an amendment (``FILE.amendments.json``): a chained,
 timestamped record of old and new hash, the changed fields and a reason, which every report lists
@@ -24,41 +25,14 @@ from typing import Any
 
 from tabsim.files.provenance import git_commit
 from tabsim.files.atomic import write_json
-from tabsim.prereg import signing
+from tabsim.prereg import integrity, signing
+from tabsim.prereg.hashing import canonical_json, normalise, plan_hash, read_json
 from tabsim.prereg.schema import PreregError, load_plan, read_document
 
 LOCK_SCHEMA = "tabsim.prereg.lock/2"
 # /1: hash, plan, time, commit and version only (no code digest, never signed); still read and reported
 LOCK_SCHEMAS = ("tabsim.prereg.lock/1", LOCK_SCHEMA)
 AMENDMENTS_SCHEMA = "tabsim.prereg.amendments/1"
-
-
-def _plain(obj):
-    """The document with YAML-only types (dates, non-string keys) made JSON-plain."""
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, (_dt.date, _dt.datetime)):
-        return obj.isoformat()
-    if isinstance(obj, float) and obj != obj:
-        raise PreregError("a value is NaN; pre-registrations hold finite numbers only")
-    return obj
-
-
-def normalise(doc: dict) -> dict:
-    """The plan document as plain JSON data (what is hashed and stored in the lock)."""
-    return json.loads(canonical_json(doc))
-
-
-def canonical_json(doc: Any) -> str:
-    """Canonical JSON: sorted keys, no whitespace, UTF-8, finite numbers only."""
-    return json.dumps(_plain(doc), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def plan_hash(doc: dict) -> str:
-    """SHA-256 (hex) of the canonical JSON of a parsed plan document."""
-    return hashlib.sha256(canonical_json(doc).encode()).hexdigest()
 
 
 def lock_path(path: str | Path) -> Path:
@@ -157,8 +131,6 @@ def _list_key(old: list, new: list):
 
 def read_lock(path: str | Path) -> dict:
     """Load and verify ``FILE.lock.json``; raise :class:`PreregError` if missing or corrupted."""
-    from tabsim.prereg.integrity import read_json
-
     lp = lock_path(path)
     if not lp.is_file():
         raise PreregError(f"{path}: not locked (no {lp.name}); run `tabsim prereg lock {path}` before the study")
@@ -181,8 +153,6 @@ def read_lock(path: str | Path) -> dict:
 
 def read_amendments(path: str | Path, lock: dict) -> list[dict]:
     """Load ``FILE.amendments.json`` (empty if absent) and verify its chain from the lock."""
-    from tabsim.prereg.integrity import read_json
-
     ap = amendments_path(path)
     if not ap.is_file():
         return []
@@ -211,8 +181,6 @@ def lock(path: str | Path, key: str | Path | None = None) -> dict:
     Returns:
       The lock record.
     """
-    from tabsim.prereg import integrity
-
     path = Path(path)
     lp = lock_path(path)
     if lp.exists():

@@ -17,9 +17,10 @@ from typing import Optional
 
 from tabsim.files.atomic import atomic_write_text, write_json
 from tabsim.prereg import integrity, signing
+from tabsim.prereg.hashing import file_sha256, read_json
 from tabsim.prereg.locking import verify_lock_signature
-from tabsim.prereg.runner import RESULTS, STATUS, file_sha256, read_status
 from tabsim.prereg.schema import PreregError
+from tabsim.prereg.status import RESULTS, STATUS, read_status
 
 
 # deviations that say the record itself does not hold up (``tabsim prereg report --strict`` fails on them)
@@ -66,7 +67,7 @@ def load_run(out: str | Path, public_key: str | None = None) -> tuple[dict, dict
         signing.verify(sig, signing.STATUS_DOMAIN, {k: v for k, v in status.items() if k != "signature"},
                        str(out / STATUS))
     signing.check_pin(sig, public_key, str(out / STATUS), "results record")
-    results = integrity.read_json(out / RESULTS, "results")
+    results = read_json(out / RESULTS, "results")
     if not isinstance(results, dict) or not isinstance(results.get("prereg"), dict):
         raise PreregError(f"{out / RESULTS}: corrupted results (no prereg record)")
     if results["prereg"].get("sha256") != status.get("prereg_sha256"):

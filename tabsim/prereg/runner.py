@@ -1,9 +1,9 @@
 """Run a pre-registered study: verify the lock, run the design, analyse, and mark the run complete.
 
-The output folder follows a small protocol so that an interrupted run can never pass for a finished
-one: ``status.json`` is written first with ``state: running``; data and ``results.json`` follow;
-only then is ``status.json`` rewritten with ``state: complete`` and the SHA-256 of every result
-file, signed when a key is given. ``tabsim prereg report`` refuses any folder whose status is not
+The output folder follows a small protocol (:mod:`tabsim.prereg.status`) so that an interrupted run
+can never pass for a finished one: ``status.json`` is written first with ``state: running``; data
+and ``results.json`` follow; only then is ``status.json`` rewritten with ``state: complete`` and the
+SHA-256 of every result file, signed when a key is given. ``tabsim prereg report`` refuses any folder whose status is not
 complete, whose files no longer match those hashes, or whose signature does not verify. Reports
 left over from an earlier run in the same folder are deleted before the new run starts.
 
@@ -15,44 +15,23 @@ record their seeds and are logged beside the plan.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Optional
 
 import pandas as pd
 
 from tabsim.files.provenance import provenance
 from tabsim.files.atomic import write_frame, write_json
-from tabsim.prereg import integrity
+from tabsim.prereg import integrity, report, signing
 from tabsim.prereg import locking as lock_mod
-from tabsim.prereg import signing
+from tabsim.prereg.hashing import file_sha256, normalise, plan_hash
 from tabsim.prereg.schema import Plan, PreregError, _classify_field, design_runs, load_plan
-
-STATUS = "status.json"
-RESULTS = "results.json"
-DATA = "data.parquet"
-REPORT_FILES = ("report.md", "report.json")
-RESULT_FILES = (RESULTS, DATA)
+from tabsim.prereg.status import DATA, RESULT_FILES, RESULTS, STATUS
 
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def read_status(out: str | Path) -> Optional[dict]:
-    p = Path(out) / STATUS
-    if not p.is_file():
-        return None
-    try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError:
-        return {"state": "corrupted"}
 
 
 def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd.DataFrame, list[dict]]:
@@ -139,7 +118,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         raise PreregError(f"--key: public key {signing.short(pin)} is pinned, so the results must be signed by it; "
                           f"give its private key with --key{given}")
     plan, doc = load_plan(path)
-    sha = lock_mod.plan_hash(doc)
+    sha = plan_hash(doc)
     if confirmatory:
         record = lock_mod.verify(path, public_key=pin)
     else:
@@ -162,9 +141,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         results = _run_into(store.dir, path, plan, doc, sha, record, confirmatory=confirmatory, progress=progress,
                             checks=checks, private=private, executor=executor)
         if write_report:
-            from tabsim.prereg.report import write_report as _write
-
-            _write(store.dir, public_key=pin)
+            report.write_report(store.dir, public_key=pin)
     if not confirmatory:
         integrity.log_exploratory_run(path, {"out": str(out), "started_utc": results["started_utc"],
                                              "prereg_sha256": sha,
@@ -214,7 +191,7 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
             "mode": base_status["mode"],
             "prereg": {"file": str(path), "sha256": sha, "lock": record["lock"],
                        "amendments": record["amendments"]},
-            "plan": lock_mod.normalise(doc),
+            "plan": normalise(doc),
             "analysis_settings": plan.analysis.model_dump(mode="json"),
             "started_utc": started,
             "finished_utc": _utc_now(),

@@ -23,12 +23,12 @@ def _frames():
 
 def test_helper_draws_the_same_png_as_this_process(tmp_path):
     pc, mde = _frames()
-    with fp.start(("tabsim.studies.reference",)) as pool:
+    with fp.start(("tabsim.studies.reference.figures",)) as pool:
         assert isinstance(pool, fp.FigureProcess)
-        pool.submit("tabsim.studies.reference:figure_power", pc, mde, stem=tmp_path / "helper", formats=["png"])
+        pool.submit("tabsim.studies.reference.figures:figure_power", pc, mde, stem=tmp_path / "helper", formats=["png"])
         written = pool.wait()
     local = fp.LocalFigures()
-    local.submit("tabsim.studies.reference:figure_power", pc, mde, stem=tmp_path / "local", formats=["png"])
+    local.submit("tabsim.studies.reference.figures:figure_power", pc, mde, stem=tmp_path / "local", formats=["png"])
     assert written == [str(tmp_path / "helper.png")]
     assert local.wait() == [str(tmp_path / "local.png")]
     from matplotlib.image import imread
@@ -41,8 +41,8 @@ def test_helper_draws_the_same_png_as_this_process(tmp_path):
 def test_formats_follow_the_environment_at_submission(tmp_path, monkeypatch):
     pc, mde = _frames()
     monkeypatch.setenv("TABSIM_FIGURE_FORMATS", "png,svg")
-    with fp.start(("tabsim.studies.reference",)) as pool:
-        pool.submit("tabsim.studies.reference:figure_power", pc, mde, stem=tmp_path / "p")
+    with fp.start(("tabsim.studies.reference.figures",)) as pool:
+        pool.submit("tabsim.studies.reference.figures:figure_power", pc, mde, stem=tmp_path / "p")
         written = pool.wait()
     assert sorted(written) == [str(tmp_path / "p.png"), str(tmp_path / "p.svg")]
     assert (tmp_path / "p.svg").read_text().lstrip().startswith("<?xml")
@@ -50,7 +50,7 @@ def test_formats_follow_the_environment_at_submission(tmp_path, monkeypatch):
 
 def test_a_failing_figure_raises_with_the_helpers_traceback(tmp_path):
     with fp.start() as pool:
-        pool.submit("tabsim.studies.reference:figure_power", "not a frame", None, stem=tmp_path / "bad", formats=["png"])
+        pool.submit("tabsim.studies.reference.figures:figure_power", "not a frame", None, stem=tmp_path / "bad", formats=["png"])
         with pytest.raises(fp.FigureError, match=r"(?s)figure .*bad failed.*Traceback"):
             pool.wait()
     assert not (tmp_path / "bad.png").exists()
@@ -58,7 +58,7 @@ def test_a_failing_figure_raises_with_the_helpers_traceback(tmp_path):
 
 def test_unknown_target_is_reported(tmp_path):
     with fp.start() as pool:
-        pool.submit("tabsim.studies.reference:no_such_figure", stem=tmp_path / "x", formats=["png"])
+        pool.submit("tabsim.studies.reference.figures:no_such_figure", stem=tmp_path / "x", formats=["png"])
         with pytest.raises(fp.FigureError, match="no_such_figure"):
             pool.wait()
 
@@ -68,7 +68,7 @@ def test_opt_out_draws_in_this_process(tmp_path, monkeypatch):
     pool = fp.start()
     assert isinstance(pool, fp.LocalFigures)
     pc, mde = _frames()
-    pool.submit("tabsim.studies.reference:figure_power", pc, mde, stem=tmp_path / "p", formats=["png"])
+    pool.submit("tabsim.studies.reference.figures:figure_power", pc, mde, stem=tmp_path / "p", formats=["png"])
     assert pool.wait() == [str(tmp_path / "p.png")]
 
 
@@ -169,8 +169,8 @@ def test_an_os_error_in_the_helper_is_an_os_error_here(tmp_path):
     which the commands turn into one line (``tabsim.cli.options.guarded``)."""
     (tmp_path / "file").write_text("")
     pc, mde = _frames()
-    with fp.start(("tabsim.studies.reference",)) as pool:
-        pool.submit("tabsim.studies.reference:figure_power", pc, mde, stem=tmp_path / "file" / "p", formats=["png"])
+    with fp.start(("tabsim.studies.reference.figures",)) as pool:
+        pool.submit("tabsim.studies.reference.figures:figure_power", pc, mde, stem=tmp_path / "file" / "p", formats=["png"])
         with pytest.raises(OSError) as err:
             pool.wait()
     assert not isinstance(err.value, fp.FigureError)

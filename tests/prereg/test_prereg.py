@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from scipy import stats as sps
 
 from tabsim import prereg
-from tabsim.prereg import analysis, locking
+from tabsim.cli.prereg import command as prereg_command
+from tabsim.prereg import analysis, hashing, locking
 from tabsim.prereg.schema import PreregError, validate_document
 
 TINY = {
@@ -127,10 +128,10 @@ def test_cli_validate_lists_problems(tmp_path):
     doc = copy.deepcopy(TINY)
     doc["hypotheses"][0]["condition"] = {}
     path = write_plan(tmp_path, doc)
-    res = CliRunner().invoke(prereg.command, ["validate", str(path)])
+    res = CliRunner().invoke(prereg_command, ["validate", str(path)])
     assert res.exit_code != 0
     assert "hypotheses[H1].condition: must fix a level of every other factor" in res.output
-    ok = CliRunner().invoke(prereg.command, ["validate", str(write_plan(tmp_path, name="ok.yaml"))])
+    ok = CliRunner().invoke(prereg_command, ["validate", str(write_plan(tmp_path, name="ok.yaml"))])
     assert ok.exit_code == 0 and "valid" in ok.output and "lock: none" in ok.output
 
 
@@ -148,7 +149,7 @@ def test_hash_ignores_layout_and_comments_but_not_values(tmp_path):
     assert locking.document_hash(a) == locking.document_hash(b)
     b.write_text(b.read_text().replace("Tiny study", "Tiny study!"))
     assert locking.document_hash(a) != locking.document_hash(b)
-    assert locking.plan_hash({"x": 0.20}) == locking.plan_hash({"x": 0.2})
+    assert hashing.plan_hash({"x": 0.20}) == hashing.plan_hash({"x": 0.2})
 
 
 def test_lock_records_hash_time_version_and_refuses_overwrite(tmp_path):
@@ -157,7 +158,7 @@ def test_lock_records_hash_time_version_and_refuses_overwrite(tmp_path):
     stored = json.loads(locking.lock_path(path).read_text())
     assert stored["sha256"] == locking.document_hash(path) == rec["sha256"]
     assert stored["tabsim_version"] and stored["locked_at_utc"].endswith("+00:00")
-    assert "git_commit" in stored and stored["normalized"] == locking.normalise(yaml.safe_load(path.read_text()))
+    assert "git_commit" in stored and stored["normalized"] == hashing.normalise(yaml.safe_load(path.read_text()))
     with pytest.raises(PreregError, match="already exists; a lock is never overwritten"):
         prereg.lock(path)
     assert json.loads(locking.lock_path(path).read_text()) == stored
@@ -188,7 +189,7 @@ def test_tampering_after_lock_refuses_confirmatory_run_naming_the_field(tmp_path
         prereg.run_study(path, out)
     assert field in str(err.value) and "changed since the lock" in str(err.value)
     assert not (out / "status.json").exists()  # refused before anything ran
-    res = CliRunner().invoke(prereg.command, ["run", str(path), "--out", str(out)])
+    res = CliRunner().invoke(prereg_command, ["run", str(path), "--out", str(out)])
     assert res.exit_code != 0 and field in res.output
 
 
@@ -405,7 +406,7 @@ def test_interrupted_run_leaves_no_report_that_looks_complete(complete_run, tmp_
     assert (stage / "data.parquet").exists() == (where == "analysis")
     with pytest.raises(PreregError, match="not complete"):
         prereg.write_report(stage)
-    res = CliRunner().invoke(prereg.command, ["report", str(stage)])
+    res = CliRunner().invoke(prereg_command, ["report", str(stage)])
     assert res.exit_code != 0 and "not complete" in res.output
 
 
@@ -430,7 +431,7 @@ def test_amendment_lets_the_run_proceed_and_is_reported_as_deviation(complete_ru
     with pytest.raises(PreregError, match="nothing to amend"):
         prereg.amend(path, "again")
     out = tmp_path / "out"
-    res = CliRunner().invoke(prereg.command, ["run", str(path), "--out", str(out), "-q"])
+    res = CliRunner().invoke(prereg_command, ["run", str(path), "--out", str(out), "-q"])
     assert res.exit_code == 0, res.output
     rep = json.loads((out / "report.json").read_text())
     (dev,) = rep["deviations"]
@@ -535,8 +536,8 @@ def test_fallback_runner_gives_the_same_frame(complete_run, monkeypatch):
 def test_cli_registers_prereg():
     from tabsim.cli import main
 
-    assert main.get_command(None, "prereg") is prereg.command
-    assert set(prereg.command.commands) == {"validate", "lock", "amend", "run", "report", "keygen"}
+    assert main.get_command(None, "prereg") is prereg_command
+    assert set(prereg_command.commands) == {"validate", "lock", "amend", "run", "report", "keygen"}
 
 
 @pytest.mark.parametrize("study", ["reference_factorial", "clipping_null"])

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tabsim import prereg
-from tabsim.prereg import integrity, locking, runner, signing
+from tabsim.cli.prereg import command as prereg_command
+from tabsim.prereg import hashing, integrity, locking, signing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ PAST = "2020-01-02T03:04:05+00:00"
 
 
 def cli(*args, env=None):
-    return CliRunner().invoke(prereg.command, [str(a) for a in args], env=env)
+    return CliRunner().invoke(prereg_command, [str(a) for a in args], env=env)
 
 
 def ok(res):
@@ -84,7 +84,7 @@ def forge_lock(plan, change, *, key=None, keep_signature=False):
     plan.write_text(yaml.safe_dump(doc, sort_keys=False))
     lp = locking.lock_path(plan)
     lock = json.loads(lp.read_text())
-    lock.update(sha256=locking.plan_hash(doc), normalized=locking.normalise(doc), locked_at_utc=PAST)
+    lock.update(sha256=hashing.plan_hash(doc), normalized=hashing.normalise(doc), locked_at_utc=PAST)
     if not keep_signature:
         lock.pop("signature", None)
     if key is not None:
@@ -97,7 +97,7 @@ def forge_lock(plan, change, *, key=None, keep_signature=False):
 def rehash_status(out, *, key=None, strip=False):
     """Recompute status.json's digests of the result files; keep, strip or re-sign its signature."""
     status = json.loads((out / "status.json").read_text())
-    status["files"] = {n: runner.file_sha256(out / n) for n in status["files"]}
+    status["files"] = {n: hashing.file_sha256(out / n) for n in status["files"]}
     if strip or key is not None:
         status.pop("signature", None)
     if key is not None:
@@ -300,7 +300,7 @@ def test_attack_posthoc_plan_rehashed_backdated_and_committed_after_the_run(forg
 
     def rewrite(results):
         results["prereg"].update(sha256=lock["sha256"], lock={k: v for k, v in lock.items() if k != "normalized"})
-        results["plan"] = locking.normalise(doc)
+        results["plan"] = hashing.normalise(doc)
         results["analysis"]["hypotheses"][0]["statement"] = doc["hypotheses"][0]["statement"]
         results["integrity"]["plan_commit"] = record
 

@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from tabsim.studies import reference as R
 from tabsim.cli import main
+from tabsim.studies.reference import run
+from tabsim.studies.reference.design import SWEEP_PRIORS, settings
+from tabsim.studies.reference.run import reproduce
 
 SEEDS, STEPS = 3, 10  # reduced size: the five studies in a few seconds
 SWEEP_KEYS = {"prior_strength", "acc_frozen", "acc_random", "acc_majority", "acc_true", "d_null", "d_elicit", "d_rd",
@@ -49,7 +51,7 @@ def test_reduced_reproduce_writes_every_promised_file(reduced):
 
 def test_summary_schema_and_identity(reduced):
     s = json.loads((reduced / "summary.json").read_text())
-    assert [row["prior_strength"] for row in s["prior_sweep"]] == list(R.SWEEP_PRIORS)
+    assert [row["prior_strength"] for row in s["prior_sweep"]] == list(SWEEP_PRIORS)
     for row in s["prior_sweep"]:
         assert set(row) == SWEEP_KEYS and all(isinstance(v, float) for v in row.values())
         # the telescoping identity on the seed means
@@ -94,9 +96,9 @@ def test_interrupted_run_leaves_the_earlier_output_untouched(tmp_path, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("interrupted while drawing")
 
-    monkeypatch.setattr(R, "figures", broken)
+    monkeypatch.setattr(run, "figures", broken)
     with pytest.raises(RuntimeError, match="interrupted"):
-        R.reproduce(out, seeds=SEEDS, steps=STEPS, progress=False, overwrite=True)
+        reproduce(out, seeds=SEEDS, steps=STEPS, progress=False, overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["report.md", "summary.json"]
     assert (out / "report.md").read_text() == "# an earlier, complete report\n"
     from tabsim.runtime.store import staging_path
@@ -122,18 +124,18 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path, args, words):
 
 def test_settings_refuse_bad_values():
     with pytest.raises(ValueError, match="seeds"):
-        R.settings(seeds=1)
+        settings(seeds=1)
     with pytest.raises(ValueError, match="scale"):
-        R.settings(scale="big")
-    s = R.settings(scale="heavy")
+        settings(scale="big")
+    s = settings(scale="heavy")
     assert (s.seeds, s.steps, s.factorial_seeds, s.factorial_steps) == (50, 400, 100, 500)
-    assert R.settings(scale="heavy", seeds=4).factorial_seeds == 4
+    assert settings(scale="heavy", seeds=4).factorial_seeds == 4
 
 
 @pytest.mark.heavy
 def test_default_reproduce_matches_the_paper_within_noise_in_15_seconds(tmp_path):
     """The paper's settings: the factorial and family headline numbers agree within the seed noise."""
-    s = R.reproduce(tmp_path, progress=False)
+    s = reproduce(tmp_path, progress=False)
     assert s["wall_seconds"] < 15.0
     cmp = pd.DataFrame(s["paper_comparison"]).set_index("quantity")
     for q in ("interaction_ratio", "coef_AC", "elicitation_share_strong", "rd_share_weak", "rd_fraction_0.80"):

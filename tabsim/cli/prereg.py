@@ -1,0 +1,234 @@
+"""``tabsim prereg``: validate, keygen, lock, amend, run and report a pre-registered study.
+
+The pre-registration itself lives in :mod:`tabsim.prereg`. Its modules (but for the error class of
+:mod:`tabsim.prereg.errors`) are imported when a subcommand runs, so ``tabsim prereg --help`` stays fast.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
+from tabsim.prereg.errors import PreregError
+
+
+def _fail(err: Exception):
+    raise click.ClickException(str(err))
+
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+_PUBLIC_KEY_HELP = ("The public key the lock and results must be signed with: a public key file (KEYFILE.pub) or a "
+                    "fingerprint sha256:<hex>; default $TABSIM_PREREG_PUBKEY. Catches a forger re-signing with "
+                    "their own key.")
+
+
+def _pin(public_key):
+    from tabsim.prereg.signing import pinned
+
+    try:
+        return pinned(public_key)
+    except PreregError as err:
+        _fail(err)
+
+
+@click.group("prereg")
+def command():
+    """Pre-registration: validate, lock, amend, run confirmatory, report against the plan."""
+
+
+@command.command("validate")
+@click.argument("file", type=_FILE)
+@click.option("--public-key", default=None, metavar="KEY", help=_PUBLIC_KEY_HELP)
+def validate_cmd(file, public_key):
+    """Check FILE against the pre-registration schema; list every problem, naming its field.
+
+    With a lock, also check that the plan matches it and that its signature verifies (exit 1
+    otherwise), and say whether it is signed, whether the installed code is the locked code and
+    which git commit holds the plan.
+    """
+    from tabsim.prereg import locking as lk
+    from tabsim.prereg.hashing import plan_hash
+    from tabsim.prereg.locking import verify
+    from tabsim.prereg.schema import load_plan
+    from tabsim.prereg.signing import SignatureError
+
+    pin = _pin(public_key)
+    try:
+        plan, doc = load_plan(file)
+    except PreregError as err:
+        _fail(err)
+    n_conf = len(plan.confirmatory)
+    click.echo(f"{file}: valid ({n_conf} confirmatory and {len(plan.hypotheses) - n_conf} exploratory "
+               f"hypotheses, {len(plan.exploratory)} exploratory analyses); sha256 {plan_hash(doc)}")
+    if not lk.lock_path(file).exists():
+        click.echo("lock: none (run `tabsim prereg lock` before the study)")
+        return
+    try:
+        rec = verify(file, public_key=pin)
+    except SignatureError as err:
+        click.echo(f"lock: BAD SIGNATURE -- {err}")
+        _fail(PreregError(f"{lk.lock_path(file)}: the lock's signature does not hold; a confirmatory run refuses it"))
+    except PreregError as err:
+        click.echo(f"lock: DOES NOT MATCH -- {err}")
+        _fail(PreregError(f"{lk.lock_path(file)}: the plan does not match its lock; a confirmatory run refuses it"))
+    for line in _lock_lines(file, rec, pin):
+        click.echo(line)
+
+
+def _lock_lines(file, rec: dict, pin) -> list[str]:
+    """What ``validate`` says about a matching lock: signature, code, git commit."""
+    from tabsim.prereg import integrity
+    from tabsim.prereg.signing import short
+
+    lock = rec["lock"]
+    n = len(rec["amendments"])
+    lines = [f"lock: matches (locked {lock['locked_at_utc']}{f', {n} amendment(s)' if n else ''})"]
+    fp = (lock.get("signature") or {}).get("fingerprint")
+    if fp:
+        lines.append(f"signature: verified, key {short(fp)}" + (" (the pinned key)" if pin else
+                     " (no key pinned: pass --public-key to catch a lock re-signed with another key)"))
+    elif lock["schema"] == "tabsim.prereg.lock/1":
+        lines.append("warning: old-format lock: unsigned, no code digest; its hash guards against accidents only")
+    else:
+        lines.append("warning: unsigned lock: its hashes guard against accidents only (anyone who edits the plan can "
+                     "recompute them); `tabsim prereg lock --key` signs a lock")
+    if lock.get("code"):
+        diff = integrity.code_changes(lock["code"], integrity.code_digest())
+        if integrity.code_same(diff):
+            lines.append(f"code: same as at the lock (sha256 {lock['code']['sha256'][:12]}, "
+                         f"{lock['code']['n_files']} files)")
+        else:
+            lines.append(f"warning: code: differs from the lock: {integrity.describe_changes(diff)}; a confirmatory "
+                         f"run refuses it without --allow-code-change")
+    commit = integrity.plan_commit(file, rec["sha256"])
+    if commit["state"] == "committed":
+        lines.append(f"git: plan committed in {commit['commit'][:7]} at {commit['commit_time_utc']}")
+    elif commit["state"] == "not committed":
+        lines.append("warning: git: the plan with this content is not committed; commit the plan and its lock before "
+                     "the run, so that git can show the plan preceded the results")
+    else:
+        lines.append("git: not in a git repository; the check that the plan was committed before the results "
+                     "cannot be made")
+    return lines
+
+
+@command.command("keygen")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Private key file to create (PEM, mode 0600); the public key goes to OUT.pub. Never overwrites.")
+def keygen_cmd(out):
+    """Create an Ed25519 key pair for signing locks and results."""
+    from tabsim.prereg.signing import keygen
+
+    try:
+        rec = keygen(out)
+    except PreregError as err:
+        _fail(err)
+    except OSError as err:
+        _fail(PreregError(f"--out: cannot write {err.filename or out}: {err.strerror or err}"))
+    click.echo(f"wrote private key {rec['private_key']} (mode 0600: keep it secret) and public key "
+               f"{rec['public_key']}; fingerprint {rec['fingerprint']}")
+
+
+@command.command("lock")
+@click.argument("file", type=_FILE)
+@click.option("--key", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Sign the lock with this private key (`tabsim prereg keygen`); unsigned without.")
+def lock_cmd(file, key):
+    """Write FILE.lock.json (normalised SHA-256, UTC time, git commit, versions, code digest); never overwrites."""
+    from tabsim.prereg.locking import lock, lock_path
+    from tabsim.prereg.signing import short
+
+    try:
+        rec = lock(file, key=key)
+    except PreregError as err:
+        _fail(err)
+    signed = f"signed by key {short(rec['signature']['fingerprint'])}" if "signature" in rec else "unsigned"
+    click.echo(f"locked {file}: sha256 {rec['sha256']} at {rec['locked_at_utc']} "
+               f"(git {rec['git_commit'] or 'n/a'}; code sha256 {rec['code']['sha256'][:12]}; {signed}) "
+               f"-> {lock_path(file)}")
+    if rec["plan_commit"]["state"] == "not committed":
+        click.echo("next: commit the plan and its lock before the run (the report checks the plan's commit precedes "
+                   "the results; pushing it to a public host shows when)")
+
+
+@command.command("amend")
+@click.argument("file", type=_FILE)
+@click.option("--reason", required=True, help="Why the locked plan changed (appears in every report).")
+def amend_cmd(file, reason):
+    """Record a change to a locked FILE in FILE.amendments.json (reported as a deviation)."""
+    from tabsim.prereg.locking import amend
+
+    try:
+        rec = amend(file, reason)
+    except PreregError as err:
+        _fail(err)
+    click.echo(f"amendment {rec['n']} of {file}: {rec['old_sha256'][:12]} -> {rec['new_sha256'][:12]}; changed "
+               f"{', '.join(rec['changed_fields'])}")
+
+
+@command.command("run")
+@click.argument("file", type=_FILE)
+@click.option("--out", "-o", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder for data, results.json, status.json and the report.")
+@click.option("--exploratory", is_flag=True,
+              help="Run without a lock; everything is labelled exploratory (default: confirmatory).")
+@click.option("--key", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Sign the results (status.json's digests of the result files) with this private key.")
+@click.option("--public-key", default=None, metavar="KEY", help=_PUBLIC_KEY_HELP)
+@click.option("--allow-code-change", is_flag=True,
+              help="Run although the tabsim source or library versions differ from the lock's; the report shows "
+                   "the change as a deviation (refused by default).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@output_options
+@executor_options
+def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, overwrite, resume, executor, workers,
+            scheduler):
+    """Run the study of FILE; confirmatory mode refuses a missing or mismatched lock.
+
+    \b
+    Example:
+      tabsim prereg run preregistration/clipping_null/plan.yaml --out preregistration/clipping_null/results
+    """
+    from tabsim.config import ConfigError
+    from tabsim.prereg.runner import run_study
+
+    check_options(executor, workers, scheduler)
+    try:
+        with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
+            res = run_study(file, out, confirmatory=not exploratory, overwrite=overwrite, progress=not quiet,
+                            resume=resume, executor=ex, key=key, public_key=public_key,
+                            allow_code_change=allow_code_change)
+    except (PreregError, ConfigError) as err:
+        _fail(err)
+    if not quiet:
+        for h in res["analysis"]["hypotheses"]:
+            click.echo(f"{h['id']:>6} [{h['kind'][:4]}] {h['verdict']:<13} {h['estimand']} = {h['estimate']:.4f} "
+                       f"[{h['ci_low']:.4f}, {h['ci_high']:.4f}]  ({h['rule_text']})")
+        click.echo(f"wrote {out}/report.md, report.json, results.json, data.parquet ({res['wall_seconds']} s)")
+
+
+@command.command("report")
+@click.argument("dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--public-key", default=None, metavar="KEY", help=_PUBLIC_KEY_HELP)
+@click.option("--strict", is_flag=True,
+              help="Exit 1 (after writing the report) when an integrity check failed: changed code, a plan not "
+                   "committed before the run, a recorded commit that does not hold, results signed by another key "
+                   "than the lock.")
+def report_cmd(dir, public_key, strict):
+    """Write DIR/report.md and DIR/report.json for a complete run; refuses incomplete, altered or badly
+    signed runs."""
+    from tabsim.prereg.report import INTEGRITY_KINDS, write_report
+
+    pin = _pin(public_key)
+    try:
+        rep = write_report(dir, public_key=pin)
+    except PreregError as err:
+        _fail(err)
+    c = rep["confirmatory_counts"]
+    click.echo(f"{rep['title']}: {c['SUPPORTED']} supported, {c['NOT SUPPORTED']} not supported, "
+               f"{c['INCONCLUSIVE']} inconclusive; {len(rep['deviations'])} deviation(s), "
+               f"{len(rep['limitations'])} limitation(s) -> {dir}/report.md")
+    failed = [d for d in rep["deviations"] if d["kind"] in INTEGRITY_KINDS]
+    if strict and failed:
+        _fail(PreregError(f"{dir}: integrity check failed: " + "; ".join(f"{d['kind']}: {d['text']}" for d in failed)))

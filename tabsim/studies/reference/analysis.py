@@ -1,0 +1,124 @@
+"""The reference study's statistics: every number of the report, from the studies' tidy frames."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from tabsim.studies.reference.design import (ADDITIVITY_THRESHOLD, CI_LEVEL, GATE_TOLERANCE, INTERVAL_METHOD,
+                                             POWER_SEEDS_GRID, SHARE_THRESHOLD, STRONG_PRIOR, TARGET_HALF_WIDTH,
+                                             WEAK_PRIOR, Settings, mode_switch_prior)
+
+
+def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], None] | None = None) -> dict:
+    """Every statistic of the report, from the studies' tidy frames.
+
+    ``on_section(name, results_so_far)`` is called when the statistics of a figure are ready
+    (``"prior_sweep"``, ``"factorial"``, ``"power"``), so the figure can be drawn meanwhile.
+    """
+    on_section = on_section or (lambda name, part: None)
+    # the statistics stack (scipy.stats, statsmodels) is imported on use, here and below: the
+    # command's warm-up thread loads it while the engine trains, and the figure helper, which
+    # imports this module through the figures, never needs it
+    from tabsim import stats
+
+    R = s.n_resamples
+    out: dict = {}
+    # 1. prior sweep
+    sp = stats.seed_partition(frames["prior_sweep"], by=["prior_strength"])
+    summ = stats.summarize_partition(sp, by=["prior_strength"], ci=CI_LEVEL, method=INTERVAL_METHOD,
+                                     n_resamples=R)
+    fieller = []
+    for p, g in sp.groupby("prior_strength"):
+        f = stats.fieller_interval(g["d_rd"], g["d_naive"], ci=CI_LEVEL)
+        fieller.append({"prior_strength": p, "rd_fraction": f.estimate, "fieller_low": f.low,
+                        "fieller_high": f.high, "bounded": f.bounded})
+    out["sweep_seeds"], out["sweep_summary"], out["fieller"] = sp, summ, pd.DataFrame(fieller)
+    # crossover on the finer grid
+    spg = stats.seed_partition(frames["crossover_grid"], by=["prior_strength"])
+    out["grid_seeds"] = spg
+    out["crossover"] = stats.locate_crossover(spg, ci=CI_LEVEL, n_resamples=R, paired=True)
+    out["mode_switch"] = mode_switch_prior(cfg)
+    on_section("prior_sweep", out)
+    # 2. factorial
+    fit = stats.fit_factorial(frames["factorial"], response="pass1", factors=["reward", "filter", "prior"],
+                              levels={"reward": ("true", "majority"), "filter": ("on", "off"),
+                                      "prior": (STRONG_PRIOR, WEAK_PRIOR)}, ci=CI_LEVEL)
+    out["fit"] = fit
+    out["ratio"] = stats.interaction_ratio(fit, threshold=ADDITIVITY_THRESHOLD, ci=CI_LEVEL, n_resamples=R)
+    on_section("factorial", out)
+    # 3. gate
+    gate_frames = []
+    for name in ("gate_strong", "gate_uniform"):
+        fr = frames[name].assign(condition=name.removeprefix("gate_"))
+        gate_frames.append(stats.seed_partition(fr, by=["condition", "prior_strength", "format_boost"]))
+    gsp = pd.concat(gate_frames, ignore_index=True)
+    pilot = gsp[gsp["seed"] < s.pilot_seeds]
+    by = ["condition", "prior_strength", "format_boost"]
+    out["gate_pilot"] = stats.classify_terms(pilot, tolerance=GATE_TOLERANCE, by=by, ci=CI_LEVEL,
+                                             method=INTERVAL_METHOD, n_resamples=R)
+    reps = stats.pilot_replicates(gsp, n_seeds=s.pilot_seeds, n_replicates=s.pilot_replicates)
+    out["gate_stability"] = stats.gate_stability(reps, tolerance=GATE_TOLERANCE, by=by, ci=CI_LEVEL,
+                                                 method=INTERVAL_METHOD, n_resamples=1000)
+    # 4. families
+    fsp = stats.seed_partition(frames["families"], by=["family"])
+    fsum = stats.summarize_partition(fsp, by=["family"], ci=CI_LEVEL, method=INTERVAL_METHOD, n_resamples=R)
+    out["families_summary"] = fsum
+    out["verdicts"] = stats.share_verdicts(fsum, by=["family"], threshold=SHARE_THRESHOLD)
+    # 5. power
+    psp = stats.seed_partition(frames["power"], by=["prior_strength"])
+    curves = [stats.power_curve(psp, seeds_grid=POWER_SEEDS_GRID, n_sim=1000, term=t, ci=CI_LEVEL, method="t")
+              for t in ("d_elicit", "d_rd")]
+    out["power_curve"] = pd.concat(curves, ignore_index=True)
+    out["power_recommend"] = {t: stats.recommend_seeds(c, TARGET_HALF_WIDTH)
+                              for t, c in zip(("d_elicit", "d_rd"), curves)}
+    out["power_pilot"] = psp
+    out["power_mde"] = minimum_detectable_effects(psp, POWER_SEEDS_GRID)
+    on_section("power", out)
+    return out
+
+
+def minimum_detectable_effects(seed_df: pd.DataFrame, seeds_grid, *, power: float = 0.80) -> pd.DataFrame:
+    """Smallest true difference a two-sided t test at ``1 - CI_LEVEL`` detects with ``power``, per seed count.
+
+    ``mde(n) = (t_{n-1, (1+ci)/2} + t_{n-1, power}) * sd / sqrt(n)`` with ``sd`` the pilot's per-seed
+    standard deviation of the term (normal approximation to the noncentral t).
+    """
+    from scipy import stats as sps  # on use: see analyze
+
+    rows = []
+    for term in ("d_elicit", "d_rd"):
+        sd = float(seed_df[term].std(ddof=1))
+        for n in seeds_grid:
+            q = sps.t.ppf(0.5 + CI_LEVEL / 2, n - 1) + sps.t.ppf(power, n - 1)
+            rows.append({"term": term, "n_seeds": int(n), "pilot_sd": sd, "power": power,
+                         "mde": float(q * sd / math.sqrt(n)), "pilot_estimate": float(seed_df[term].mean())})
+    return pd.DataFrame(rows)
+
+
+def term_row(summary: pd.DataFrame, term: str, **where) -> pd.Series:
+    """The row of ``term`` in a summary table where every column of ``where`` has its value."""
+    m = summary["term"] == term
+    for k, val in where.items():
+        m &= np.isclose(summary[k], val) if isinstance(val, float) else summary[k] == val
+    return summary[m].iloc[0]
+
+
+def arm_intervals(sp: pd.DataFrame, arms=("frozen", "random", "majority", "true")) -> pd.DataFrame:
+    """Final pass@1 of each arm per prior: mean over seeds and the 95% t half-width (``arm, prior_strength,
+    mean, half``)."""
+    rows = []
+    for arm in arms:
+        g = sp.groupby("prior_strength")[f"acc_{arm}"].agg(["mean", "sem", "count"])
+        half = g["sem"].fillna(0) * [_t_quantile(n) for n in g["count"]]
+        rows.append(pd.DataFrame({"arm": arm, "prior_strength": g.index, "mean": g["mean"].to_numpy(),
+                                  "half": half.to_numpy()}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def _t_quantile(n: int) -> float:
+    from scipy import stats as sps  # on use: see analyze
+
+    return float(sps.t.ppf(0.5 + CI_LEVEL / 2, max(int(n) - 1, 1)))

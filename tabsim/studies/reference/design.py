@@ -1,0 +1,144 @@
+"""The reference study's design: its sizes (:func:`settings`), its pre-set constants, the paper's
+headline numbers and the designs of the five studies (:func:`build_designs`).
+
+Light to import: ``tabsim reproduce --help`` takes :data:`SCALES` from here, so JAX, pandas and the
+statistics stack are imported inside the functions that need them.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from tabsim.presets import PRESETS
+
+SCALES = ("default", "heavy")  # the study sizes `tabsim reproduce --scale` offers
+
+SWEEP_PRIORS = (0.20, 0.35, 0.50, 0.65, 0.80)
+GRID_PRIORS = tuple(round(0.20 + 0.05 * i, 2) for i in range(13))  # crossover grid, 0.20 .. 0.80
+STRONG_PRIOR, WEAK_PRIOR, POWER_PRIOR = 0.80, 0.35, 0.50
+FAMILY_SEED0 = 100_000  # the families are fresh replications: their seeds differ from the sweep's
+# Pre-set decision constants (written down before any run, STYLE section 8).
+CI_LEVEL = 0.95
+ADDITIVITY_THRESHOLD = 0.20  # interaction ratio (SPEC section 3)
+SHARE_THRESHOLD = 0.60  # verdict rule (SPEC section 3)
+GATE_TOLERANCE = 0.05  # widest interval (accuracy units) that still counts as a point
+TARGET_HALF_WIDTH = 0.02  # power: wanted CI half-width of d_elicit and d_rd
+POWER_SEEDS_GRID = (4, 8, 16, 32, 64, 128)
+PAPER_SEEDS = 8  # seeds per condition in the reference study
+# Interval method of every partition term: Student t for differences, Fieller for ratios. With 8 seeds
+# the BCa bootstrap covers ~0.88 of the time where t covers ~0.95 (experiments/interval_coverage,
+# tests/plotting/test_figures.py), so the reproduction uses t; the reference gate keeps the paper's percentile rule.
+INTERVAL_METHOD = "t"
+
+# The paper's headline numbers (SPEC section 3).
+PAPER = {
+    "rd_fraction_0.20": 1.39, "rd_fraction_0.80": 0.05, "interaction_ratio": 0.385, "coef_AC": -0.089,
+    "elicitation_share_strong": 0.98, "rd_share_weak": 1.18,
+}
+HEAVY_TASK = {"n_prompts": 80, "n_answers": 10}
+HEAVY_TRAIN = {"group_size": 10, "batch_size": 20}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Sizes of the five studies (validated by :func:`settings`)."""
+
+    preset: str
+    scale: str
+    seeds: int  # per condition: sweep, crossover grid, families
+    steps: int
+    factorial_seeds: int
+    factorial_steps: int
+    pilot_seeds: int  # seeds of one pilot of the gate
+    pilot_replicates: int
+    power_seeds: int  # pilot seeds behind the power curve
+    task: dict
+    train: dict
+    n_resamples: int = 2000
+
+    def base(self, steps: int) -> dict:
+        return {"preset": self.preset, "task": dict(self.task), "train": {**self.train, "steps": steps}}
+
+
+def settings(*, scale: str = "default", seeds: int | None = None, steps: int | None = None,
+             preset: str = "paper", n_resamples: int = 2000) -> Settings:
+    """Study sizes for a scale, with optional overrides; bad values raise ``ValueError`` naming them.
+
+    ``default``: the paper's sizes (8 seeds x 200 steps, N=40, K=8, G=8, batch 16). ``heavy``: 50
+    seeds x 400 steps for the sweep, 100 seeds x 500 steps for the factorial, N=80, K=10, G=10,
+    batch 20. ``seeds`` / ``steps`` override every study.
+    """
+    from tabsim.config import ConfigError, resolve  # here, not at the top: tabsim.config loads JAX
+
+    if scale not in SCALES:
+        raise ValueError(f"scale: unknown scale {scale!r}; allowed: {', '.join(SCALES)}")
+    if preset not in PRESETS:
+        raise ValueError(f"preset: unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}")
+    for name, val, lo in (("seeds", seeds, 2), ("steps", steps, 1)):
+        if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < lo):
+            raise ValueError(f"{name}: must be an integer >= {lo}, got {val!r}")
+    heavy = scale == "heavy"
+    s = seeds if seeds is not None else (50 if heavy else PAPER_SEEDS)
+    fs = seeds if seeds is not None else (100 if heavy else PAPER_SEEDS)
+    st = steps if steps is not None else (400 if heavy else None)
+    fst = steps if steps is not None else (500 if heavy else None)
+    task = dict(HEAVY_TASK) if heavy else {}
+    train = dict(HEAVY_TRAIN) if heavy else {}
+    try:
+        cfg = resolve({"preset": preset, "task": task, "train": train})
+    except ConfigError as err:
+        raise ValueError(f"preset {preset!r}: {err}") from None
+    need = ("frozen", "random", "majority", "true")
+    missing = [a for a in need if a not in cfg.arms.arms]
+    if missing:
+        raise ValueError(f"preset {preset!r}: the partition needs arms {list(need)}; the preset lacks {missing}")
+    st = st if st is not None else cfg.train.steps
+    fst = fst if fst is not None else cfg.train.steps
+    pilot = min(PAPER_SEEDS, s)
+    return Settings(preset=preset, scale=scale, seeds=s, steps=st, factorial_seeds=fs, factorial_steps=fst,
+                    pilot_seeds=pilot, pilot_replicates=8, power_seeds=max(32, s), task=task, train=train,
+                    n_resamples=n_resamples)
+
+
+def uniform_prior(cfg) -> float:
+    """p_s that makes every answer equally likely without the format boost: ``k / K``."""
+    return cfg.task.n_correct / cfg.task.n_answers
+
+
+def mode_switch_prior(cfg) -> float:
+    """Prior strength where a correct answer becomes the prior's mode.
+
+    ``p / k = (1 - p) (1 + f K) / (K - k)``  =>  ``p* = k (1 + f K) / (k (1 + f K) + K - k)``.
+    """
+    k, K, f = cfg.task.n_correct, cfg.task.n_answers, cfg.task.format_boost
+    return k * (1 + f * K) / (k * (1 + f * K) + K - k)
+
+
+def build_designs(s: Settings) -> dict:
+    """The designs of the five studies (units shared between them run once)."""
+    # here, not at the top: both load JAX (tabsim.studies.factorial pandas too)
+    from tabsim.config import resolve
+    from tabsim.studies.factorial import Factor, make_design
+
+    base, fbase = s.base(s.steps), s.base(s.factorial_steps)
+    cfg = resolve(base)
+    seeds = range(s.seeds)
+    prior = lambda levels: Factor("prior_strength", "task.prior_strength", tuple(levels))  # noqa: E731
+    fmt = lambda f: Factor("format_boost", "task.format_boost", (f,))  # noqa: E731
+    f0 = cfg.task.format_boost
+    n_gate = s.pilot_seeds * s.pilot_replicates
+    return {
+        "prior_sweep": make_design(base, [prior(SWEEP_PRIORS)], seeds=seeds, name="prior_sweep"),
+        "crossover_grid": make_design(base, [prior(GRID_PRIORS)], seeds=seeds, name="crossover_grid"),
+        "factorial": make_design(fbase, [
+            Factor("reward", "arm", ("true", "majority")),
+            Factor("filter", "algo.filter", (1, 0), labels=("on", "off")),
+            Factor("prior", "task.prior_strength", (STRONG_PRIOR, WEAK_PRIOR)),
+        ], seeds=range(s.factorial_seeds), name="factorial"),
+        "gate_strong": make_design(base, [prior([STRONG_PRIOR]), fmt(f0)], seeds=range(n_gate), name="gate_strong"),
+        "gate_uniform": make_design(base, [prior([uniform_prior(cfg)]), fmt(0.0)], seeds=range(n_gate),
+                                    name="gate_uniform"),
+        "families": make_design(base, [Factor("family", "task.prior_strength", (STRONG_PRIOR, WEAK_PRIOR),
+                                              labels=("strong", "weak"))],
+                                seeds=range(FAMILY_SEED0, FAMILY_SEED0 + s.seeds), name="families"),
+        "power": make_design(base, [prior([POWER_PRIOR])], seeds=range(s.power_seeds), name="power"),
+    }

@@ -1,0 +1,140 @@
+"""``reproduce``: train the five studies as one packed job, analyse them and write the output folder."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from tabsim.config import resolve
+from tabsim.files.atomic import atomic_write_text, write_frame, write_json
+from tabsim.files.provenance import provenance
+from tabsim.plotting import helper as _figure_process
+from tabsim.runtime.store import RunStore, job_key
+from tabsim.studies import factorial  # run_designs is looked up when called (tests stand in for it)
+from tabsim.studies.reference.analysis import analyze
+from tabsim.studies.reference.design import (ADDITIVITY_THRESHOLD, CI_LEVEL, GATE_TOLERANCE, PAPER, SHARE_THRESHOLD,
+                                             TARGET_HALF_WIDTH, Settings, build_designs, settings)
+from tabsim.studies.reference.figures import figures
+from tabsim.studies.reference.paper import compare_every_point, compare_with_paper, difference_reasons
+from tabsim.studies.reference.report import render_report, summary_json
+
+
+def _process_seconds() -> float | None:
+    """Seconds since this process started (Linux ``/proc``), so start-up and imports are counted."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return float(Path("/proc/uptime").read_text().split()[0]) - start
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = None, steps: int | None = None,
+              preset: str = "paper", fmt: str = "parquet", progress: bool = True,
+              log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
+              resume: bool = False, executor=None) -> dict:
+    """Run the five studies, write ``out``'s report, figures, data and provenance; return the summary.
+
+    Args:
+      out: output folder, published whole when everything is written (a run store: see
+        :mod:`tabsim.runtime.store`); a non-empty ``out`` is refused unless ``overwrite`` or ``resume``.
+      scale: ``"default"`` (the paper's sizes) or ``"heavy"`` (the reference's heavy settings).
+      seeds, steps: override seeds per condition / training steps of every study.
+      preset: the preset the studies start from (must train the four partition arms).
+      fmt: data format, ``"parquet"`` or ``"csv"``.
+      progress: progress bar and stage lines (on stderr).
+      log: where stage lines go (default stderr when ``progress``).
+      n_resamples: bootstrap resamples of every interval.
+      overwrite: replace a non-empty ``out`` (kept until the new run is published).
+      resume: continue an interrupted run into ``out`` (finished chunks are reused).
+      executor: where the training chunks run (default in this process; e.g.
+        :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
+
+    Returns:
+      The ``summary.json`` content.
+    """
+    t0 = time.perf_counter()
+    if fmt not in ("parquet", "csv"):
+        raise ValueError(f"fmt: unknown data format {fmt!r}; allowed: csv, parquet")
+    s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples)
+    out = Path(out)
+    say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
+    designs = build_designs(s)  # validates every study's config before anything is written
+    cfg = resolve(s.base(s.steps))
+    key = job_key("reproduce", dataclasses.asdict(s), fmt)
+    with RunStore(out, overwrite=overwrite, resume=resume, key=key, description="tabsim reproduce") as store:
+        if store.complete:
+            say(f"nothing to resume: {out} already holds this reproduction, complete")
+            summary = json.loads((out / "summary.json").read_text())
+        else:
+            summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0, executor=executor)
+    if not store.complete:
+        say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
+    return summary
+
+
+def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
+                    t0: float, executor=None) -> dict:
+    """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
+    # the figures are drawn by a helper process that loads matplotlib while the engine trains; this
+    # process loads the statistics stack meanwhile (XLA releases the GIL while it computes)
+    with _figure_process.start((figures.__module__,)) as pool:  # the helper imports the figures' module
+        warm = _figure_process.warm_up("scipy.stats", "statsmodels.regression.linear_model",
+                                       "statsmodels.stats.anova", draw=isinstance(pool, _figure_process.LocalFigures))
+        return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm, pool)
+
+
+def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say, t0: float,
+                      executor, warm, pool) -> dict:
+    say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
+    results = factorial.run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
+                                    executor=executor)
+    frames = {name: r.frame for name, r in zip(designs, results)}
+    t_train = time.perf_counter() - t0
+    say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
+        f"{results[0].provenance['n_chunks_job']} chunks, "
+        f"{results[0].provenance['n_programs_job']} compiled program(s)")
+    warm.join()
+    a = analyze(frames, s, cfg, on_section=lambda name, part: figures(part, dest, pool, which=(name,)))
+    for name, fr in frames.items():  # while the helper draws
+        write_frame(dest / "data" / f"{name}.{fmt}", fr)
+    cmp = compare_with_paper(a, s)
+    reasons = difference_reasons(cmp, a, s, cfg)
+    t_stats = time.perf_counter() - t0
+    say(f"[{t_stats:5.1f}s] statistics done")
+    tables = {
+        "partition_summary": a["sweep_summary"], "rd_fraction_fieller": a["fieller"],
+        "crossover_curve": a["crossover"].curve, "factorial_coefficients": a["fit"].coefficients,
+        "factorial_anova": a["fit"].anova.reset_index().rename(columns={"index": "source"}),
+        "gate_pilot": a["gate_pilot"], "gate_stability": a["gate_stability"], "families": a["families_summary"],
+        "verdicts": a["verdicts"], "power_curve": a["power_curve"], "paper_comparison": cmp,
+        "paper_comparison_every_point": compare_every_point(a, s), "power_mde": a["power_mde"],
+        "partition_seeds": a["sweep_seeds"],
+    }
+    for name, tab in tables.items():
+        write_frame(dest / "tables" / f"{name}.csv", tab)
+    figs = pool.wait()
+    say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
+    wall = time.perf_counter() - t0
+    prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
+                      seconds_statistics=round(t_stats - t_train, 3), config_hash=cfg.digest(),
+                      n_units=results[0].provenance["n_units_job"], n_chunks=results[0].provenance["n_chunks_job"],
+                      n_programs=results[0].provenance["n_programs_job"], argv=sys.argv,
+                      process_seconds=_process_seconds())
+    write_json(dest / "provenance.json", prov)
+    write_json(dest / "config.json", {"settings": dataclasses.asdict(s),
+                                     "designs": {n: r.config for n, r in zip(designs, results)},
+                                     "constants": {"ci_level": CI_LEVEL, "additivity_threshold": ADDITIVITY_THRESHOLD,
+                                                   "share_threshold": SHARE_THRESHOLD, "gate_tolerance": GATE_TOLERANCE,
+                                                   "target_half_width": TARGET_HALF_WIDTH, "paper": PAPER}})
+    summary = summary_json(a, cmp, s)
+    summary["figures"] = [str(Path(p).relative_to(dest)) for p in figs]
+    summary["wall_seconds"] = round(wall, 3)
+    write_json(dest / "summary.json", summary)
+    atomic_write_text(dest / "report.md", render_report(a, cmp, reasons, s, cfg, wall, prov))  # last: marks completion
+    say(f"[{time.perf_counter() - t0:5.1f}s] wrote report.md")
+    return summary
