@@ -41,9 +41,11 @@ _xla_cpu_defaults()
 # pay for JAX, pandas, statsmodels or matplotlib until something needs them.
 _EXPORTS = {
     "AlgoSpec": "tabsim.algos", "policy_loss": "tabsim.algos",
-    "Executor": "tabsim.runtime.run", "LocalExecutor": "tabsim.runtime.run", "Result": "tabsim.runtime.run",
-    "compiled_train": "tabsim.runtime.run", "enable_compilation_cache": "tabsim.runtime.run",
-    "disable_compilation_cache": "tabsim.runtime.run", "make_env": "tabsim.runtime.run", "run": "tabsim.runtime.run",
+    "Executor": "tabsim.runtime.executors", "LocalExecutor": "tabsim.runtime.executors",
+    "DaskExecutor": "tabsim.runtime.dask",
+    "Result": "tabsim.runtime.run", "compiled_train": "tabsim.runtime.run", "make_env": "tabsim.runtime.run",
+    "run": "tabsim.runtime.run",
+    "enable_compilation_cache": "tabsim.runtime.cache", "disable_compilation_cache": "tabsim.runtime.cache",
     "ARMS": "tabsim.arms",
     "Config": "tabsim.config", "ConfigError": "tabsim.config", "load_config": "tabsim.config",
     "resolve": "tabsim.config",
@@ -55,7 +57,7 @@ _EXPORTS = {
 
 __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "make_train", "Schedule",
            "AlgoSpec", "policy_loss", "Hyper", "ARMS", "PRESETS", "ENVS", "BanditEnv", "Executor",
-           "LocalExecutor", "compiled_train", "enable_compilation_cache", "disable_compilation_cache",
+           "LocalExecutor", "DaskExecutor", "compiled_train", "enable_compilation_cache", "disable_compilation_cache",
            "make_env", "Factor", "run_factorial"]
 
 

@@ -123,7 +123,3 @@ def entry() -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             pass
     os._exit(code)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    entry()

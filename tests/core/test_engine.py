@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tabsim as ts
+from tabsim.runtime.run import schedule
 from tabsim import arms as arms_mod
 from tabsim.algos import AlgoSpec, advantages, policy_loss, take_logp, zero_variance
 from tabsim.engine import TrainState, make_update
@@ -101,7 +102,7 @@ def test_engine_step_matches_reference_update():
     hp = jax.tree_util.tree_map(jnp.asarray, hp)
     seed = seed_words(3)
     task = env.init_task(seed, hp)
-    update = make_update(env, PAPER_ALGO, ts.api.schedule(cfg))
+    update = make_update(env, PAPER_ALGO, schedule(cfg))
     state = TrainState(logits=task.prior_logits, opt_state=(), seed=seed, step=jnp.zeros((), jnp.int32))
     arm = arms_mod.arm_id("true")
     new_state, _ = update(state, task, arm, hp)
@@ -176,7 +177,7 @@ def test_random_arm_has_zero_expected_logit_drift():
                       "train": {"seeds": 2000, "steps": 1}})
     env = ts.make_env(cfg)
     hp = jax.tree_util.tree_map(jnp.asarray, Hyper(**cfg.hyper_values()))
-    update = make_update(env, PAPER_ALGO, ts.api.schedule(cfg))
+    update = make_update(env, PAPER_ALGO, schedule(cfg))
     arm = arms_mod.arm_id("random")
 
     def one(seed):
@@ -264,7 +265,7 @@ def test_compilation_cache_reuses_programs_across_processes(tmp_path):
             "buf = io.StringIO(); logging.getLogger('jax').addHandler(logging.StreamHandler(buf))\n"
             "r = ts.run({'task': {'n_prompts': 8}, 'train': {'steps': 4, 'batch_size': 4, 'seeds': 2}},"
             " progress=False)\n"
-            "from tabsim import executables\n"
+            "from tabsim.runtime import executables\n"
             "print(r.final().pass1.round(7).tolist()); print('HIT' if 'cache hit' in buf.getvalue() else 'MISS',"
             " executables.stats['loaded'])\n")
     env = {k: v for k, v in os.environ.items() if k != "TABSIM_COMPILATION_CACHE"}

@@ -85,7 +85,7 @@ def test_an_error_in_the_command_ends_the_helper_at_once(tmp_path):
 def test_helper_ends_when_the_command_is_killed(tmp_path):
     """A command killed with SIGKILL closes the pipe; its helper ends instead of lingering."""
     code = ("import sys, time\n"
-            "from tabsim import _figure_process as fp\n"
+            "from tabsim.plotting import helper as fp\n"
             "pool = fp.start()\n"
             "print(pool.pid, flush=True)\n"
             "time.sleep(60)\n")

@@ -17,7 +17,7 @@ import pytest
 
 import tabsim as ts
 from tabsim.runtime import run as api
-from tabsim.runtime import executables
+from tabsim.runtime import executables, executors, planning
 
 CFG = {"preset": "paper", "task": {"n_prompts": 12}, "train": {"steps": 6, "seeds": 3, "eval_every": 3, "batch_size": 4},
        "sweep": {"prior_strength": [0.2, 0.5, 0.8]}}
@@ -28,7 +28,7 @@ CHILD = textwrap.dedent("""
     import jax
     import tabsim as ts
     from tabsim.runtime import run as api
-    from tabsim.runtime import executables
+    from tabsim.runtime import executables, executors, planning
     from tabsim.config import resolve
     from tabsim.params import stack_hypers
     from tabsim.rng import seed_array
@@ -106,13 +106,13 @@ def test_fingerprint_depends_on_argument_shapes_and_program(tmp_path):
 
 def test_chunks_in_threads_give_the_frame_of_one_chunk_after_another():
     cfg = dict(CFG, train={**CFG["train"], "chunk_conditions": 1})
-    serial = ts.run(cfg, progress=False, executor=api.LocalExecutor(threads=1)).frame
-    threaded = ts.run(cfg, progress=False, executor=api.LocalExecutor(threads=3)).frame
+    serial = ts.run(cfg, progress=False, executor=executors.LocalExecutor(threads=1)).frame
+    threaded = ts.run(cfg, progress=False, executor=executors.LocalExecutor(threads=3)).frame
     assert serial.equals(threaded)
 
 
 def test_threaded_map_keeps_order_and_raises_the_first_error():
-    ex = api.LocalExecutor(threads=2)
+    ex = executors.LocalExecutor(threads=2)
     assert list(ex.map(lambda x: x * x, range(7))) == [x * x for x in range(7)]
 
     def fail(x):
@@ -123,23 +123,21 @@ def test_threaded_map_keeps_order_and_raises_the_first_error():
     with pytest.raises(ValueError, match="chunk 3"):
         list(ex.map(fail, range(6)))
     with pytest.raises(ValueError, match="threads"):
-        api.LocalExecutor(threads=0)
+        executors.LocalExecutor(threads=0)
 
 
 def test_threads_from_the_environment(monkeypatch):
     monkeypatch.setenv("TABSIM_THREADS", "3")
-    assert api.LocalExecutor().threads == 3
+    assert executors.LocalExecutor().threads == 3
     monkeypatch.setenv("TABSIM_THREADS", "zero")
     with pytest.raises(ValueError, match="TABSIM_THREADS"):
-        api.LocalExecutor()
+        executors.LocalExecutor()
 
 
 def test_local_executor_keeps_chunks_in_flight_within_memory(monkeypatch):
-    from tabsim.runtime import planning as memory
-
-    monkeypatch.setattr(api, "local_threads", lambda: 4)
-    monkeypatch.setattr(memory, "available_bytes", lambda: memory.RUNTIME_BYTES + 2 * 10**9 + 1)
-    assert api.local_executor(10**9).threads == 2
-    assert api.local_executor(5 * 10**9).threads == 1
-    assert api.local_executor(None).threads == 4
-    assert api.local_executor(1).threads == 4
+    monkeypatch.setattr(planning, "local_threads", lambda: 4)
+    monkeypatch.setattr(planning, "available_bytes", lambda: planning.RUNTIME_BYTES + 2 * 10**9 + 1)
+    assert planning.local_executor(10**9).threads == 2
+    assert planning.local_executor(5 * 10**9).threads == 1
+    assert planning.local_executor(None).threads == 4
+    assert planning.local_executor(1).threads == 4

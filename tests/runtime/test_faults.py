@@ -105,14 +105,14 @@ def test_overwrite_keeps_old_contents_when_the_new_run_fails(tmp_path, monkeypat
     out = tmp_path / "o"
     assert cli(*TINY, "--out", out).exit_code == 0
     first = tree_bytes(out)
-    import tabsim.plotting
+    import tabsim.plotting.figures
 
     monkeypatch.setenv("TABSIM_FIGURE_PROCESS", "0")  # the figure in this process, where the patch applies
 
     def broken(*a, **k):
         raise OSError(28, "No space left on device", str(out / "pass1.png"))
 
-    monkeypatch.setattr(tabsim.plotting, "save_figure", broken)
+    monkeypatch.setattr(tabsim.plotting.figures, "save_figure", broken)
     res = cli(*TINY, "--steps", "20", "--out", out, "--overwrite")
     assert_clean_refusal(res, "No space left on device", "unchanged")
     assert tree_bytes(out) == first
