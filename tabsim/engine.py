@@ -25,7 +25,7 @@ from tabsim import rng as R
 from tabsim._ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
 from tabsim._pytree import pytree_dataclass
 from tabsim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
-from tabsim.algos import KL_ESTIMATORS, closed_form
+from tabsim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
 from tabsim.params import Hyper
 
 
@@ -117,6 +117,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     single = algo.epochs * n_mb == 1
     logp_only = reads_logp_only(algo)
     needs_old = not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward"
+    # verl's REINFORCE++ with the KL in the reward: each token's return carries the KL still to come
+    token_returns = algo.kl_placement == "reward" and algo.estimator in TOKEN_RETURNS and env.max_len > 1
 
     def closed_grad(logits, idx, batch, hp):
         logits_b = logits if full else logits[idx]
@@ -188,10 +190,14 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         if algo.kl_placement == "reward":
             ref_tok = logq_ref[:, None, None, :] if closed else logq_ref
             kl_tok = KL_ESTIMATORS[algo.kl](logp_old, take_logp(ref_tok, rollout.tokens), logq_old, ref_tok)
-            rewards = rewards - hp.beta * (kl_tok * rollout.mask).sum(-1)
+            outcome, rewards = rewards, rewards - hp.beta * (kl_tok * rollout.mask).sum(-1)
         degenerate = zero_variance(rewards)
         valid = 1.0 - hp.filter * degenerate
-        adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp)
+        if token_returns:
+            adv = TOKEN_RETURNS[algo.estimator](outcome, hp.beta * kl_tok * rollout.mask, mask=rollout.mask,
+                                                valid=valid)
+        else:
+            adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp)
         mask = rollout.mask * valid[:, None, None]
         batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
         if sparse:

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from tabsim._ops import UNROLL, take_last, take_rows, weighted_counts
 
-from tabsim.algos.advantages import ESTIMATORS, register_estimator  # noqa: F401
+from tabsim.algos.advantages import ESTIMATORS, TOKEN_RETURNS, register_estimator  # noqa: F401
 from tabsim.algos.aggregation import AGGREGATIONS, register_aggregation  # noqa: F401
 from tabsim.algos.kl import KL_ESTIMATORS, register_kl  # noqa: F401
 from tabsim.algos.ratios import RATIOS, register_ratio  # noqa: F401
@@ -109,7 +109,8 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
     Args:
       logq: ``[B, G, T, A]`` differentiable log next-token distribution at visited nodes.
       tokens: ``[B, G, T]`` sampled actions; ``mask``: ``[B, G, T]`` (0 on padding and filtered groups).
-      adv: ``[B, G]``; ``logp_old``: ``[B, G, T]`` rollout-policy log-probs (constants).
+      adv: ``[B, G]``, or ``[B, G, T]`` per token (REINFORCE++ returns to go).
+      logp_old: ``[B, G, T]`` rollout-policy log-probs (constants).
       logq_ref: ``[B, G, T, A]`` reference log distributions.
       logp: ``[B, G, T]`` the sampled tokens' log-probabilities, in place of ``logq`` (``None``) when
         :func:`reads_logp_only` (the gradient is then with respect to them).
@@ -119,7 +120,7 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
     if logp is None:
         logp = take_logp(logq, tokens)
     log_ratio = RATIOS[spec.ratio](logp, logp_old, mask)
-    a = adv[..., None]
+    a = adv if adv.ndim == logp.ndim else adv[..., None]
     loss = AGGREGATIONS[spec.aggregation](SURROGATES[spec.surrogate](log_ratio, logp, a, hp), mask)
     if spec.kl_placement == "loss":
         logp_ref = take_logp(logq_ref, tokens)

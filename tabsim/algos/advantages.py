@@ -8,8 +8,10 @@ Every estimator has the signature ``estimator(rewards, *, lengths, valid, hp)`` 
   dynamic-sampling filter); only batch-level estimators (REINFORCE++) read it;
 * ``hp``: the traced :class:`tabsim.params.Hyper`.
 
-Outcome rewards only: one scalar per answer (a KL penalty placed in the reward is already
-subtracted, summed over the answer's tokens, as verl does before its outcome estimators).
+Outcome rewards: one scalar per answer (a KL penalty placed in the reward is already subtracted,
+summed over the answer's tokens, as verl does before its outcome estimators). REINFORCE++ is the
+exception: verl gives each token its return to go, so with the KL in the reward the engine calls
+:func:`reinforce_pp_token_returns` (``TOKEN_RETURNS``) for answers longer than one token.
 Zero-variance groups give ``A = 0`` for every group-baseline estimator; the batch-level ones
 (REINFORCE++, whose groups are only shifted by the batch mean) and ``sign`` move them anyway, which
 is what the dynamic-sampling filter (``valid = 0``) is for.
@@ -108,6 +110,32 @@ def reinforce_pp(rewards, *, lengths, valid, hp):
     answer weighs ``|o_i|`` (in a bandit, 1).
     """
     return _masked_whiten(rewards, _token_weights(lengths, valid, rewards.dtype), 1e-8)
+
+
+def reinforce_pp_token_returns(rewards, kl_penalty, *, mask, valid):
+    """REINFORCE++ with the KL in the reward, token by token, as verl computes it.
+
+    verl places the outcome reward on the answer's last token and ``-beta kl_t`` on every token, then
+    takes the undiscounted return to go: token ``t`` of answer ``i`` gets ``r_i - sum_{s >= t} beta
+    kl_s`` (the KL still to come), and the returns are whitened over the batch's kept tokens
+    (``compute_reinforce_plus_plus_outcome_advantage``, gamma = 1). On one-token answers this is
+    :func:`reinforce_pp` of ``r_i - beta kl_i``.
+
+    Args:
+      rewards: ``[B, G]`` outcome rewards (without the KL).
+      kl_penalty: ``[B, G, T]`` ``beta kl_t``, 0 on padding.
+      mask: ``[B, G, T]`` 1 on real tokens; valid: ``[B]`` 1 for kept groups.
+    Returns:
+      ``[B, G, T]`` per-token advantages (0 on padding and dropped groups).
+    """
+    to_come = jnp.flip(jnp.cumsum(jnp.flip(kl_penalty, -1), -1), -1)
+    returns = rewards[..., None] - to_come
+    weights = mask.astype(rewards.dtype) * valid[:, None, None].astype(rewards.dtype)
+    return _masked_whiten(returns, weights, 1e-8)
+
+
+# estimators whose advantage with the KL in the reward is per token: ``fn(rewards, kl_penalty, mask=, valid=)``
+TOKEN_RETURNS: dict[str, Callable] = {"reinforce_pp": reinforce_pp_token_returns}
 
 
 @register_estimator("reinforce_pp_baseline")

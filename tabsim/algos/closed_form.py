@@ -27,6 +27,7 @@ import jax.numpy as jnp
 
 from tabsim._ops import take_rows, weighted_counts
 from tabsim.algos.aggregation import AGGREGATIONS
+from tabsim.algos.kl import LOW_VAR_KL_CLAMP, LOW_VAR_KL_LOG_RATIO_CLAMP
 from tabsim.algos.ratios import RATIOS
 from tabsim.algos.surrogates import clip_fraction
 
@@ -37,11 +38,21 @@ SCORE_COEFFICIENTS = {
 }
 # surrogates whose coefficient does not read the importance ratio (no old log-probabilities needed)
 RATIO_FREE = {"reinforce"}
+
+
+def _low_var_kl_derivative(l):
+    """``d low_var_kl / dl``: ``1 - exp(-l)`` inside verl's two clamps, 0 where either binds."""
+    lc = jnp.clip(l, -LOW_VAR_KL_LOG_RATIO_CLAMP, LOW_VAR_KL_LOG_RATIO_CLAMP)
+    inside = (jnp.abs(l) <= LOW_VAR_KL_LOG_RATIO_CLAMP) & (jnp.exp(-lc) + lc - 1.0 <= LOW_VAR_KL_CLAMP)
+    return jnp.where(inside, 1.0 - jnp.exp(-lc), 0.0)
+
+
 # per-token KL estimators k(l): their derivative k'(l)
 KL_TOKEN_DERIVATIVES = {
     "k1": lambda l: jnp.ones_like(l),
     "k2": lambda l: l,
     "k3": lambda l: 1.0 - jnp.exp(-l),
+    "low_var_kl": _low_var_kl_derivative,
 }
 # node-level KL estimators: their logit gradient from (pi, log pi, log pi_ref)
 KL_NODE_GRADIENTS = {

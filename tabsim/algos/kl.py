@@ -40,6 +40,24 @@ def k3(logp, logp_ref, logq, logq_ref):
     return jnp.exp(-l) + l - 1.0
 
 
+# verl's numerical guards of ``low_var_kl`` (``kl_penalty`` in ``verl/trainer/ppo/core_algos.py``)
+LOW_VAR_KL_LOG_RATIO_CLAMP = 20.0
+LOW_VAR_KL_CLAMP = 10.0
+
+
+@register_kl("low_var_kl")
+def low_var_kl(logp, logp_ref, logq, logq_ref):
+    """``k3`` as verl computes it: ``clip(exp(-l') + l' - 1, -10, 10)`` with ``l' = clip(l_ref, -20, 20)``.
+
+    The clamp binds whenever ``k3 > 10``, i.e. when the sampled token's reference probability is more
+    than about 13.6 times its policy probability (``l_ref < -2.6``): there the value is 10 and the
+    gradient 0, where ``k3`` keeps growing (policy 0.02 and reference 0.5: ``k3 = 20.78`` with
+    ``dk3/dlogp = -24``). TRL's k3 has no clamp (``k3``).
+    """
+    l = jnp.clip(logp - logp_ref, -LOW_VAR_KL_LOG_RATIO_CLAMP, LOW_VAR_KL_LOG_RATIO_CLAMP)
+    return jnp.clip(jnp.exp(-l) + l - 1.0, -LOW_VAR_KL_CLAMP, LOW_VAR_KL_CLAMP)
+
+
 @register_kl("exact")
 def exact(logp, logp_ref, logq, logq_ref):
     """Exact ``KL(pi || pi_ref)`` of the next-token distribution at each visited node."""

@@ -280,6 +280,9 @@ def np_kl(name, lp, lr, q, q_ref):
         return 0.5 * d * d
     if name == "k3":
         return math.exp(-d) + d - 1.0
+    if name == "low_var_kl":  # verl kl_penalty: log-ratio clamped to [-20, 20], value to [-10, 10]
+        d = min(max(d, -20.0), 20.0)
+        return min(max(math.exp(-d) + d - 1.0, -10.0), 10.0)
     if name == "exact":
         return sum(math.exp(q[a]) * (q[a] - q_ref[a]) for a in range(len(q)))
     if name == "ref_ce":
@@ -287,7 +290,7 @@ def np_kl(name, lp, lr, q, q_ref):
     raise KeyError(name)
 
 
-NP_KL = {n: n for n in ("k1", "k2", "k3", "exact", "ref_ce")}
+NP_KL = {n: n for n in ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")}
 
 
 # ----------------------------------------------------------------------------------------------

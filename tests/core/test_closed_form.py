@@ -18,7 +18,7 @@ from tabsim.algos import AGGREGATIONS, AlgoSpec, closed_form, policy_loss
 from tabsim.envs.bandit import BanditEnv
 from tabsim.params import Hyper
 
-KL_CHOICES = [("none", "k3")] + [("loss", k) for k in ("k1", "k2", "k3", "exact", "ref_ce")] + [("reward", "k1")]
+KL_CHOICES = [("none", "k3")] + [("loss", k) for k in ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")] + [("reward", "k1")]
 SPECS = [AlgoSpec(surrogate=s, aggregation=agg, kl_placement=place, kl=kl, entropy_bonus=ent)
          for s, agg, (place, kl), ent in itertools.product(("reinforce", "cispo"), sorted(AGGREGATIONS), KL_CHOICES,
                                                            (False, True))]
