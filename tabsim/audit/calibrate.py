@@ -18,14 +18,19 @@ import dataclasses
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
+import tabsim
+from tabsim.audit.entry import MAJ_K, PARTITION_ARMS, PASS_K, Entry
 from tabsim.audit.estimate import arm_moments, binomial_var
-from tabsim.audit.schema import MAJ_K, PARTITION_ARMS, PASS_K, Entry
+from tabsim.files.atomic import write_frame
+from tabsim.runtime.run import run
 
 # Algorithm families of the calibration (a partial config each, and its learning-rate levels).
 FAMILY_CONFIGS = {
@@ -113,8 +118,6 @@ class CalibrationGrid:
 
     def digest(self) -> str:
         """Hash of the grid and of the simulator's source: the on-disk cache key."""
-        import tabsim
-
         root = Path(tabsim.__file__).resolve().parent
         h = hashlib.sha256(json.dumps([self.as_dict(), self.configs()], sort_keys=True).encode())
         h.update(tabsim.__version__.encode())
@@ -150,8 +153,6 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
       heterogeneity, lr, seed, arm, pass1, pass@k..., maj@k...`` (accuracies in percent) and a dict
       ``{"digest", "cache": "memory"|"disk"|"computed", "seconds"}``.
     """
-    import time
-
     key = grid.digest()
     if key in _MEMO:
         return _MEMO[key], {"digest": key, "cache": "memory", "seconds": 0.0}
@@ -163,8 +164,6 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
             return frame, {"digest": key, "cache": "disk", "seconds": 0.0}
         except Exception:  # a corrupt cache file is recomputed
             pass
-    from tabsim.runtime.run import run
-
     t0 = time.perf_counter()
     parts = []
     for name, k, cfg in grid.configs():
@@ -180,8 +179,6 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
         parts.append(fin)
     frame = pd.concat(parts, ignore_index=True)
     if path is not None:
-        from tabsim.files.atomic import write_frame
-
         try:
             write_frame(path, frame)
         except OSError:  # an unwritable cache folder only costs the next run its time
@@ -274,7 +271,7 @@ class Calibration:
 
 
 def calibrate_entry(entry: Entry, structs: list, *, grid: CalibrationGrid, ci: float = 0.95, seed_sd: float = 0.0,
-                    majority_kind: Optional[str] = None, n_base: int = 5) -> Calibration:
+                    majority_kind: Optional[str] = None, n_base: int = 5, unit: str = "items") -> Calibration:
     """Calibrate every structure to ``entry`` and keep the candidates consistent with its arms.
 
     Constraints (Bonferroni over their number ``m``, ``z = Phi^-1(1 - (1 - ci) / (2 m))``): the
@@ -291,16 +288,15 @@ def calibrate_entry(entry: Entry, structs: list, *, grid: CalibrationGrid, ci: f
       seed_sd: assumed seed sd of single runs (points); added to missing arms' variance too.
       majority_kind: ``"online"`` or ``"offline"`` majority to simulate (default: the entry's, else online).
       n_base: points across the base interval.
+      unit: sampling unit of the reported arms' variances (:func:`tabsim.audit.estimate.arm_moments`).
 
     Returns:
       :class:`Calibration`.
     """
-    from scipy import stats as sps
-
     kind = majority_kind or entry.majority_kind or "online"
     sim_arm = {"frozen": "frozen", "random": "random", "true": "true",
                "majority": "majority" if kind == "online" else "majority_offline"}
-    mean, var, _ = arm_moments(entry, seed_sd=seed_sd)
+    mean, var, _ = arm_moments(entry, seed_sd=seed_sd, unit=unit)
     fitted = [a for a in ("random", "majority", "true") if a in mean
               and not (a == "random" and entry.gamma is not None and abs(entry.gamma - 0.5) > 1e-9)]
     kcons = [(f"pass@{k}", v) for k, v in entry.base_pass_at_k.items()] + \
@@ -366,13 +362,13 @@ def calibrate_entry(entry: Entry, structs: list, *, grid: CalibrationGrid, ci: f
                        candidates=cand, n_candidates=len(cand), n_consistent=n_cons, constraints=constraints, z=z)
 
 
-def logical_completions(entry: Entry, *, seed_sd: float = 0.0, step: float = 1.0) -> tuple:
+def logical_completions(entry: Entry, *, seed_sd: float = 0.0, step: float = 1.0, unit: str = "items") -> tuple:
     """Every missing arm on a grid over [0, 100] (the table-only, model-free bounds).
 
     Returns:
       ``(means [C, 4], variances [C, 4])``.
     """
-    mean, var, _ = arm_moments(entry, seed_sd=seed_sd)
+    mean, var, _ = arm_moments(entry, seed_sd=seed_sd, unit=unit)
     missing = [a for a in PARTITION_ARMS if a not in mean]
     levels = np.arange(0.0, 100.0 + 1e-9, step)
     grids = np.meshgrid(*([levels] * len(missing)), indexing="ij") if missing else []
@@ -386,3 +382,26 @@ def logical_completions(entry: Entry, *, seed_sd: float = 0.0, step: float = 1.0
             m[:, i] = grids[missing.index(arm)].ravel()
             v[:, i] = seed_sd ** 2
     return m, v
+
+
+REACH_TERMS = ("d_null", "d_majority", "d_elicit", "d_rd", "d_total")
+
+
+def family_reach(frame: pd.DataFrame) -> dict:
+    """What each simulated family can produce: the range of every term over its structures.
+
+    Seed means per condition (structure x prior strength x lr); the majority terms take both the online
+    and the offline majority arm. Returns ``{family: {term: [low, high]}}`` in points.
+    """
+    cond = ["family", "n_correct", "prior_strength", "format_boost", "heterogeneity", "lr"]
+    wide = frame.groupby(cond + ["arm"])["pass1"].mean().unstack("arm")
+    out = {}
+    for fam, w in wide.groupby(level="family"):
+        vals = {"d_null": [w["random"] - w["frozen"]], "d_total": [w["true"] - w["frozen"]]}
+        for m in ("majority", "majority_offline"):
+            vals.setdefault("d_majority", []).append(w[m] - w["frozen"])
+            vals.setdefault("d_elicit", []).append(w[m] - w["random"])
+            vals.setdefault("d_rd", []).append(w["true"] - w[m])
+        out[str(fam)] = {t: [round(float(min(x.min() for x in vals[t])), 2), round(float(max(x.max() for x in vals[t])), 2)]
+                         for t in REACH_TERMS}
+    return out

@@ -1,4 +1,4 @@
-"""``audit(entries) -> AuditResult``: the partition, intervals, bounds and verdict of every entry."""
+"""``audit(entries) -> AuditResult``: the partition, intervals, bounds and verdicts of every entry."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,12 +10,14 @@ import numpy as np
 import pandas as pd
 
 from tabsim.audit import calibrate as cal
-from tabsim.audit.estimate import TERMS, arm_moments, identified_terms, term_intervals
-from tabsim.audit.schema import EXTRA_ARMS, PARTITION_ARMS, Entry
+from tabsim.audit import checks
+from tabsim.audit.entry import EXTRA_ARMS, PARTITION_ARMS, Entry
+from tabsim.audit.estimate import SHARES, TERMS, arm_moments, identified_terms, paired_cov, term_intervals
+from tabsim.audit.verdict import RULES, term_verdict
 from tabsim.stats.verdict import INCONCLUSIVE, share_verdict
 
 WIDE_TERMS = ("d_majority", "d_null", "d_elicit", "d_rd", "d_naive", "d_total", "bias", "rd_fraction",
-              "elicitation_share", "rd_share")
+              "elicitation_share", "null_share", "elicit_share", "rd_share")
 
 
 @dataclasses.dataclass
@@ -23,7 +25,7 @@ class AuditResult:
     """Frames of an audit.
 
     Attributes:
-      audit: one row per entry (model x benchmark): accuracies, terms with bounds, verdict.
+      audit: one row per entry (model x benchmark x training set): accuracies, terms with bounds, verdicts.
       terms: one row per entry x term: estimate or bounds, set range, logical bounds.
       entries: the normalised inputs (absolute accuracies, variances, seeds).
       calibration: one row per calibrated simulator candidate of entries with missing arms.
@@ -37,13 +39,17 @@ class AuditResult:
     info: dict
 
 
-def _check_options(ci, seed_sd, threshold):
+def _check_options(ci, seed_sd, threshold, rule, dominance):
     if not isinstance(ci, (int, float)) or not 0.0 < float(ci) < 1.0:
         raise ValueError(f"ci must be a confidence level in (0, 1), got {ci!r}")
     if not isinstance(seed_sd, (int, float)) or not math.isfinite(seed_sd) or seed_sd < 0:
         raise ValueError(f"seed_sd must be a finite number >= 0 (points), got {seed_sd!r}")
     if not isinstance(threshold, (int, float)) or not 0.0 < float(threshold) < 1.0:
         raise ValueError(f"threshold must be a share in (0, 1), got {threshold!r}")
+    if not isinstance(dominance, (int, float)) or not 0.0 < float(dominance) < 1.0:
+        raise ValueError(f"dominance must be a share in (0, 1), got {dominance!r}")
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
 
 
 def _union(iv: dict, term: str) -> tuple:
@@ -56,68 +62,51 @@ def _union(iv: dict, term: str) -> tuple:
     return float(np.min(lo)), float(np.max(hi)), s_lo, s_hi
 
 
-def _verdict(e_point, r_point, e_ci, r_ci, threshold):
-    if not all(math.isfinite(x) for x in (e_point, r_point)):
-        return {"verdict": INCONCLUSIVE, "point_verdict": "", "verdict_reason":
-                "d_total is 0 or undefined, so the shares are undefined"}
-    sv = share_verdict(e_point, r_point, elicitation_ci=e_ci, rd_ci=r_ci, threshold=threshold)
-    return {"verdict": sv.verdict, "point_verdict": sv.point_verdict, "verdict_reason": sv.reason}
+def _reference(by: dict, threshold: float) -> dict:
+    """The reference study's rule on its elicitation share (d_null included) and the rd share."""
+    e, r = by["elicitation_share"], by["rd_share"]
+    if e["identified"] == "point":
+        ep, rp = e["estimate"], r["estimate"]
+    else:
+        def mid(x):
+            ok = math.isfinite(x["set_low"]) and math.isfinite(x["set_high"])
+            return 0.5 * (x["set_low"] + x["set_high"]) if ok else 0.0
+        ep, rp = mid(e), mid(r)
+    if not all(math.isfinite(x) for x in (ep, rp)):
+        return {"verdict": INCONCLUSIVE, "point": "", "reason": "d_total is 0 or undefined, so the shares are undefined"}
+    sv = share_verdict(ep, rp, elicitation_ci=(e["low"], e["high"]), rd_ci=(r["low"], r["high"]), threshold=threshold)
+    return {"verdict": sv.verdict, "point": sv.point_verdict if e["identified"] == "point" else "", "reason": sv.reason}
 
 
-def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
-                structs: Optional[list] = None, grid: Optional[cal.CalibrationGrid] = None) -> dict:
-    """Audit one entry.
+def _terms_rule(by: dict, threshold: float):
+    return term_verdict({s: (by[s]["estimate"], by[s]["low"], by[s]["high"]) for s in SHARES}, threshold=threshold)
 
-    Args:
-      entry: validated entry.
-      ci: two-sided level of every interval.
-      seed_sd: assumed seed sd (points) of single-run trained arms.
-      threshold: share threshold of the verdict (SPEC section 3: 0.60).
-      structs: calibration tables (:func:`tabsim.audit.calibrate.structures`); None = logical bounds only.
-      grid: the calibration grid (needed with ``structs``).
 
-    Returns:
-      dict with keys ``row`` (wide record), ``terms`` (list of records), ``calibration`` (frame or None).
-    """
-    mean, var, note = arm_moments(entry, seed_sd=seed_sd)
+def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid) -> dict:
+    """Every term of ``entry`` with the arms' variances of one sampling unit."""
+    mean, var, note = arm_moments(entry, seed_sd=seed_sd, unit=unit)
+    cov = paired_cov(entry)
     present = [a for a in PARTITION_ARMS if a in mean]
     ident = set(identified_terms(present))
     fill_m = np.array([[mean.get(a, 0.0) for a in PARTITION_ARMS]])
     fill_v = np.array([[var.get(a, 0.0) for a in PARTITION_ARMS]])
-    point = term_intervals(fill_m, fill_v, ci=ci)
-
-    calib = None
-    log_m, log_v = cal.logical_completions(entry, seed_sd=seed_sd)
-    logical = term_intervals(log_m, log_v, ci=ci)
-    primary, source = logical, "logical"
-    alt = None
+    point = term_intervals(fill_m, fill_v, ci=ci, cov=cov)
+    log_m, log_v = cal.logical_completions(entry, seed_sd=seed_sd, unit=unit)
+    logical = term_intervals(log_m, log_v, ci=ci, cov=cov)
+    primary, source, calib, alt = logical, "logical", None, None
     if entry.missing and structs is not None:
-        calib = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd)
+        calib = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd, unit=unit)
         if calib.n_consistent:
-            primary, source = term_intervals(calib.means, calib.variances, ci=ci), "simulator"
+            primary, source = term_intervals(calib.means, calib.variances, ci=ci, cov=cov), "simulator"
         if "majority" in entry.missing:
             other = "offline" if (entry.majority_kind or "online") == "online" else "online"
-            c2 = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd, majority_kind=other)
+            c2 = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd, majority_kind=other, unit=unit)
             if c2.n_consistent:
-                alt = (other, term_intervals(c2.means, c2.variances, ci=ci))
-
-    base = {"source": entry.source["id"], "model": entry.model, "benchmark": entry.benchmark}
-    row = {**base, "paper": entry.source["paper"], "source_notes": entry.source.get("notes", ""), "arxiv": entry.source["arxiv"],
-           "version": entry.source["version"], "table": entry.source["table"], "file": entry.file,
-           "n_items": entry.n_items, "samples_per_item": entry.decoding,
-           "majority_kind": entry.majority_kind or "", "gamma": entry.gamma,
-           "arms_present": ",".join(present + [a for a in EXTRA_ARMS if a in entry.arms]),
-           "missing_arms": ",".join(entry.missing)}
-    for a in PARTITION_ARMS:
-        row[f"acc_{a}"] = mean.get(a, math.nan)
-        row[f"se_{a}"] = math.sqrt(var[a]) if a in var else math.nan
-    for a in EXTRA_ARMS:
-        row[f"acc_{a}"] = entry.arms[a].mean if a in entry.arms else math.nan
-
-    term_rows = []
+                alt = (other, term_intervals(c2.means, c2.variances, ci=ci, cov=cov))
+    by = {}
     for t in TERMS:
         l_lo, l_hi, _, _ = _union(logical, t)
-        rec = {**base, "term": t, "logical_low": l_lo, "logical_high": l_hi}
+        rec = {"term": t, "logical_low": l_lo, "logical_high": l_hi}
         if t in ident:
             est, lo, hi = (float(x[0]) for x in point[t])
             rec.update(identified="point", estimate=est, low=lo, high=hi, set_low=est, set_high=est,
@@ -129,30 +118,96 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
         if alt is not None and t not in ident:
             a_lo, a_hi, _, _ = _union(alt[1], t)
             rec.update(alt_majority_kind=alt[0], alt_low=a_lo, alt_high=a_hi)
+        by[t] = rec
+    return {"by": by, "mean": mean, "var": var, "note": note, "source": source, "calib": calib, "ident": ident}
+
+
+def _unit_label(entry: Entry) -> str:
+    if entry.per_item and all(a in entry.per_item for a in entry.arms if a in PARTITION_ARMS):
+        return "items (clustered, per-item results)"
+    return "items" if entry.protocol != "avg" else f"items (avg@{entry.samples_per_item} without per-item results)"
+
+
+def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
+                structs: Optional[list] = None, grid: Optional[cal.CalibrationGrid] = None,
+                rule: str = "terms", dominance: float = 0.5) -> dict:
+    """Audit one entry.
+
+    The intervals take the benchmark item as the sampling unit (conservative for avg@k without
+    per-item results); for avg@k entries the independent-samples intervals (``unit="trials"``) are
+    given beside them (``low_trials``/``high_trials``, ``verdict_if_independent``) as the optimistic
+    case. Verdicts use the conservative intervals.
+
+    Args:
+      entry: validated entry.
+      ci: two-sided level of every interval.
+      seed_sd: assumed seed sd (points) of single-run trained arms.
+      threshold: share threshold of the reference rule (0.60).
+      structs: calibration tables (:func:`tabsim.audit.calibrate.structures`); None = logical bounds only.
+      grid: the calibration grid (needed with ``structs``).
+      rule: which rule fills ``verdict``: ``terms`` (the three-term rule, :mod:`tabsim.audit.verdict`)
+        or ``reference`` (the reference study's rule); both are always in the row.
+      dominance: share above which a term dominates in the three-term rule (0.5: more than the other
+        two terms together).
+
+    Returns:
+      dict with keys ``row`` (wide record), ``terms`` (list of records), ``calibration`` (frame or None).
+    """
+    side = _side(entry, "items", ci=ci, seed_sd=seed_sd, structs=structs, grid=grid)
+    opt = None
+    if entry.protocol == "avg" and _unit_label(entry).startswith("items (avg"):
+        opt = _side(entry, "trials", ci=ci, seed_sd=seed_sd, structs=structs, grid=grid)
+    by, mean, var, calib, source = side["by"], side["mean"], side["var"], side["calib"], side["source"]
+
+    base = {"source": entry.source["id"], "model": entry.model, "benchmark": entry.benchmark,
+            "train_set": entry.train_set}
+    row = {**base, "paper": entry.source["paper"], "source_notes": entry.source.get("notes", ""),
+           "arxiv": entry.source["arxiv"], "version": entry.source["version"], "table": entry.source["table"],
+           "file": entry.file, "n_items": entry.n_items, "n_items_from": entry.n_items_from,
+           "samples_per_item": entry.decoding, "sampling_unit": _unit_label(entry), "scale": entry.scale,
+           "majority_kind": entry.majority_kind or "", "gamma": entry.gamma,
+           "arms_present": ",".join([a for a in PARTITION_ARMS if a in mean] + [a for a in EXTRA_ARMS if a in entry.arms]),
+           "missing_arms": ",".join(entry.missing)}
+    for a in PARTITION_ARMS:
+        row[f"acc_{a}"] = mean.get(a, math.nan)
+        row[f"se_{a}"] = math.sqrt(var[a]) if a in var else math.nan
+    for a in EXTRA_ARMS:
+        row[f"acc_{a}"] = entry.arms[a].mean if a in entry.arms else math.nan
+    term_rows = []
+    for t in TERMS:
+        rec = {**base, **by[t]}
+        if opt is not None:
+            rec.update(low_trials=opt["by"][t]["low"], high_trials=opt["by"][t]["high"])
         term_rows.append(rec)
-    by = {r["term"]: r for r in term_rows}
     for t in WIDE_TERMS:
         r = by[t]
         row[t], row[f"{t}_low"], row[f"{t}_high"] = r["estimate"], r["low"], r["high"]
+        if opt is not None:
+            row[f"{t}_low_trials"], row[f"{t}_high_trials"] = opt["by"][t]["low"], opt["by"][t]["high"]
 
-    e, rr = by["elicitation_share"], by["rd_share"]
-    if e["identified"] == "point":
-        v = _verdict(e["estimate"], rr["estimate"], (e["low"], e["high"]), (rr["low"], rr["high"]), threshold)
-        basis = "interval"
+    tv, ref = _terms_rule(by, dominance), _reference(by, threshold)
+    chosen = {"terms": (tv.verdict, tv.point_verdict, tv.reason),
+              "reference": (ref["verdict"], ref["point"], ref["reason"])}
+    row["verdict"], row["point_verdict"], row["verdict_reason"] = chosen[rule]
+    row["verdict_rule"] = rule
+    row.update(term_verdict=tv.verdict, term_point_verdict=tv.point_verdict, reference_verdict=ref["verdict"],
+               reference_point_verdict=ref["point"], reference_reason=ref["reason"])
+    if opt is not None:
+        row["term_verdict_if_independent"] = _terms_rule(opt["by"], dominance).verdict
+        row["reference_verdict_if_independent"] = _reference(opt["by"], threshold)["verdict"]
     else:
-        mid = lambda r: (0.5 * (r["set_low"] + r["set_high"])  # noqa: E731
-                         if math.isfinite(r["set_low"]) and math.isfinite(r["set_high"]) else 0.0)
-        v = _verdict(mid(e), mid(rr), (e["low"], e["high"]), (rr["low"], rr["high"]), threshold)
-        v["point_verdict"] = ""
-        basis = f"{source} bounds"
-    row.update(v)
-    row["verdict_basis"] = basis
+        row["term_verdict_if_independent"], row["reference_verdict_if_independent"] = tv.verdict, ref["verdict"]
+    row["verdict_if_independent"] = row[f"{'term' if rule == 'terms' else 'reference'}_verdict_if_independent"]
+    row["verdict_basis"] = "interval" if not entry.missing else f"{source} bounds"
     row["identified"] = "point" if not entry.missing else "bounds"
-    row["bounded_terms"] = ",".join(t for t in TERMS if t not in ident)
+    row["bounded_terms"] = ",".join(t for t in TERMS if t not in side["ident"])
     row["bound_source"] = "" if not entry.missing else source
+    row["bound_note"] = ""
     row["n_consistent"] = calib.n_consistent if calib is not None else 0
     row["n_candidates"] = calib.n_candidates if calib is not None else 0
-    row["variance_note"] = "; ".join(f"{a}: {n}" for a, n in note.items())
+    row["variance_note"] = "; ".join(f"{a}: {n}" for a, n in side["note"].items())
+    row["format_note"] = checks.format_note(entry, mean, var)
+    row["input_flags"] = " | ".join(entry.flags)
     cand = None
     if calib is not None and calib.n_consistent:
         cand = calib.candidates[calib.candidates["consistent"]].assign(**base)
@@ -165,67 +220,71 @@ def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame
     recs = []
     for e in entries:
         _, var, note = arm_moments(e, seed_sd=seed_sd)
+        common = {"source": e.source["id"], "model": e.model, "benchmark": e.benchmark, "train_set": e.train_set}
+        tail = {"n_items": e.n_items, "samples_per_item": e.decoding, "values_as_given": e.values,
+                "scale_as_given": e.scale, "file": e.file}
         for arm, av in e.arms.items():
-            recs.append({"source": e.source["id"], "model": e.model, "benchmark": e.benchmark, "arm": arm,
-                         "kind": "partition" if arm in PARTITION_ARMS else "extra",
+            recs.append({**common, "arm": arm, "kind": "partition" if arm in PARTITION_ARMS else "extra",
                          "accuracy": av.mean, "gain": av.mean - e.arms["frozen"].mean,
                          "se": math.sqrt(var[arm]) if arm in var else math.nan,
                          "variance": note.get(arm, "binomial (not used by the partition)"),
-                         "seeds": ";".join(f"{x:g}" for x in av.seeds) if av.seeds else "",
-                         "n_items": e.n_items, "samples_per_item": e.decoding, "values_as_given": e.values,
-                         "file": e.file})
+                         "seeds": ";".join(f"{x:g}" for x in av.seeds) if av.seeds else "", **tail})
         for name, v in e.other.items():
-            recs.append({"source": e.source["id"], "model": e.model, "benchmark": e.benchmark, "arm": name,
-                         "kind": "other", "accuracy": v, "gain": v - e.arms["frozen"].mean, "se": math.nan,
-                         "variance": "not used", "seeds": "", "n_items": e.n_items,
-                         "samples_per_item": e.decoding, "values_as_given": e.values, "file": e.file})
+            recs.append({**common, "arm": name, "kind": "other", "accuracy": v, "gain": v - e.arms["frozen"].mean,
+                         "se": math.nan, "variance": "not used", "seeds": "", **tail})
     return pd.DataFrame.from_records(recs)
 
 
 def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
           calibrate: bool = True, grid: Optional[cal.CalibrationGrid] = None, cache_dir: Optional[Path] = None,
-          progress: bool = False, executor=None) -> AuditResult:
-    """Partition, intervals, bounds and verdict for every entry.
+          progress: bool = False, executor=None, rule: str = "terms", dominance: float = 0.5) -> AuditResult:
+    """Partition, intervals, bounds and verdicts for every entry.
 
     Args:
       entries: from :func:`tabsim.audit.load_entries`.
       ci: two-sided level (0.95).
       seed_sd: assumed seed sd in points of single-run trained arms (0: seed spread ignored).
-      threshold: verdict share threshold (0.60).
+      threshold: share threshold of the reference rule (0.60).
       calibrate: bound missing arms with the simulator calibration (False: logical bounds only).
       grid: the simulated family (default :class:`CalibrationGrid`).
       cache_dir: on-disk cache of the calibration sweep (None: no disk cache).
       progress: tabsim progress bar for the calibration sweep.
       executor: where the calibration sweep's chunks run (default in this process; e.g.
         :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
+      rule: the rule of the ``verdict`` column: ``terms`` (default) or ``reference``.
+      dominance: share threshold of the three-term rule (0.5).
 
     Returns:
       :class:`AuditResult`.
     """
-    _check_options(ci, seed_sd, threshold)
+    _check_options(ci, seed_sd, threshold, rule, dominance)
     grid = grid or cal.CalibrationGrid()
     # simulate only the base-model pass@k / maj@k that some entry reports (exact maj@k is costly)
     need_p = tuple(sorted({k for e in entries for k in e.base_pass_at_k} | set(grid.pass_k)))
     need_m = tuple(sorted({k for e in entries for k in e.base_maj_at_k} | set(grid.maj_k)))
     grid = dataclasses.replace(grid, pass_k=need_p, maj_k=need_m)
-    info = {"ci": ci, "seed_sd": seed_sd, "threshold": threshold, "calibrate": calibrate,
-            "n_entries": len(entries)}
+    info = {"ci": ci, "seed_sd": seed_sd, "threshold": threshold, "calibrate": calibrate, "rule": rule,
+            "dominance": dominance, "n_entries": len(entries)}
     structs = None
     if calibrate and any(e.missing for e in entries):
         frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor)
         structs = cal.structures(frame)
-        cond = ["family", "n_correct", "prior_strength", "format_boost", "heterogeneity", "lr"]
-        wide = frame.groupby(cond + ["arm"])["pass1"].mean().unstack("arm")
-        d_null = wide["random"] - wide["frozen"]
-        info["calibration"] = {**sim_info, "grid": grid.as_dict(), "n_structures": len(structs),
-                               "sim_d_null_range": [round(float(d_null.min()), 2), round(float(d_null.max()), 2)]}
-    rows, terms, cands = [], [], []
-    for e in entries:
-        out = audit_entry(e, ci=ci, seed_sd=seed_sd, threshold=threshold, structs=structs, grid=grid)
-        rows.append(out["row"])
-        terms += out["terms"]
-        if out["calibration"] is not None:
-            cands.append(out["calibration"])
+        reach = cal.family_reach(frame)
+        info["calibration"] = {**sim_info, "grid": grid.as_dict(), "n_structures": len(structs), "reach": reach,
+                               "sim_d_null_range": [min(r["d_null"][0] for r in reach.values()),
+                                                    max(r["d_null"][1] for r in reach.values())]}
+    kw = dict(ci=ci, seed_sd=seed_sd, threshold=threshold, grid=grid, rule=rule, dominance=dominance)
+    outs = [audit_entry(e, structs=structs, **kw) for e in entries]
+    if structs is not None:
+        for i, why in checks.outside_family(entries, [o["row"] for o in outs], info["calibration"]["reach"]).items():
+            outs[i] = audit_entry(entries[i], structs=None, **kw)  # logical bounds only
+            outs[i]["row"]["bound_note"] = why
+    for i, note in checks.format_across(entries).items():
+        r = outs[i]["row"]
+        r["format_note"] = "; ".join(x for x in (r["format_note"], note) if x)
+    rows = [o["row"] for o in outs]
+    terms = [t for o in outs for t in o["terms"]]
+    cands = [o["calibration"] for o in outs if o["calibration"] is not None]
     return AuditResult(audit=pd.DataFrame.from_records(rows), terms=pd.DataFrame.from_records(terms),
                        entries=entries_frame(entries, seed_sd=seed_sd),
                        calibration=pd.concat(cands, ignore_index=True) if cands else pd.DataFrame(), info=info)

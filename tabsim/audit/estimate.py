@@ -1,8 +1,11 @@
 """The partition of a published table with intervals from the binomial uncertainty of its item counts.
 
-Each arm's accuracy is an independent binomial proportion over ``n_items x samples_per_item``
-Bernoulli trials (avg@k samples of one item are treated as independent: this understates the
-variance of avg@k scores, which are correlated within an item). The variance uses the plus-one
+Each arm's accuracy is a proportion over its benchmark's items. Without per-item results the item is
+the sampling unit (``unit="items"``: variance ``p(1 - p) / n_items``, an upper bound for an avg@k
+score whose k samples of an item are correlated); ``unit="trials"`` counts ``n_items x k``
+independent samples instead, the optimistic case (a lower bound). With per-item results the
+clustered variance ``s^2(y) / n`` and the paired covariance of arms scored on the same items are
+used (:mod:`tabsim.audit.items`). The variance uses the plus-one
 proportion ``(x + 1) / (n + 2)`` so that 0 % and 100 % scores keep a positive variance. Per-seed
 values add their seed variance ``s^2 / S``; single runs of trained arms add an assumed seed variance
 ``seed_sd^2`` (0 by default). Differences get Wald intervals; ratios get Fieller intervals, which are
@@ -15,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
-from tabsim.audit.schema import Entry, PARTITION_ARMS
+from tabsim.audit.entry import PARTITION_ARMS, Entry
+from tabsim.audit.items import clustered_moments
 
 # order of the arm axis: frozen, random, majority, true  (f, r, m, t)
 _C = {
@@ -30,9 +34,13 @@ _C = {
 DIFFERENCE_TERMS = tuple(_C)
 RATIO_TERMS = {
     "rd_fraction": ("d_rd", "d_naive"),
-    "elicitation_share": ("d_majority", "d_total"),
+    "elicitation_share": ("d_majority", "d_total"),  # the reference rule's share: d_null included
+    "null_share": ("d_null", "d_total"),
+    "elicit_share": ("d_elicit", "d_total"),
     "rd_share": ("d_rd", "d_total"),
 }
+SHARES = ("null_share", "elicit_share", "rd_share")  # the three terms' shares of d_total; they sum to 1
+UNITS = ("items", "trials")
 TERMS = DIFFERENCE_TERMS + tuple(RATIO_TERMS)
 TERM_HELP = {
     "d_null": "acc(RANDOM) - acc(FROZEN): what training with no information does",
@@ -43,8 +51,10 @@ TERM_HELP = {
     "d_majority": "acc(MAJORITY) - acc(FROZEN) = d_null + d_elicit: the elicitation share's numerator",
     "bias": "d_naive - d_rd = d_elicit: bias of the naive estimator",
     "rd_fraction": "d_rd / d_naive",
-    "elicitation_share": "d_majority / d_total",
-    "rd_share": "d_rd / d_total",
+    "elicitation_share": "d_majority / d_total = (d_null + d_elicit) / d_total: the reference rule's share",
+    "null_share": "d_null / d_total: the share a random reward gives",
+    "elicit_share": "d_elicit / d_total: the share of self-consistency sharpening",
+    "rd_share": "d_rd / d_total: the share of the reward-design signal",
 }
 
 
@@ -72,33 +82,60 @@ def binomial_var(acc, n_eff):
     return 1e4 * pt * (1.0 - pt) / n_eff
 
 
-def arm_moments(entry: Entry, *, seed_sd: float = 0.0) -> tuple[dict, dict, dict]:
+def arm_moments(entry: Entry, *, seed_sd: float = 0.0, unit: str = "items") -> tuple[dict, dict, dict]:
     """Mean, variance and variance source of each reported partition arm of ``entry``.
 
-    ``var = binomial(mean, n_items x samples) + s^2 / S`` for per-seed values (``s`` the sample sd
-    over ``S`` seeds; the seeds share the benchmark items, so the binomial part is not divided by
-    ``S``), ``+ seed_sd^2`` for a single run of a trained arm, nothing more for the base.
+    ``var = binomial(mean, n) + s^2 / S`` for per-seed values (``s`` the sample sd over ``S``
+    seeds; the seeds share the benchmark items, so the binomial part is not divided by ``S``),
+    ``+ seed_sd^2`` for a single run of a trained arm, nothing more for the base. ``n`` is the item
+    count (``unit="items"``) or ``n_items x k`` for avg@k (``unit="trials"``); an arm with per-item
+    results gets its clustered variance instead of the binomial one, whatever the unit.
 
     Returns:
       ``(mean, var, note)``: dicts arm -> percent, points^2, and a short description.
     """
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    n = entry.n_items if unit == "items" else entry.n_eff
+    _, cl_cov = clustered_moments(entry.per_item) if entry.per_item else ({}, {})
     mean, var, note = {}, {}, {}
     for arm in PARTITION_ARMS:
         if arm not in entry.arms:
             continue
         av = entry.arms[arm]
-        v = float(binomial_var(av.mean, entry.n_eff))
+        if (arm, arm) in cl_cov:
+            # never below the independent-samples variance (the clustered one is at least that in expectation)
+            v = max(cl_cov[(arm, arm)], float(binomial_var(av.mean, entry.n_eff)))
+            note[arm] = f"clustered over {entry.n_items} items (per-item results)"
+        else:
+            v = float(binomial_var(av.mean, n))
+            note[arm] = ("binomial over items" if entry.protocol != "avg" or unit == "items"
+                         else f"binomial over {n} samples taken as independent")
         if av.seeds:
             s = float(np.std(av.seeds, ddof=1))
             v += s * s / len(av.seeds)
-            note[arm] = f"binomial + seed spread (sd {s:.2f} over {len(av.seeds)} seeds)"
+            note[arm] += f" + seed spread (sd {s:.2f} over {len(av.seeds)} seeds)"
         elif arm != "frozen" and seed_sd > 0:
             v += seed_sd * seed_sd
-            note[arm] = f"binomial + assumed seed sd {seed_sd:g}"
-        else:
-            note[arm] = "binomial"
+            note[arm] += f" + assumed seed sd {seed_sd:g}"
         mean[arm], var[arm] = float(av.mean), v
     return mean, var, note
+
+
+def paired_cov(entry: Entry) -> np.ndarray:
+    """``[4, 4]`` covariances between reported arms scored on the same items (per-item results), 0 elsewhere.
+
+    The diagonal is 0: the variances come from :func:`arm_moments`.
+    """
+    out = np.zeros((4, 4))
+    if not entry.per_item:
+        return out
+    _, cov = clustered_moments(entry.per_item)
+    for i, a in enumerate(PARTITION_ARMS):
+        for j, b in enumerate(PARTITION_ARMS):
+            if i != j and (a, b) in cov:
+                out[i, j] = cov[(a, b)]
+    return out
 
 
 def _z(ci: float) -> float:
@@ -135,13 +172,15 @@ def fieller(a, b, vaa, vbb, vab, z):
     return point, lo, hi
 
 
-def term_intervals(means, variances, *, ci: float = 0.95) -> dict:
+def term_intervals(means, variances, *, ci: float = 0.95, cov=None) -> dict:
     """Point and interval of every term for each completion.
 
     Args:
       means: arm accuracies ``[C, 4]`` (frozen, random, majority, true), percent.
-      variances: their variances ``[C, 4]`` (independent arms).
+      variances: their variances ``[C, 4]``.
       ci: two-sided level.
+      cov: optional ``[4, 4]`` covariances between arms (zero diagonal), the same for every completion;
+        None: independent arms.
 
     Returns:
       dict term -> ``(point [C], low [C], high [C])``.
@@ -149,13 +188,18 @@ def term_intervals(means, variances, *, ci: float = 0.95) -> dict:
     m = np.atleast_2d(np.asarray(means, dtype=float))
     v = np.atleast_2d(np.asarray(variances, dtype=float))
     z = _z(ci)
+    off = np.zeros((4, 4)) if cov is None else np.asarray(cov, dtype=float)
+
+    def quad(a, b):
+        return v @ (a * b) + float(a @ off @ b)
+
     out = {}
     for term, c in _C.items():
         c = np.asarray(c, dtype=float)
         est = m @ c
-        se = np.sqrt(v @ (c * c))
+        se = np.sqrt(np.maximum(quad(c, c), 0.0))
         out[term] = (est, est - z * se, est + z * se)
     for term, (na, nb) in RATIO_TERMS.items():
         ca, cb = np.asarray(_C[na], float), np.asarray(_C[nb], float)
-        out[term] = fieller(m @ ca, m @ cb, v @ (ca * ca), v @ (cb * cb), v @ (ca * cb), z)
+        out[term] = fieller(m @ ca, m @ cb, quad(ca, ca), quad(cb, cb), quad(ca, cb), z)
     return out

@@ -1,0 +1,103 @@
+"""Warnings an audit attaches to its rows: format repair, and simulator bounds a real model contradicts.
+
+* :func:`format_note`: a gain that format repair can explain (a format arm close to the true arm,
+  or a base far below the model's known level on the benchmark);
+* :func:`format_across`: the same base model scoring far lower on an easier benchmark of the same
+  table than on a harder one (answer-format failures, not missing skill);
+* :func:`outside_family`: rows whose simulator bound on ``d_null`` excludes a ``d_null`` measured for
+  the same model and benchmark by another input: the simulated families cannot represent that model,
+  so those rows fall back to logical bounds.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from tabsim.audit import benchmarks as bm
+from tabsim.audit.entry import Entry
+from tabsim.audit.estimate import binomial_var
+
+# A format arm whose gain is at least this share of the true arm's gain could be most of the story.
+FORMAT_SHARE = 0.5
+# A base this many points (and 3 standard errors) below the model's known level is a format failure.
+BASE_GAP = 10.0
+Z = 1.96
+
+
+def model_key(name: str) -> str:
+    """Model names compared across sources: case, spaces and punctuation dropped."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def bench_key(name: str) -> str:
+    b = bm.lookup(name)
+    return b.name if b is not None else model_key(name)
+
+
+def format_note(entry: Entry, mean: dict, var: dict) -> str:
+    """Why format repair could explain the entry's gain ("" when nothing points to it)."""
+    notes = []
+    base = mean.get("frozen")
+    if base is not None and "format" in entry.arms and "true" in mean:
+        g_t = mean["true"] - base
+        g_f = entry.arms["format"].mean - base
+        se = math.sqrt(var["true"] + float(binomial_var(entry.arms["format"].mean, entry.n_items)))
+        close = abs(mean["true"] - entry.arms["format"].mean) <= Z * se
+        if g_t > 0 and g_f > 0 and (g_f >= FORMAT_SHARE * g_t or close):
+            notes.append(f"the format arm gains {g_f:+.1f}, {g_f / g_t:.0%} of the true arm's {g_t:+.1f}"
+                         + (" (not distinguishable from it)" if close else "")
+                         + ": format repair can explain much of the gain")
+    if base is not None and entry.known_base is not None:
+        gap = entry.known_base - base
+        if gap > max(BASE_GAP, 3.0 * math.sqrt(var["frozen"])):
+            notes.append(f"the base {base:g} is {gap:.1f} points below the model's known {entry.known_base:g} on "
+                         "this benchmark: format failures at evaluation can explain the gain")
+    return "; ".join(notes)
+
+
+def format_across(entries: list) -> dict:
+    """Index -> note for bases far below the same model's base on a harder benchmark of the same source."""
+    groups: dict = {}
+    for i, e in enumerate(entries):
+        groups.setdefault((e.source["id"], model_key(e.model), e.train_set), []).append(i)
+    out = {}
+    for idx in groups.values():
+        for i in idx:
+            reg = bm.lookup(entries[i].benchmark)
+            if reg is None or not reg.easier_than:
+                continue
+            b_i = entries[i].arms["frozen"].mean
+            for j in idx:
+                if j != i and bench_key(entries[j].benchmark) in reg.easier_than:
+                    b_j = entries[j].arms["frozen"].mean
+                    if b_i < b_j - BASE_GAP:
+                        out[i] = (f"the base {b_i:g} on {entries[i].benchmark} is far below the same model's "
+                                  f"{b_j:g} on the harder {entries[j].benchmark}: answer-format failures can "
+                                  "explain the gain")
+    return out
+
+
+def outside_family(entries: list, rows: list, reach: dict) -> dict:
+    """Index -> reason for rows whose simulator d_null bound excludes a d_null measured elsewhere.
+
+    A ``d_null`` is measured where an entry reports RANDOM; it contradicts the bound of another entry
+    (same model and benchmark, RANDOM missing, simulator bounds) when their intervals do not overlap.
+    """
+    measured: dict = {}
+    for i, (e, r) in enumerate(zip(entries, rows)):
+        if "random" in e.arms and math.isfinite(r["d_null"]):
+            measured.setdefault((model_key(e.model), bench_key(e.benchmark)), []).append(
+                (i, e.source["id"], r["d_null"], r["d_null_low"], r["d_null_high"]))
+    span = [min(v["d_null"][0] for v in reach.values()), max(v["d_null"][1] for v in reach.values())]
+    out = {}
+    for j, (e, r) in enumerate(zip(entries, rows)):
+        if "random" in e.arms or r["bound_source"] != "simulator":
+            continue
+        for i, src, est, lo, hi in measured.get((model_key(e.model), bench_key(e.benchmark)), []):
+            if i != j and (lo > r["d_null_high"] or hi < r["d_null_low"]):
+                out[j] = (f"d_null measured at {est:+.1f} [{lo:.1f}, {hi:.1f}] for the same model and benchmark by "
+                          f"{src} lies outside this row's simulator bound [{r['d_null_low']:.1f}, "
+                          f"{r['d_null_high']:.1f}] (every simulated family reaches d_null in [{span[0]:g}, "
+                          f"{span[1]:g}]): the simulator cannot represent this model, so the bounds are logical")
+                break
+    return out
