@@ -37,22 +37,24 @@ def _xla_cpu_defaults() -> None:
 
 _xla_cpu_defaults()
 
+from tabsim._lazy import lazy_exports  # noqa: E402  (after the XLA flags: nothing here loads JAX)
+
 # The public names, imported on first use (PEP 562): ``import tabsim`` and ``tabsim --help`` do not
 # pay for JAX, pandas, statsmodels or matplotlib until something needs them.
 _EXPORTS = {
-    "AlgoSpec": "tabsim.algos", "policy_loss": "tabsim.algos",
-    "Executor": "tabsim.runtime.executors", "LocalExecutor": "tabsim.runtime.executors",
-    "DaskExecutor": "tabsim.runtime.dask",
-    "Result": "tabsim.runtime.run", "compiled_train": "tabsim.runtime.run", "make_env": "tabsim.runtime.run",
-    "run": "tabsim.runtime.run",
-    "enable_compilation_cache": "tabsim.runtime.cache", "disable_compilation_cache": "tabsim.runtime.cache",
-    "ARMS": "tabsim.arms",
-    "Config": "tabsim.config", "ConfigError": "tabsim.config", "load_config": "tabsim.config",
-    "resolve": "tabsim.config",
-    "Schedule": "tabsim.engine", "make_train": "tabsim.engine",
-    "ENVS": "tabsim.envs", "BanditEnv": "tabsim.envs.bandit",
-    "Factor": "tabsim.studies.factorial", "run_factorial": "tabsim.studies.factorial",
-    "Hyper": "tabsim.params", "PRESETS": "tabsim.presets",
+    "AlgoSpec": "algos", "policy_loss": "algos",
+    "Executor": "runtime.executors", "LocalExecutor": "runtime.executors",
+    "DaskExecutor": "runtime.dask",
+    "Result": "runtime.run", "compiled_train": "runtime.run", "make_env": "runtime.run",
+    "run": "runtime.run",
+    "enable_compilation_cache": "runtime.cache", "disable_compilation_cache": "runtime.cache",
+    "ARMS": "arms",
+    "Config": "config", "ConfigError": "config", "load_config": "config",
+    "resolve": "config",
+    "Schedule": "engine", "make_train": "engine",
+    "ENVS": "envs", "BanditEnv": "envs.bandit",
+    "Factor": "studies.factorial", "run_factorial": "studies.factorial",
+    "Hyper": "params", "PRESETS": "presets",
 }
 
 __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "make_train", "Schedule",
@@ -61,19 +63,4 @@ __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "
            "make_env", "Factor", "run_factorial"]
 
 
-def __getattr__(name: str):
-    import importlib
-    import importlib.util
-
-    module = _EXPORTS.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")  # a submodule, e.g. tabsim.audit
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)  # tabsim.audit etc. too

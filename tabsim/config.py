@@ -23,7 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tabsim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, KL_PLACEMENTS, OPTIMIZERS, RATIOS, SURROGATES
 from tabsim.arms import ARMS
 from tabsim.envs import ANSWER_METRICS
+from tabsim.envs.bandit import MAX_COMPOSITIONS, n_compositions
+from tabsim.envs.tree import MAX_PAIRS, TREE_FIELDS, _float_field, _int_field, _styles
+from tabsim.files.safeload import LoadError, load_toml, load_yaml
 from tabsim.params import HYPER_FIELDS
+from tabsim.presets import PRESETS
 from tabsim.rng import RNGS
 
 
@@ -223,7 +227,6 @@ class Config(_Section):
             raise ValueError(f"algo.minibatches must divide train.batch_size={tr.batch_size}, got {a.minibatches}")
         if tr.eval_every is not None and tr.steps % tr.eval_every:
             raise ValueError(f"train.eval_every must divide train.steps={tr.steps}, got {tr.eval_every}")
-        from tabsim.envs.bandit import MAX_COMPOSITIONS, n_compositions
         for k in tr.maj_k:
             if n_compositions(k, t.n_answers) > MAX_COMPOSITIONS:
                 raise ValueError(f"train.maj_k: exact maj@{k} over {t.n_answers} answers enumerates "
@@ -289,8 +292,6 @@ def _suggest(name, allowed) -> str:
 
 def check_tree(tree: dict, n_answers: int | None) -> None:
     """Validate ``task.tree`` of a tree-MDP config without building the tree (raises ``ValueError``)."""
-    from tabsim.envs.tree import MAX_PAIRS, TREE_FIELDS, _float_field, _int_field, _styles
-
     for key in tree:
         if key not in TREE_FIELDS:
             raise ValueError(f"task.tree.{key}: unknown field{_suggest(key, TREE_FIELDS)}; allowed: "
@@ -416,8 +417,6 @@ def resolve(data: dict | None = None, **overrides) -> Config:
     Raises:
       ConfigError: naming every bad field, its value and the allowed range.
     """
-    from tabsim.presets import PRESETS
-
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"config: expected a mapping of sections (task, arms, algo, train, sweep), "
                           f"got {type(data).__name__}")
@@ -464,8 +463,6 @@ def read_config_file(path: str | Path) -> dict:
     YAML is read with the YAML 1.2 core schema (only ``true``/``false`` are booleans; ``1e-3`` is a
     number). The file must be UTF-8, at most 1 MiB, nested at most 64 levels, and hold settings.
     """
-    from tabsim.files.safeload import LoadError, load_toml, load_yaml
-
     path = Path(path)
     if path.suffix not in (".toml", ".yaml", ".yml"):
         if not path.exists():

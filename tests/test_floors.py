@@ -2,6 +2,7 @@
 itself back through others (function-level imports included), and no module outgrows a reader."""
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -15,44 +16,14 @@ MAX_LINES = 600
 
 
 def _cycles(graph) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    adj = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
-    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
-    for root in sorted(adj):
-        if root in index:
-            continue
-        work = [(root, iter(adj[root]))]
-        index[root] = low[root] = counter[0]
-        counter[0] += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter[0]
-                    counter[0] += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(adj[w])))
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        out.append(sorted(comp))
-    return out
+    """Every circle through a direct import ``a -> b``: grimp's shortest chain back from ``b`` to ``a``."""
+    found = set()
+    for a in graph.modules:
+        for b in graph.find_modules_directly_imported_by(a):
+            chain = graph.find_shortest_chain(importer=b, imported=a)
+            if chain:
+                found.add(tuple(sorted(set(chain))))
+    return [list(c) for c in sorted(found)]
 
 
 def test_the_contracts_hold():
@@ -84,3 +55,41 @@ def test_the_cycle_check_finds_a_cycle():
 def test_modules_stay_readable(path):
     n = len(path.read_text().splitlines())
     assert n <= MAX_LINES, f"{path.relative_to(ROOT)}: {n} lines (at most {MAX_LINES}: split it by what it does)"
+
+
+def _unexplained_function_imports(source: str) -> list[int]:
+    """Lines of import statements inside functions with no ``lazy:`` comment on the statement or in
+    the comments just above its block of imports."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    spanned = {ln for n in imports for ln in range(n.lineno, n.end_lineno + 1)}
+    bad = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            said = any("lazy:" in lines[ln - 1] for ln in range(node.lineno, node.end_lineno + 1))
+            ln = node.lineno - 1
+            while not said and ln >= 1 and (ln in spanned or lines[ln - 1].lstrip().startswith("#")):
+                said = "lazy:" in lines[ln - 1]
+                ln -= 1
+            if not said:
+                bad.add(node.lineno)
+    return sorted(bad)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tabsim").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_function_level_imports_say_why(path):
+    """Imports live at the top of a module; one inside a function is there only to keep ``import tabsim``
+    or a ``--help`` light (or a process's start-up in order), and a ``# lazy:`` comment says which."""
+    bad = _unexplained_function_imports(path.read_text())
+    assert not bad, f"{path.relative_to(ROOT)}: function-level imports without a '# lazy:' reason at lines {bad}"
+
+
+def test_the_import_check_finds_an_unexplained_import():
+    src = ("def f():\n    # lazy: keeps --help light\n    import json\n    import os\n\n"
+           "def g():\n    import json\n    return json\n")
+    assert _unexplained_function_imports(src) == [7]

@@ -5,14 +5,17 @@ only CMD's options (its module keeps JAX, pandas, statsmodels and matplotlib out
 """
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import sys
+import threading
 from pathlib import Path
 
 import click
 
 from tabsim.cli.options import fail
+from tabsim.runtime import cache
 
 # name -> (module:attribute, the one-line help `tabsim --help` lists; a test checks it is the command's)
 COMMANDS = {
@@ -73,8 +76,6 @@ def walk(cmd: click.Command, path: tuple = ()):
                    "(also TABSIM_COMPILATION_CACHE=0).")
 def main(compile_cache, no_compile_cache):
     """tabsim: causal analysis of RL with verifiable rewards in a tabular GRPO simulator."""
-    from tabsim.runtime import cache
-
     if compile_cache is not None and no_compile_cache:
         fail("--compile-cache and --no-compile-cache: give one of them, not both")
     if compile_cache is not None:
@@ -101,9 +102,6 @@ def entry() -> None:
     (``atexit``: temporary folders, logging, Dask), the standard streams are flushed and the process
     ends with ``os._exit``. While a non-daemon thread is still alive the ordinary exit is kept.
     """
-    import atexit
-    import threading
-
     try:
         main.main(prog_name="tabsim")
         code = 0

@@ -45,6 +45,7 @@ def guarded(out: Path):
     Ctrl-C (SIGINT) exits with 130 after one line saying what was kept; the staging folder's finished
     chunks are what ``--resume`` continues from.
     """
+    # lazy: every command imports this module; its `--help` loads no JAX or pyarrow
     from tabsim.config import ConfigError
     from tabsim.runtime.store import OutputError, staging_path
 
@@ -68,6 +69,7 @@ def guarded(out: Path):
 @contextlib.contextmanager
 def open_store(out: Path, *, overwrite: bool, resume: bool, key: str | None, description: str):
     """``guarded`` around an open :class:`RunStore`: yields the store, publishes when the block succeeds."""
+    # lazy: every command imports this module; its `--help` loads no JAX or pyarrow
     from tabsim.runtime.store import RunStore
 
     with guarded(out):
@@ -118,13 +120,14 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
     cluster start). An :class:`ExecutorError`, or a run refused because a chunk cannot fit a worker
     (:func:`cap_chunk`), becomes a one-line :class:`click.ClickException`.
     """
+    # lazy: every command imports this module; its `--help` loads no JAX or pyarrow
     from tabsim.config import ConfigError
 
     check_options(executor, workers, scheduler)
     if executor != "dask":
         yield None
         return
-    from tabsim.runtime.dask import DaskExecutor  # loads distributed's client: only when asked for
+    from tabsim.runtime.dask import DaskExecutor  # lazy: loads distributed's client, only when asked for
 
     ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet)
     try:

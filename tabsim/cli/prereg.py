@@ -24,6 +24,7 @@ _PUBLIC_KEY_HELP = ("The public key the lock and results must be signed with: a 
 
 
 def _pin(public_key):
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.signing import pinned
 
     try:
@@ -47,6 +48,7 @@ def validate_cmd(file, public_key):
     otherwise), and say whether it is signed, whether the installed code is the locked code and
     which git commit holds the plan.
     """
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg import locking as lk
     from tabsim.prereg.hashing import plan_hash
     from tabsim.prereg.locking import verify
@@ -78,6 +80,7 @@ def validate_cmd(file, public_key):
 
 def _lock_lines(file, rec: dict, pin) -> list[str]:
     """What ``validate`` says about a matching lock: signature, code, git commit."""
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg import integrity
     from tabsim.prereg.signing import short
 
@@ -118,6 +121,7 @@ def _lock_lines(file, rec: dict, pin) -> list[str]:
               help="Private key file to create (PEM, mode 0600); the public key goes to OUT.pub. Never overwrites.")
 def keygen_cmd(out):
     """Create an Ed25519 key pair for signing locks and results."""
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.signing import keygen
 
     try:
@@ -136,6 +140,7 @@ def keygen_cmd(out):
               help="Sign the lock with this private key (`tabsim prereg keygen`); unsigned without.")
 def lock_cmd(file, key):
     """Write FILE.lock.json (normalised SHA-256, UTC time, git commit, versions, code digest); never overwrites."""
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.locking import lock, lock_path
     from tabsim.prereg.signing import short
 
@@ -157,6 +162,7 @@ def lock_cmd(file, key):
 @click.option("--reason", required=True, help="Why the locked plan changed (appears in every report).")
 def amend_cmd(file, reason):
     """Record a change to a locked FILE in FILE.amendments.json (reported as a deviation)."""
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.locking import amend
 
     try:
@@ -190,6 +196,7 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, o
     Example:
       tabsim prereg run preregistration/clipping_null/plan.yaml --out preregistration/clipping_null/results
     """
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.config import ConfigError
     from tabsim.prereg.runner import run_study
 
@@ -218,6 +225,7 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, o
 def report_cmd(dir, public_key, strict):
     """Write DIR/report.md and DIR/report.json for a complete run; refuses incomplete, altered or badly
     signed runs."""
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.report import INTEGRITY_KINDS, write_report
 
     pin = _pin(public_key)

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from tabsim.cli.options import output_options
-from tabsim.cli.options import executor_options
+from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
 from tabsim.presets import PRESETS
 from tabsim.studies.reference.design import SCALES
 
@@ -40,15 +39,11 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, overwrite, resu
       tabsim reproduce --out results/reproduce
       tabsim reproduce --scale heavy --out results/reproduce_heavy
     """
-    from tabsim.presets import PRESETS
-
     if preset not in PRESETS:
         raise click.BadParameter(f"unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}",
                                  param_hint="--preset")
-    from tabsim.cli.options import guarded
-    from tabsim.cli.options import check_options
-    from tabsim.cli.options import open_executor
 
+    # lazy: `tabsim reproduce --help` loads only the light design module
     from tabsim.studies.reference import reproduce
 
     check_options(executor, workers, scheduler)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from tabsim.cli.options import check_options, executor_options, fail as _fail, open_executor, output_options
+from tabsim.cli.options import check_options, executor_options, fail as _fail, open_executor, open_store, output_options
+from tabsim.plotting import helper as figure_helper
+from tabsim.plotting.helper import warm_up
 from tabsim.presets import PRESETS
-
 
 # bounds of the run-size options, the same as train.seeds and train.steps in a config
 SEEDS = click.IntRange(1, 100_000)
@@ -22,15 +23,12 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
     """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary.
 
     ``executor`` is ``(--executor, --workers, --scheduler)``."""
-    from tabsim.cli.options import open_store
-    from tabsim.plotting import helper as figure_helper
-    from tabsim.plotting.helper import warm_up
-
     with open_executor(*executor, quiet=quiet) as ex, \
             open_store(out, overwrite=overwrite, resume=resume, key=cfg.digest(), description=command) as store:
         if store.complete:
             click.echo(f"nothing to resume: {out} already holds this run, complete")
             return None
+        # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
         from tabsim.runtime.run import run
 
         # the figure helper loads matplotlib, this process the Parquet writer, while the engine runs
@@ -72,6 +70,7 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, 
     Example:
       tabsim run experiments/configs/paper_sweep.toml --out results/paper
     """
+    # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
     from tabsim.config import ConfigError, load_config
     from tabsim.runtime.planning import check_run
 
@@ -146,6 +145,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     Example (the reference prior sweep):
       tabsim sweep --preset paper --vary prior_strength=0.2,0.35,0.5,0.65,0.8 --out results/prior
     """
+    # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
     from tabsim.config import ConfigError, read_config_file, resolve
     from tabsim.runtime.planning import check_run
 

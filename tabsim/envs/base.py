@@ -1,6 +1,8 @@
 """The environment registry and what every environment shares: the answer-level metrics and their means."""
 from __future__ import annotations
 
+import jax.numpy as jnp
+
 ENVS: dict[str, type] = {}
 # the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
 # maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
@@ -28,7 +30,5 @@ def select_metrics(per_prompt: dict, metrics) -> dict:
 
 def prompt_means(per_prompt: dict) -> dict:
     """Means over prompts of ``[N]`` per-prompt metrics, taken as one reduction (less to compile)."""
-    import jax.numpy as jnp
-
     means = jnp.stack(list(per_prompt.values()), axis=-1).mean(-2)
     return {k: means[..., i] for i, k in enumerate(per_prompt)}

@@ -8,6 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -54,8 +55,6 @@ def write_json(path: str | Path, obj) -> Path:
 
 
 def _json_default(o):
-    import numpy as np
-
     if isinstance(o, (np.integer,)):
         return int(o)
     if isinstance(o, (np.floating,)):

@@ -6,6 +6,10 @@ import platform
 import subprocess
 from pathlib import Path
 
+import jax
+
+from tabsim import __version__
+
 
 def git_commit(cwd: str | Path | None = None) -> str | None:
     """The current git commit of ``cwd`` (or of the package's folder), or None outside a checkout."""
@@ -19,10 +23,6 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
 
 def provenance(**extra) -> dict:
     """Version, git commit, platform and UTC time, plus ``extra``."""
-    import jax
-
-    from tabsim import __version__
-
     return {
         "tabsim_version": __version__,
         "git_commit": git_commit(Path.cwd()) or git_commit(),

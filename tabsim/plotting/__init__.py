@@ -10,6 +10,7 @@ orange, ``d_elicit`` MAJORITY's green, ``d_rd`` TRUE's blue).
 """
 from __future__ import annotations
 
+from tabsim._lazy import lazy_exports
 
 ARM_COLORS = {"frozen": "#7f7f7f", "random": "#ff7f0e", "majority": "#2ca02c", "majority_offline": "#98df8a",
               "incorrect": "#d62728", "format": "#9467bd", "true": "#1f77b4", "noisy": "#17becf"}
@@ -45,10 +46,4 @@ def color_of(name: str, index: int = 0) -> str:
 _EXPORTS = {"save_figure": "figures", "plot_curves": "figures", "FIGURE_FORMATS": "formats",
             "figure_formats": "formats"}
 
-
-def __getattr__(name: str):
-    import importlib
-
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -21,13 +21,20 @@ command (a killed command closes the pipe).
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import pickle
+import queue
+import selectors
 import struct
 import subprocess
 import sys
+import threading
+import traceback
 from pathlib import Path
 
+import tabsim
+from tabsim._host import cpu_count
 from tabsim.plotting.formats import figure_formats
 
 _HEADER = struct.Struct("<Q")
@@ -59,6 +66,7 @@ def _recv(stream):
 
 
 def _draw(target: str, args: tuple, kwargs: dict, stem: str, formats: tuple[str, ...]) -> list[str]:
+    # lazy: matplotlib loads in the helper process only, never in the command's
     from tabsim.plotting.figures import save_figure
 
     module, _, name = target.partition(":")
@@ -98,14 +106,8 @@ class FigureProcess:
     """
 
     def __init__(self, extra_imports: tuple[str, ...] = (), parallel: int | None = None):
-        import queue
-        import threading
-
-        import tabsim
-
         root = str(Path(tabsim.__file__).resolve().parent.parent)  # importable from a source checkout too
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
-        from tabsim._host import cpu_count
 
         parallel = parallel or cpu_count()
         self._proc = subprocess.Popen([sys.executable, "-m", "tabsim.plotting.helper", str(parallel), *extra_imports],
@@ -218,8 +220,6 @@ def _recv_fd(fd: int):
 
 
 def _reply(target, args, kwargs, stem, formats):
-    import traceback
-
     try:
         return ("ok", _draw(target, args, kwargs, stem, formats))
     except OSError as err:  # a full disk, a read-only folder: the command reports it as its own
@@ -231,10 +231,9 @@ def _reply(target, args, kwargs, stem, formats):
 def _serve(parallel: int, extra_imports: list[str]) -> None:
     """Read jobs from standard input; draw each in a forked child (up to ``parallel`` at once) and
     reply ``(job index, reply)`` on standard output as each child finishes."""
-    import selectors
-
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything a library prints goes to the log, not into the replies
+    # lazy: matplotlib loads in the helper process only, never in the command's
     import matplotlib
 
     matplotlib.use("Agg")
@@ -289,16 +288,14 @@ def _serve(parallel: int, extra_imports: list[str]) -> None:
 
 
 def _draw_once(modules: tuple[str, ...], draw: bool = True) -> None:
-    import importlib
-    import io
-
     for name in modules:
         importlib.import_module(name)
     if not draw:
         return
+    # lazy: matplotlib loads in the helper process only, never in the command's
     import matplotlib.pyplot as plt
 
-    from tabsim.plotting import figures  # noqa: F401  (loads the figure stack the jobs use)
+    from tabsim.plotting import figures  # noqa: F401  lazy: as above (loads the figure stack the jobs use)
 
     fig, ax = plt.subplots(figsize=(2, 2))
     ax.errorbar([0, 1], [0, 1], yerr=[0.1, 0.1], marker="o", label="x")
@@ -316,8 +313,6 @@ def warm_up(*modules: str, draw: bool = True):
     imports and the first draw (fonts, backend) are done when the results need them. The caller
     joins the returned thread before it touches matplotlib itself.
     """
-    import threading
-
     thread = threading.Thread(target=_draw_once, args=(modules, draw), name="tabsim-warm-up", daemon=True)
     thread.start()
     return thread

@@ -19,6 +19,8 @@
 
 The ``tabsim prereg`` commands are :mod:`tabsim.cli.prereg`. See ``docs/prereg.md``.
 """
+from tabsim._lazy import lazy_exports
+
 # imported on first use, so that importing the package loads neither the schema nor the runner's stack
 _EXPORTS = {"PreregError": "errors", "Plan": "schema", "load_plan": "schema", "validate_document": "schema",
             "plan_hash": "hashing", "lock": "locking", "amend": "locking", "verify": "locking",
@@ -27,10 +29,4 @@ _EXPORTS = {"PreregError": "errors", "Plan": "schema", "load_plan": "schema", "v
 __all__ = ["Plan", "PreregError", "load_plan", "validate_document", "lock", "amend", "verify", "read_lock",
            "plan_hash", "changed_fields", "run_study", "write_report"]
 
-
-def __getattr__(name: str):
-    import importlib
-
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -29,7 +29,9 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from statsmodels.stats.multitest import multipletests
 
+from tabsim import stats
 from tabsim.prereg.schema import (
     COEFFICIENT_PREFIX,
     ESTIMAND_ARMS,
@@ -85,8 +87,6 @@ def partition_frame(plan: Plan, frame: pd.DataFrame) -> pd.DataFrame:
     every seed); with fewer arms, the ``acc_<arm>`` columns of the arms that ran and the
     differences they define.
     """
-    from tabsim import stats
-
     arm = _arm_factor(plan)
     by = [f.name for f in plan.design.factors if f is not arm]
     metric = plan.analysis.metric
@@ -105,8 +105,6 @@ def partition_frame(plan: Plan, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _difference_estimate(plan: Plan, seed_df: pd.DataFrame, estimand: str, condition: dict) -> Estimate:
-    from tabsim import stats
-
     a = plan.analysis
     rows = _select(seed_df, condition)
     if len(rows) < 2:
@@ -141,8 +139,6 @@ def _floor(method: str, n_resamples: int) -> float:
 
 
 def _factorial_fit(plan: Plan, frame: pd.DataFrame, condition: dict):
-    from tabsim import stats
-
     fac = plan.analysis.factorial
     rows = _select(final_rows(frame), condition)
     levels = {name: tuple(plan.factor(name).levels) for name in fac.factors}
@@ -158,8 +154,6 @@ def _factorial_fit(plan: Plan, frame: pd.DataFrame, condition: dict):
 
 
 def _factorial_estimate(plan: Plan, frame: pd.DataFrame, estimand: str, condition: dict, cache: dict) -> Estimate:
-    from tabsim import stats
-
     key = tuple(sorted((k, str(v)) for k, v in condition.items()))
     if key not in cache:
         cache[key] = _factorial_fit(plan, frame, condition)
@@ -268,7 +262,6 @@ def adjust(pvals: list[float], method: str) -> list[float]:
     """Family-wise adjusted p-values (Holm step-down, Bonferroni, or none)."""
     if not pvals or method == "none":
         return list(pvals)
-    from statsmodels.stats.multitest import multipletests
 
     return [float(x) for x in multipletests(np.asarray(pvals, float), method=method)[1]]
 

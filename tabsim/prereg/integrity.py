@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
+import tabsim
+from tabsim.files.atomic import write_json
 from tabsim.prereg.hashing import plan_hash, read_json
 from tabsim.prereg.schema import PreregError, read_document
 
@@ -40,8 +42,6 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 def code_root() -> Path:
     """The folder of the installed tabsim package (its ``.py`` files are what the digest covers)."""
-    import tabsim
-
     return Path(tabsim.__file__).resolve().parent
 
 
@@ -226,8 +226,6 @@ def exploratory_log_path(path: str | Path) -> Path:
 
 def log_exploratory_run(path: str | Path, entry: dict) -> None:
     """Append an exploratory run (its folder, start time, plan hash, seeds) to ``FILE.exploratory.json``."""
-    from tabsim.files.atomic import write_json
-
     lp = exploratory_log_path(path)
     runs = _exploratory_runs(path) if lp.is_file() else []
     key = (entry["out"], entry["started_utc"])

@@ -23,8 +23,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tabsim.files.provenance import git_commit
+from tabsim import __version__
 from tabsim.files.atomic import write_json
+from tabsim.files.provenance import git_commit
 from tabsim.prereg import integrity, signing
 from tabsim.prereg.hashing import canonical_json, normalise, plan_hash, read_json
 from tabsim.prereg.schema import PreregError, load_plan, read_document
@@ -69,8 +70,6 @@ def verify_lock_signature(record: dict, where: str) -> str | None:
 
 
 def _tabsim_version() -> str:
-    from tabsim import __version__
-
     return __version__
 
 

@@ -22,7 +22,6 @@ from tabsim.prereg.locking import verify_lock_signature
 from tabsim.prereg.schema import PreregError
 from tabsim.prereg.status import RESULTS, STATUS, read_status
 
-
 # deviations that say the record itself does not hold up (``tabsim prereg report --strict`` fails on them)
 INTEGRITY_KINDS = ("code change", "commit check", "signature")
 

@@ -21,13 +21,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from tabsim.files.provenance import provenance
 from tabsim.files.atomic import write_frame, write_json
-from tabsim.prereg import integrity, report, signing
-from tabsim.prereg import locking as lock_mod
+from tabsim.files.provenance import provenance
+from tabsim.prereg import integrity, locking as lock_mod, report, signing
+from tabsim.prereg.analysis import analyse
 from tabsim.prereg.hashing import file_sha256, normalise, plan_hash
-from tabsim.prereg.schema import Plan, PreregError, _classify_field, design_runs, load_plan
+from tabsim.prereg.schema import Plan, PreregError, design_runs, load_plan
 from tabsim.prereg.status import DATA, RESULT_FILES, RESULTS, STATUS
+from tabsim.runtime.store import RunStore, job_key
+from tabsim.studies.factorial import run_factorial
 
 
 def _utc_now() -> str:
@@ -38,8 +40,7 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
     """Train every cell of the design into one tidy frame.
 
     Uses the factorial runner (:func:`tabsim.studies.factorial.run_factorial`: one compiled program per
-    static combination, traced factors and seeds vmapped) when it is available, else one
-    :func:`tabsim.runtime.run.run` sweep per static cell. The arm factor is not a runner factor: every arm
+    static combination, traced factors and seeds vmapped). The arm factor is not a runner factor: every arm
     of the design runs (the partition needs them all) and the factor column copies ``arm``.
     ``executor`` is where the chunks run (default in this process; see :mod:`tabsim.runtime.executors`).
 
@@ -48,34 +49,12 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
       ``runs`` records the runner, configs and provenance.
     """
     arm_factor = next((f for f in plan.design.factors if f.field == "arm"), None)
-    try:
-        from tabsim.studies.factorial import run_factorial
-    except ImportError:
-        run_factorial = None
-    if run_factorial is not None:
-        (_, base), *_ = design_runs(plan)
-        base = {k: v for k, v in base.items() if k != "sweep"}
-        factors = {f.name: {f.field: list(f.levels)} for f in plan.design.factors if f is not arm_factor}
-        res = run_factorial(base, factors, progress=progress, name=plan.title, executor=executor)
-        frame = res.frame.copy()
-        runs = [{"runner": "tabsim.studies.factorial.run_factorial", "config": res.config, "provenance": res.provenance}]
-    else:
-        from tabsim.runtime.run import run
-
-        frames, runs = [], []
-        for levels, cfg in design_runs(plan):
-            res = run(cfg, progress=progress, executor=executor)
-            part = res.frame.copy()
-            for f in plan.design.factors:
-                kind, target = _classify_field(f.field)
-                if kind == "static":
-                    part[f.name] = levels[f.name]
-                elif kind == "sweep" and f.name != target:
-                    part[f.name] = part[target]
-            frames.append(part)
-            runs.append({"runner": "tabsim.runtime.run.run", "levels": levels, "config": res.config,
-                         "provenance": res.provenance})
-        frame = pd.concat(frames, ignore_index=True)
+    (_, base), *_ = design_runs(plan)
+    base = {k: v for k, v in base.items() if k != "sweep"}
+    factors = {f.name: {f.field: list(f.levels)} for f in plan.design.factors if f is not arm_factor}
+    res = run_factorial(base, factors, progress=progress, name=plan.title, executor=executor)
+    frame = res.frame.copy()
+    runs = [{"runner": "tabsim.studies.factorial.run_factorial", "config": res.config, "provenance": res.provenance}]
     frame["arm"] = frame["arm"].astype(str)
     if arm_factor is not None and arm_factor.name != "arm":
         frame[arm_factor.name] = frame["arm"]
@@ -131,7 +110,6 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         except PreregError:
             pass
     checks = integrity_record(path, doc, sha, record, confirmatory=confirmatory, allow_code_change=allow_code_change)
-    from tabsim.runtime.store import RunStore, job_key
 
     mode = "confirmatory" if confirmatory else "exploratory"
     with RunStore(out, overwrite=overwrite, resume=resume, key=job_key("prereg", sha, mode),
@@ -182,7 +160,6 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
     try:
         frame, runs = run_design(plan, progress=progress, executor=executor)
         write_frame(out / DATA, frame)
-        from tabsim.prereg.analysis import analyse
 
         analysis = analyse(plan, frame)
         results = {

@@ -20,6 +20,9 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tabsim.arms import ARMS
+from tabsim.config import SWEEPABLE, Config, ConfigError, resolve
+from tabsim.files.safeload import LoadError, load_yaml
 from tabsim.prereg.errors import PreregError
 
 SCHEMA_VERSION = "tabsim.prereg/1"
@@ -191,7 +194,6 @@ def read_document(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise PreregError(f"pre-registration file not found: {path}")
-    from tabsim.files.safeload import LoadError, load_yaml
 
     try:  # PyYAML's safe_load scalars (plan hashes depend on them), with size, depth and alias limits
         doc = load_yaml(path, schema="yaml11", what="pre-registration file")
@@ -243,8 +245,6 @@ def _levels_match(a, b) -> bool:
 
 def _classify_field(field: str):
     """``('arm', None)``, ``('sweep', name)`` or ``('static', (section, key))``; ValueError if unknown."""
-    from tabsim.config import SWEEPABLE, Config
-
     if field == "arm":
         return "arm", None
     if field in SWEEPABLE:
@@ -354,9 +354,6 @@ def design_runs(plan: Plan, *, skip_unknown: bool = False) -> list[tuple[dict, d
 
 
 def _design_problems(plan: Plan) -> list[str]:
-    from tabsim.arms import ARMS
-    from tabsim.config import ConfigError, resolve
-
     problems = []
     d = plan.design
     kinds = {}

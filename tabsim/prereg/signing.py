@@ -27,6 +27,10 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
 from tabsim.prereg.schema import PreregError
 
 ALGORITHM = "ed25519"
@@ -59,8 +63,6 @@ def short(fp: Optional[str]) -> str:
 
 
 def _raw_public(public_key) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
     return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -91,9 +93,6 @@ def keygen(out: str | Path) -> dict:
     Returns:
       ``{"private_key": path, "public_key": path, "fingerprint": "sha256:..."}``.
     """
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     out = Path(out)
     pub = out.with_name(out.name + ".pub")
     for p in (out, pub):
@@ -120,9 +119,6 @@ def keygen(out: str | Path) -> dict:
 
 def load_private_key(path: str | Path):
     """The Ed25519 private key in the PEM file ``path``; refuses a key file others can read."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     path = Path(path)
     if not path.is_file():
         raise PreregError(f"--key: {path} not found (create one with `tabsim prereg keygen --out {path}`)")
@@ -163,9 +159,6 @@ def verify(block, domain: str, body: dict, where: str) -> str:
         not belong to its public key, or the signature does not verify (the content was changed
         after signing, or signed with another key than the one stored).
     """
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     if not isinstance(block, dict) or block.get("algorithm") != ALGORITHM:
         raise SignatureError(f"{where}: bad signature (malformed signature block; expected algorithm {ALGORITHM!r})")
     try:
@@ -190,9 +183,6 @@ _FP = re.compile(r"^(sha256:)?([0-9a-f]{64})$")
 def parse_pin(value: str, *, source: str = "--public-key") -> str:
     """The fingerprint named by ``value``: a public key file (PEM or ``.pub``), a fingerprint
     ``sha256:<64 hex>`` (or the bare hex), or the base64 of the 32 raw key bytes."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     text = value.strip()
     m = _FP.match(text.lower())
     if m:

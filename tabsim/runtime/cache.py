@@ -20,7 +20,10 @@ process never reads another's half-written program. Results are the same bits wi
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
+
+import filelock  # noqa: F401  (JAX's bounded compilation cache locks its entries with it)
 
 ENV = "TABSIM_COMPILATION_CACHE"
 OFF = ("0", "off", "no", "false", "none")
@@ -61,8 +64,11 @@ def enable_compilation_cache(path: str | Path) -> Path:
     process running a config of the same static structure skips XLA compilation.
 
     Every program is cached, however short its compilation (JAX's own threshold is 1 s; tabsim's
-    programs take 0.3-1 s). Results are the same with or without the cache.
+    programs take 0.3-1 s). Results are the same with or without the cache, so a program the cache
+    cannot store (a full disk, a file-size limit) costs only its next compilation: JAX's warning
+    about it is silenced, and a command on a full disk says one line about its own output.
     """
+    # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
     import jax
 
     path = check_folder(path)
@@ -70,12 +76,8 @@ def enable_compilation_cache(path: str | Path) -> Path:
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    try:
-        import filelock  # noqa: F401  (JAX's bounded cache locks its entries with it)
-
-        jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
-    except ImportError:  # pragma: no cover - a core dependency; unbounded and unlocked without it
-        jax.config.update("jax_compilation_cache_max_size", -1)
+    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    warnings.filterwarnings("ignore", message="Error writing persistent compilation cache entry")
     _reset_jax_cache()
     return path
 
@@ -87,6 +89,7 @@ def _add_missing_atimes(path: Path) -> None:
     without one, and JAX then fails to write any new program there (a warning per program). Their
     record is set to the program file's modification time."""
     try:
+        # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
         from jax._src.lru_cache import _ATIME_SUFFIX, _CACHE_SUFFIX
     except ImportError:  # pragma: no cover - another JAX layout
         return
@@ -101,6 +104,7 @@ def _add_missing_atimes(path: Path) -> None:
 
 def disable_compilation_cache() -> None:
     """Compile every program anew in this process (no on-disk cache)."""
+    # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
     import jax
 
     jax.config.update("jax_compilation_cache_dir", None)
@@ -110,6 +114,7 @@ def disable_compilation_cache() -> None:
 def _reset_jax_cache() -> None:
     """JAX opens its cache once, on the first compilation; a later change of folder needs a reset."""
     try:
+        # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
         from jax._src import compilation_cache
 
         compilation_cache.reset_cache()
@@ -135,7 +140,5 @@ def apply_default() -> Path | None:
         return enable_compilation_cache(path)
     except ValueError as err:
         if os.environ.get(ENV, "").strip():
-            import warnings
-
             warnings.warn(f"{ENV} ignored: {err}", stacklevel=3)
         return None

@@ -34,17 +34,20 @@ Command-line use: ``--executor dask --workers N`` or ``--executor dask --schedul
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+import dask
+from distributed import Client, KilledWorker, LocalCluster, as_completed
+from distributed.diagnostics.plugin import WorkerPlugin
+
 from tabsim._host import cpu_count
-from tabsim.runtime.executors import (ExecutorError, check_address, default_compilation_cache, numerics,
-                                      source_digest)
-
-
+from tabsim.runtime.cache import enable_compilation_cache
+from tabsim.runtime.executors import ExecutorError, check_address, default_compilation_cache, numerics, source_digest
 
 # ------------------------------------------------------------------------------------------------
 # What a worker needs to compute the numbers the client would
@@ -59,6 +62,7 @@ def _backend_started() -> bool:
     if "jax" not in sys.modules:
         return False
     try:
+        # lazy: a worker sets XLA_FLAGS (prepare_worker) before JAX loads
         from jax._src import xla_bridge
 
         return bool(xla_bridge.backends_are_initialized())
@@ -78,18 +82,15 @@ def prepare_worker(client_numerics: dict, cache: str | None = None) -> None:
         if not _backend_started():
             os.environ["XLA_FLAGS"] = client_numerics["XLA_FLAGS"]
         _WORKER_FLAGS = os.environ.get("XLA_FLAGS", "")
-    import tabsim  # noqa: F401  (tabsim's XLA defaults see the flags above and add nothing)
-
     source_digest()  # of the sources as they are when this worker starts
 
     if cache and _WORKER_CACHE != cache:
-        from tabsim.runtime.cache import enable_compilation_cache
-
         enable_compilation_cache(cache)
         _WORKER_CACHE = cache
 
 
 def _check(client_numerics: dict) -> None:
+    # lazy: a worker sets XLA_FLAGS (prepare_worker) before JAX loads
     import jax
 
     mine = numerics()
@@ -116,59 +117,34 @@ def run_task(fn: Callable, item, client_numerics: dict, cache: str | None = None
     return fn(item)
 
 
-def _worker_plugin_class(name: str = "TabsimWorkerPlugin") -> type:
-    """``TabsimWorkerPlugin`` or ``TabsimCoresPlugin``, built on first use: ``distributed`` is imported
-    only when a Dask executor runs, not with ``import tabsim`` (it costs about 0.4 s)."""
-    cls = globals().get(name)
-    if cls is not None:
-        return cls
-    try:  # a base class that Dask recognises as a worker plugin; the executor works without it
-        from distributed.diagnostics.plugin import WorkerPlugin as base
-    except ImportError:  # pragma: no cover - dask is a core dependency
-        base = object
+class TabsimWorkerPlugin(WorkerPlugin):
+    """Sets every worker (also one started later, e.g. a restarted one) up like the client, before
+    its first task: the client's ``XLA_FLAGS`` and the shared compilation cache; JAX is imported
+    here, so the first chunk does not pay for it."""
 
-    class TabsimWorkerPlugin(base):
-        """Sets every worker (also one started later, e.g. a restarted one) up like the client, before
-        its first task: the client's ``XLA_FLAGS`` and the shared compilation cache; JAX is imported
-        here, so the first chunk does not pay for it."""
+    name = "tabsim"
 
-        name = "tabsim"
+    def __init__(self, client_numerics: dict, cache: str | None):
+        self.numerics, self.cache = client_numerics, cache
 
-        def __init__(self, client_numerics: dict, cache: str | None):
-            self.numerics, self.cache = client_numerics, cache
-
-        def setup(self, worker=None):
-            prepare_worker(self.numerics, self.cache)
-
-    class TabsimCoresPlugin(base):
-        """Pins each worker of a local cluster (also a restarted one) to its cores, by worker name.
-        Registered under its own name by the executor that started the cluster, before
-        ``TabsimWorkerPlugin``, so that a client connecting later (``--scheduler``) leaves it be."""
-
-        name = "tabsim-cores"
-
-        def __init__(self, cpus: dict):
-            self.cpus = cpus
-
-        def setup(self, worker=None):
-            cores = self.cpus.get(getattr(worker, "name", None))
-            if cores:
-                pin_process(cores)
-
-    for cls in (TabsimWorkerPlugin, TabsimCoresPlugin):
-        cls.__module__, cls.__qualname__ = __name__, cls.__name__
-        globals()[cls.__name__] = cls  # pickled by reference as tabsim.runtime.executors.<name>
-    return globals()[name]
+    def setup(self, worker=None):
+        prepare_worker(self.numerics, self.cache)
 
 
-def __getattr__(name: str):
-    if name in ("TabsimWorkerPlugin", "TabsimCoresPlugin"):
-        return _worker_plugin_class(name)
-    if name == "LocalExecutor":  # re-exported; tabsim.runtime.run (JAX) is imported on first use
-        from tabsim.runtime.executors import LocalExecutor
+class TabsimCoresPlugin(WorkerPlugin):
+    """Pins each worker of a local cluster (also a restarted one) to its cores, by worker name.
+    Registered under its own name by the executor that started the cluster, before
+    ``TabsimWorkerPlugin``, so that a client connecting later (``--scheduler``) leaves it be."""
 
-        return LocalExecutor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    name = "tabsim-cores"
+
+    def __init__(self, cpus: dict):
+        self.cpus = cpus
+
+    def setup(self, worker=None):
+        cores = self.cpus.get(getattr(worker, "name", None))
+        if cores:
+            pin_process(cores)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -238,8 +214,6 @@ class DaskExecutor:
         """Start the local cluster or connect to the scheduler (idempotent)."""
         if self._started:
             return self
-        from distributed import Client, LocalCluster
-
         if self.compile_cache:
             Path(self.compile_cache).mkdir(parents=True, exist_ok=True)
         if self.scheduler is not None:
@@ -252,8 +226,6 @@ class DaskExecutor:
             n = self.workers or cpu_count()
             self._cpus = core_groups(n) if self.pin else {}
             self._serves_dashboard = self.dashboard and _has_bokeh()
-            import dask
-
             # Tasks are handed to workers as soon as they are submitted (no queue on the scheduler), so a
             # worker has its next chunk at hand when one finishes: -2/3 of the Dask overhead per chunk.
             # Workers keep glibc's default trim threshold: Dask's 64 KiB returns every freed XLA buffer
@@ -283,8 +255,8 @@ class DaskExecutor:
     def _setup_workers(self) -> None:
         self._numerics = numerics()
         if self._cpus:
-            self.client.register_plugin(_worker_plugin_class("TabsimCoresPlugin")(self._cpus), name="tabsim-cores")
-        self.client.register_plugin(_worker_plugin_class()(self._numerics, self.compile_cache), name="tabsim")
+            self.client.register_plugin(TabsimCoresPlugin(self._cpus), name="tabsim-cores")
+        self.client.register_plugin(TabsimWorkerPlugin(self._numerics, self.compile_cache), name="tabsim")
         if self.announce and not self._announced:
             self._announced = True
             link = self.dashboard_link
@@ -359,8 +331,6 @@ class DaskExecutor:
         At most ``in_flight`` chunks are submitted ahead; when the caller stops iterating (an error, an
         interrupt) the chunks still queued are cancelled.
         """
-        from distributed import KilledWorker, as_completed
-
         self.start()
         window = self.in_flight or max(16, 8 * self._threads())
         tag = f"tabsim-{getattr(fn, '__name__', type(fn).__name__)}-{uuid.uuid4().hex[:8]}"
@@ -416,8 +386,6 @@ class DaskExecutor:
 
 
 def _has_bokeh() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("bokeh") is not None
 
 

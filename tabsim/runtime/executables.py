@@ -37,8 +37,16 @@ import functools
 import hashlib
 import os
 import pickle
+import platform
+import tempfile
 import threading
 from pathlib import Path
+
+import jax
+from jax.experimental.serialize_executable import deserialize_and_load, serialize
+
+from tabsim.runtime.cache import OFF
+from tabsim.runtime.executors import numerics
 
 ENV = "TABSIM_EXECUTABLE_CACHE"
 FOLDER = "tabsim-executables"
@@ -57,11 +65,8 @@ stats = {"loaded": 0, "compiled": 0, "saved": 0}  # this process (for tests and 
 def folder() -> Path | None:
     """Where executables are kept: ``tabsim-executables/`` in JAX's compilation cache folder (``None``:
     the compilation cache or this layer is switched off)."""
-    from tabsim.runtime.cache import OFF
-
     if os.environ.get(ENV, "").strip().lower() in OFF:
         return None
-    import jax
 
     if not jax.config.jax_compilation_cache_dir or not jax.config.jax_enable_compilation_cache:
         return None
@@ -70,8 +75,6 @@ def folder() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def _machine() -> tuple:
-    import jax
-
     dev = jax.devices()[0]
     cpu = ""
     try:
@@ -80,10 +83,7 @@ def _machine() -> tuple:
         cpu = "|".join(sorted({ln.split(":", 1)[1].strip() for ln in info.splitlines()
                                if ln.split(":", 1)[0].strip() in ("model name", "flags", "Features")}))
     except OSError:
-        import platform
-
         cpu = platform.processor() or platform.machine()
-    from tabsim.runtime.executors import numerics
 
     return (repr(sorted(numerics().items())), dev.platform, dev.client.platform_version, dev.device_kind,
             hashlib.sha256(cpu.encode()).hexdigest())
@@ -96,8 +96,6 @@ def options(program) -> dict | None:
 
 def fingerprint(key, args: tuple, xla_options: dict | None = None) -> str:
     """The entry name of program ``key`` called with ``args``: a SHA-256 of everything it depends on."""
-    import jax
-
     leaves, tree = jax.tree_util.tree_flatten(args)
     avals = tuple(str(jax.typeof(x)) for x in leaves)
     opts = sorted((xla_options or {}).items())
@@ -106,8 +104,6 @@ def fingerprint(key, args: tuple, xla_options: dict | None = None) -> str:
 
 def _listen() -> None:
     """Count, per thread, the programs JAX loads from its own cache (their executables cannot be saved)."""
-    import jax
-
     def on_event(event: str, **kwargs) -> None:
         if event == "/jax/compilation_cache/cache_hits":
             _local.hits = getattr(_local, "hits", 0) + 1
@@ -133,7 +129,6 @@ def run(key, program, *args):
         exe = _LOADED.get(fp)
         if exe is not None:
             return exe(*args)
-        import jax
 
         where = folder()
         path = where / f"{fp}.exe" if where is not None else None
@@ -157,8 +152,6 @@ def count(key) -> int:
 
 def _compile(fp: str, program, args: tuple, path: Path | None):
     """``program`` compiled for ``args``, and saved to ``path`` when it was compiled here."""
-    import jax
-
     if path is None:  # no disk layer (JAX's cache may still serve it)
         stats["compiled"] += 1
         return program.trace(*args).lower().compile()
@@ -198,8 +191,6 @@ def _load(path: Path):
     if st.st_uid != os.getuid() or st.st_mode & 0o022:
         return None
     try:
-        from jax.experimental.serialize_executable import deserialize_and_load
-
         with open(path, "rb") as fh:
             payload, in_tree, out_tree = pickle.load(fh)
         exe = deserialize_and_load(payload, in_tree, out_tree)
@@ -214,11 +205,7 @@ def _load(path: Path):
 
 def _save(path: Path, exe) -> None:
     """Write ``exe`` to ``path`` atomically; any failure (read-only folder, full disk) only skips it."""
-    import tempfile
-
     try:
-        from jax.experimental.serialize_executable import serialize
-
         data = pickle.dumps(serialize(exe), protocol=pickle.HIGHEST_PROTOCOL)
         where = path.parent
         where.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -9,13 +9,18 @@ bits.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import queue
 import re
+import threading
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
+import tabsim
 from tabsim._host import cpu_count
 from tabsim.runtime.cache import apply_default, default_compilation_cache as _default_cache
+
 # JAX settings that change the numbers a program computes; the client's values travel with each task.
 NUMERIC_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl",
                   "jax_threefry_partitionable", "jax_numpy_dtype_promotion")
@@ -35,6 +40,7 @@ def default_compilation_cache() -> Path | None:
     """The compilation cache shared by workers: the folder the client uses (``jax_compilation_cache_dir``,
     set by :mod:`tabsim.runtime.cache`), else the default of :func:`tabsim.runtime.cache.default_compilation_cache`
     (``None`` when switched off)."""
+    # lazy: the CLI's option parsing imports this module; `--help` loads no JAX
     import jax
 
     apply_default()  # the default cache of this process, as ``ts.run`` would apply it
@@ -54,10 +60,9 @@ def check_address(address: str, option: str = "--scheduler") -> str:
 
 def numerics() -> dict:
     """The client's settings that decide the bits of a result: ``XLA_FLAGS``, JAX float settings, versions."""
+    # lazy: the CLI's option parsing imports this module; `--help` loads no JAX
     import jax
     import jaxlib
-
-    import tabsim
 
     conf = {}
     for name in NUMERIC_CONFIG:
@@ -76,10 +81,6 @@ def numerics() -> dict:
 def source_digest() -> str:
     """SHA-256 (16 hex digits) of tabsim's Python sources as installed in this process: a worker whose
     tabsim differs from the client's by any line is refused, whatever its version number says."""
-    import hashlib
-
-    import tabsim
-
     root = Path(tabsim.__file__).resolve().parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
@@ -134,9 +135,6 @@ def _threaded_map(fn, chunks: list, n_threads: int):
     """``fn`` over ``chunks`` in ``n_threads`` daemon threads (a command interrupted by Ctrl-C does not
     wait for them), yielded in order; the first error is raised here and the rest of the chunks are
     not started."""
-    import queue
-    import threading
-
     todo: queue.SimpleQueue = queue.SimpleQueue()
     for i, c in enumerate(chunks):
         todo.put((i, c))

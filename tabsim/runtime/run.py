@@ -7,6 +7,7 @@ static configuration for the life of the process.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from pathlib import Path
@@ -14,18 +15,21 @@ from pathlib import Path
 import jax
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from tabsim.algos import AlgoSpec
-from tabsim.runtime.cache import apply_default as _apply_default_cache
+from tabsim.arms import OFFLINE_ARMS
 from tabsim.config import Config, resolve
 from tabsim.engine import Schedule, make_train
-from tabsim.files.provenance import provenance
+from tabsim.envs import ENVS
 from tabsim.files.atomic import read_frame, write_frame, write_json
-from tabsim.runtime import planning
-from tabsim.runtime.executors import Executor
-from tabsim.runtime.store import execute, job_key
+from tabsim.files.provenance import provenance
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
+from tabsim.runtime import executables, planning
+from tabsim.runtime.cache import apply_default as _apply_default_cache
+from tabsim.runtime.executors import Executor
+from tabsim.runtime.store import RunStore, execute, job_key, writing_into
 
 _CACHE: dict = {}
 _apply_default_cache()  # the on-disk compilation cache, before anything compiles (tabsim.runtime.cache)
@@ -33,10 +37,7 @@ _apply_default_cache()  # the on-disk compilation cache, before anything compile
 
 def make_env(cfg: Config):
     """The environment object for ``cfg.task`` (static structure only)."""
-    from tabsim.envs import ENVS
-
     t, tr = cfg.task, cfg.train
-    from tabsim.arms import OFFLINE_ARMS
 
     offline = any(a in OFFLINE_ARMS for a in cfg.arms.arms)  # otherwise the label is never drawn
     common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples if offline else 0, pass_k=tuple(tr.pass_k),
@@ -88,8 +89,6 @@ def compiled_train(cfg: Config):
 def call_program(key, program, *args):
     """``program(*args)`` through its compiled executable (:func:`tabsim.runtime.executables.run`: loaded from
     disk without tracing when a process ran it before; compiled once when threads start together)."""
-    from tabsim.runtime import executables
-
     return executables.run(key, program, *args)
 
 
@@ -107,7 +106,6 @@ class _NoProgress:
 def _progress(total: int, enabled: bool, desc: str):
     if not enabled:  # tqdm.auto is not even imported (it warns in notebooks without widgets)
         return _NoProgress()
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="chunk", leave=False)
 
@@ -134,8 +132,6 @@ class Result:
         A non-empty ``out_dir`` is refused unless ``overwrite`` (see :class:`tabsim.runtime.store.RunStore`);
         inside an open store's staging folder the files are written there directly.
         """
-        from tabsim.runtime.store import RunStore, writing_into
-
         out = Path(out_dir)
         if writing_into(out):
             self.write(out, fmt)
@@ -155,8 +151,6 @@ class Result:
 
     @classmethod
     def load(cls, out_dir: str | Path) -> "Result":
-        import json
-
         out = Path(out_dir)
         files = [p for p in (out / "results.parquet", out / "results.csv") if p.exists()]
         if not files:

@@ -34,6 +34,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tabsim.files.atomic import atomic_path, write_json
 
 MARKER = ".tabsim-run.json"  # written last into the staging folder; a published folder always has it
 SCHEMA = "tabsim.run/1"
@@ -276,7 +280,6 @@ class RunStore:
         path = self._chunk_file(job, index)
         if not path.is_file():
             return None
-        import pyarrow.parquet as pq
 
         try:
             table = pq.read_table(path)
@@ -291,11 +294,6 @@ class RunStore:
 
     def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> Path:
         """Write chunk ``index`` of ``job`` atomically (Parquet: one flat column per array)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from tabsim.files.atomic import atomic_path
-
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
         size = max((a.size for a in arrays.values()), default=0)
         cols, info = {}, {}
@@ -348,8 +346,6 @@ def _read_json(path: Path):
 
 
 def _write_json(path: Path, obj) -> None:
-    from tabsim.files.atomic import write_json
-
     write_json(path, obj)
 
 

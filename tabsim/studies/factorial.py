@@ -46,7 +46,7 @@ from tabsim.rng import seed_array
 from tabsim.runtime import planning
 from tabsim.runtime.executors import Executor
 from tabsim.runtime.run import _progress, call_program, compiled_train, static_key
-from tabsim.runtime.store import execute, job_key
+from tabsim.runtime.store import OutputExistsError, execute, job_key, writing_into
 
 ARM, TRACED, STATIC = "arm", "traced", "static"
 _SECTIONS = {"task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}
@@ -345,8 +345,6 @@ class DesignResult:
         """Write ``<stem>.<fmt>``, ``<stem>.config.json`` (base config and factors) and provenance, atomically.
 
         An existing ``<stem>.<fmt>`` is refused unless ``overwrite`` (files of other stems are kept)."""
-        from tabsim.runtime.store import OutputExistsError, writing_into
-
         out = Path(out_dir)
         if not overwrite and not writing_into(out) and (out / f"{stem}.{fmt}").exists():
             raise OutputExistsError(f"{out / f'{stem}.{fmt}'} exists; pass overwrite=True to replace it")

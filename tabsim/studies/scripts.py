@@ -10,6 +10,8 @@ import pandas as pd
 
 from tabsim.files.atomic import write_frame, write_json
 from tabsim.files.provenance import provenance
+from tabsim.plotting.figures import save_figure
+from tabsim.runtime.store import OutputError, RunStore, staging_path
 
 
 def study_args(doc: str, quick_help: str, out: Path, argv=None) -> argparse.Namespace:
@@ -36,8 +38,6 @@ def study_store(args: argparse.Namespace, description: str = "study"):
     ends; runs inside the block checkpoint their chunks, so ``--resume`` continues an interrupted study.
     A non-empty ``--out``, an unwritable target or Ctrl-C end the script with a one-line message.
     """
-    from tabsim.runtime.store import OutputError, RunStore, staging_path
-
     try:
         with RunStore(args.out, overwrite=args.overwrite, resume=args.resume, description=description) as store:
             if store.complete:
@@ -61,8 +61,6 @@ def write_study(out: str | Path, frame: pd.DataFrame, figures: dict, summary: di
     and ``summary.json``: ``summary`` plus ``provenance`` (:func:`provenance` with ``wall_seconds``
     since ``started``, a :func:`time.perf_counter` reading, and ``extra``).
     """
-    from tabsim.plotting.figures import save_figure
-
     out = Path(out)
     write_frame(out / "results.parquet", frame)
     for stem, fig in figures.items():

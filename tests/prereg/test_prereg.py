@@ -9,6 +9,7 @@ import yaml
 from click.testing import CliRunner
 from scipy import stats as sps
 
+import tabsim as ts
 from tabsim import prereg
 from tabsim.cli.prereg import command as prereg_command
 from tabsim.prereg import analysis, hashing, locking
@@ -379,7 +380,7 @@ def test_interrupted_run_leaves_no_report_that_looks_complete(complete_run, tmp_
     out = tmp_path / "out"
     shutil.copytree(done, out)
     calls = {"n": 0}
-    target, name = (runner, "run_design") if where == "training" else (analysis, "analyse")
+    target, name = (runner, "run_design") if where == "training" else (runner, "analyse")
     real = getattr(target, name)
 
     def dying(*a, **k):
@@ -511,19 +512,28 @@ def test_two_arm_design_with_a_static_factor_and_free_checks(tmp_path):
     assert (n1["ci_low"], n1["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half), abs=1e-9)
 
 
-def test_fallback_runner_gives_the_same_frame(complete_run, monkeypatch):
-    import sys
-
+def test_factorial_runner_equals_one_run_per_cell(complete_run):
+    """The confirmatory frame (one compiled program per static combination, factors vmapped) equals
+    one plain ``ts.run`` per cell of the design, built here on its own."""
     import pandas as pd
 
-    from tabsim.prereg import runner
-    from tabsim.prereg.schema import load_plan
+    from tabsim.prereg.schema import _classify_field, design_runs, load_plan
 
     path, out, _ = complete_run
     plan, _ = load_plan(path)
-    monkeypatch.setitem(sys.modules, "tabsim.studies.factorial", None)  # import fails -> one tabsim.run per static cell
-    frame, runs = runner.run_design(plan)
-    assert runs[0]["runner"] == "tabsim.runtime.run.run"
+    parts = []
+    for levels, cfg in design_runs(plan):
+        part = ts.run(cfg).frame.copy()
+        for f in plan.design.factors:
+            kind, target = _classify_field(f.field)
+            if kind == "static":
+                part[f.name] = levels[f.name]
+            elif kind == "sweep" and f.name != target:
+                part[f.name] = part[target]
+        parts.append(part)
+    frame = pd.concat(parts, ignore_index=True)
+    frame["arm"] = frame["arm"].astype(str)
+    frame["reward"] = frame["arm"]  # the plan's arm factor is named "reward"
     saved = pd.read_parquet(out / "data.parquet")
     keys = ["prior_strength", "seed", "arm", "step"]
     both = saved.merge(frame, on=keys, suffixes=("_a", "_b"))

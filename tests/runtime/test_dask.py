@@ -279,8 +279,8 @@ class _Reached(Exception):
 
 @pytest.mark.parametrize("command, runner", [
     (["reproduce", "--seeds", "2", "--steps", "2"], "tabsim.studies.factorial.run_designs"),
-    (["prereg", "run", "{plan}", "--exploratory"], "tabsim.studies.factorial.run_factorial"),
-    (["audit", "{audits}", "--no-cache"], "tabsim.runtime.run.run"),
+    (["prereg", "run", "{plan}", "--exploratory"], "tabsim.prereg.runner.run_factorial"),
+    (["audit", "{audits}", "--no-cache"], "tabsim.audit.calibrate.run"),
 ])
 def test_commands_hand_the_executor_to_the_runner(command, runner, tmp_path, monkeypatch):
     """``--executor dask --workers 2`` reaches the function that runs the chunks (the cluster itself starts

@@ -23,6 +23,8 @@ so a folder without it is an interrupted run.
 * :mod:`~tabsim.studies.reference.report` -- ``report.md`` and ``summary.json``.
 * :mod:`~tabsim.studies.reference.run` -- :func:`reproduce`, which runs it all.
 """
+from tabsim._lazy import lazy_exports
+
 # imported on first use: `tabsim reproduce --help` loads only the light design module
 _EXPORTS = {"SCALES": "design", "PAPER": "design", "Settings": "design", "settings": "design",
             "build_designs": "design", "analyze": "analysis", "compare_with_paper": "paper",
@@ -32,10 +34,4 @@ _EXPORTS = {"SCALES": "design", "PAPER": "design", "Settings": "design", "settin
 __all__ = ["PAPER", "SCALES", "Settings", "analyze", "build_designs", "compare_every_point", "compare_with_paper",
            "render_report", "reproduce", "settings", "summary_json"]
 
-
-def __getattr__(name: str):
-    import importlib
-
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

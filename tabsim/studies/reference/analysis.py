@@ -7,9 +7,19 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from tabsim.studies.reference.design import (ADDITIVITY_THRESHOLD, CI_LEVEL, GATE_TOLERANCE, INTERVAL_METHOD,
-                                             POWER_SEEDS_GRID, SHARE_THRESHOLD, STRONG_PRIOR, TARGET_HALF_WIDTH,
-                                             WEAK_PRIOR, Settings, mode_switch_prior)
+from tabsim.studies.reference.design import (
+    ADDITIVITY_THRESHOLD,
+    CI_LEVEL,
+    GATE_TOLERANCE,
+    INTERVAL_METHOD,
+    POWER_SEEDS_GRID,
+    SHARE_THRESHOLD,
+    STRONG_PRIOR,
+    TARGET_HALF_WIDTH,
+    WEAK_PRIOR,
+    Settings,
+    mode_switch_prior,
+)
 
 
 def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], None] | None = None) -> dict:
@@ -19,7 +29,7 @@ def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], No
     (``"prior_sweep"``, ``"factorial"``, ``"power"``), so the figure can be drawn meanwhile.
     """
     on_section = on_section or (lambda name, part: None)
-    # the statistics stack (scipy.stats, statsmodels) is imported on use, here and below: the
+    # lazy: the statistics stack (scipy.stats, statsmodels) is imported on use, here and below: the
     # command's warm-up thread loads it while the engine trains, and the figure helper, which
     # imports this module through the figures, never needs it
     from tabsim import stats
@@ -86,7 +96,7 @@ def minimum_detectable_effects(seed_df: pd.DataFrame, seeds_grid, *, power: floa
     ``mde(n) = (t_{n-1, (1+ci)/2} + t_{n-1, power}) * sd / sqrt(n)`` with ``sd`` the pilot's per-seed
     standard deviation of the term (normal approximation to the noncentral t).
     """
-    from scipy import stats as sps  # on use: see analyze
+    from scipy import stats as sps  # lazy: see analyze
 
     rows = []
     for term in ("d_elicit", "d_rd"):
@@ -119,6 +129,6 @@ def arm_intervals(sp: pd.DataFrame, arms=("frozen", "random", "majority", "true"
 
 
 def _t_quantile(n: int) -> float:
-    from scipy import stats as sps  # on use: see analyze
+    from scipy import stats as sps  # lazy: see analyze
 
     return float(sps.t.ppf(0.5 + CI_LEVEL / 2, max(int(n) - 1, 1)))

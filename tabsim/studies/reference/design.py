@@ -67,7 +67,10 @@ def settings(*, scale: str = "default", seeds: int | None = None, steps: int | N
     seeds x 400 steps for the sweep, 100 seeds x 500 steps for the factorial, N=80, K=10, G=10,
     batch 20. ``seeds`` / ``steps`` override every study.
     """
-    from tabsim.config import ConfigError, resolve  # here, not at the top: tabsim.config loads JAX
+    from tabsim.config import (  # lazy: tabsim.config loads JAX; `tabsim reproduce --help` imports this module
+        ConfigError,
+        resolve,
+    )
 
     if scale not in SCALES:
         raise ValueError(f"scale: unknown scale {scale!r}; allowed: {', '.join(SCALES)}")
@@ -115,7 +118,7 @@ def mode_switch_prior(cfg) -> float:
 
 def build_designs(s: Settings) -> dict:
     """The designs of the five studies (units shared between them run once)."""
-    # here, not at the top: both load JAX (tabsim.studies.factorial pandas too)
+    # lazy: both load JAX (tabsim.studies.factorial pandas too); see settings()
     from tabsim.config import resolve
     from tabsim.studies.factorial import Factor, make_design
 

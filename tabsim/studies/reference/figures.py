@@ -12,8 +12,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tabsim.plotting import ARM_COLORS, ARM_STYLES, REFERENCE_COLOR, TERM_COLORS, TERM_MARKERS
-from tabsim.plotting import helper as _figure_process
+from tabsim.plotting import (
+    ARM_COLORS,
+    ARM_STYLES,
+    REFERENCE_COLOR,
+    TERM_COLORS,
+    TERM_MARKERS,
+    helper as _figure_process,
+)
 from tabsim.studies.reference.analysis import arm_intervals
 from tabsim.studies.reference.design import ADDITIVITY_THRESHOLD, PAPER, POWER_PRIOR, TARGET_HALF_WIDTH
 
@@ -52,7 +58,7 @@ def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "p
 def figure_prior_sweep(arm_ci: pd.DataFrame, summ: pd.DataFrame, crossover, mode_switch: float):
     """The prior sweep: arms (``arm_ci``, from :func:`arm_intervals`), partition terms with the
     crossover, interval sizes."""
-    # matplotlib on use, here and below: the command's own process draws only when no helper does
+    # lazy: matplotlib on use, here and below: the command's own process draws only when no helper does
     import matplotlib.pyplot as plt
     from matplotlib.ticker import ScalarFormatter
 
@@ -110,7 +116,7 @@ def figure_prior_sweep(arm_ci: pd.DataFrame, summ: pd.DataFrame, crossover, mode
 
 def figure_factorial(coefs: pd.DataFrame, ratio):
     """The factorial: coefficients with printed intervals, the reported AC and the interaction ratio."""
-    import matplotlib.pyplot as plt  # on use: see figure_prior_sweep
+    import matplotlib.pyplot as plt  # lazy: see figure_prior_sweep
 
     names = {"A": "reward", "B": "filter", "C": "prior"}
     coefs = coefs[coefs["order"] > 0].reset_index(drop=True)
@@ -156,7 +162,7 @@ def figure_factorial(coefs: pd.DataFrame, ratio):
 
 def figure_power(pc: pd.DataFrame, mde: pd.DataFrame):
     """Power: interval half-width against the target, and the smallest effect detected with 80% power."""
-    import matplotlib.pyplot as plt  # on use: see figure_prior_sweep
+    import matplotlib.pyplot as plt  # lazy: see figure_prior_sweep
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
     grid = sorted(pc["n_seeds"].unique())

@@ -7,9 +7,21 @@ import numpy as np
 import pandas as pd
 
 from tabsim.studies.reference.analysis import term_row
-from tabsim.studies.reference.design import (ADDITIVITY_THRESHOLD, CI_LEVEL, FAMILY_SEED0, GATE_TOLERANCE, GRID_PRIORS,
-                                             INTERVAL_METHOD, POWER_PRIOR, SHARE_THRESHOLD, STRONG_PRIOR,
-                                             TARGET_HALF_WIDTH, WEAK_PRIOR, Settings, uniform_prior)
+from tabsim.studies.reference.design import (
+    ADDITIVITY_THRESHOLD,
+    CI_LEVEL,
+    FAMILY_SEED0,
+    GATE_TOLERANCE,
+    GRID_PRIORS,
+    INTERVAL_METHOD,
+    POWER_PRIOR,
+    SHARE_THRESHOLD,
+    STRONG_PRIOR,
+    TARGET_HALF_WIDTH,
+    WEAK_PRIOR,
+    Settings,
+    uniform_prior,
+)
 from tabsim.studies.reference.paper import compare_every_point, remarks, settings_changes
 
 

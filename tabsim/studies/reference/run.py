@@ -16,8 +16,17 @@ from tabsim.plotting import helper as _figure_process
 from tabsim.runtime.store import RunStore, job_key
 from tabsim.studies import factorial  # run_designs is looked up when called (tests stand in for it)
 from tabsim.studies.reference.analysis import analyze
-from tabsim.studies.reference.design import (ADDITIVITY_THRESHOLD, CI_LEVEL, GATE_TOLERANCE, PAPER, SHARE_THRESHOLD,
-                                             TARGET_HALF_WIDTH, Settings, build_designs, settings)
+from tabsim.studies.reference.design import (
+    ADDITIVITY_THRESHOLD,
+    CI_LEVEL,
+    GATE_TOLERANCE,
+    PAPER,
+    SHARE_THRESHOLD,
+    TARGET_HALF_WIDTH,
+    Settings,
+    build_designs,
+    settings,
+)
 from tabsim.studies.reference.figures import figures
 from tabsim.studies.reference.paper import compare_every_point, compare_with_paper, difference_reasons
 from tabsim.studies.reference.report import render_report, summary_json
