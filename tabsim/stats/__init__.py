@@ -34,6 +34,7 @@ from tabsim.stats.intervals import (
     mean_interval,
     paired_bootstrap,
     ratio_interval,
+    root_t_interval,
     t_interval,
 )
 from tabsim.stats.partition import (
@@ -69,6 +70,6 @@ __all__ = [
     "ShareVerdict",
     "additivity_decision", "check_identity", "classify", "classify_terms", "fieller_interval",
     "fit_factorial", "gate_stability", "interaction_ratio", "locate_crossover", "mean_interval",
-    "paired_bootstrap", "pilot_replicates", "power_curve", "ratio_interval", "recommend_seeds",
+    "paired_bootstrap", "pilot_replicates", "power_curve", "ratio_interval", "recommend_seeds", "root_t_interval",
     "seed_partition", "share_verdict", "share_verdicts", "summarize_partition", "t_interval",
 ]

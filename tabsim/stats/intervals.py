@@ -228,3 +228,104 @@ def _delta_ratio_se(x: np.ndarray, y: np.ndarray) -> float:
     cov = np.cov(x, y, ddof=1) / n
     rel = cov[0, 0] / mx**2 - 2.0 * cov[0, 1] / (mx * my) + cov[1, 1] / my**2
     return float(abs(mx / my) * np.sqrt(max(rel, 0.0)))
+
+
+class RootInterval(NamedTuple):
+    """Confidence interval of where a mean curve crosses zero, from a t band inverted at the root.
+
+    ``low``/``high`` are NaN where the accepted set reaches the end of the grid (the root may lie
+    beyond it); ``accepted`` lists every accepted stretch ``(p_from, p_to)`` along the grid.
+    """
+
+    low: float
+    high: float
+    accepted: tuple
+
+
+def _accepted_stretches(a, b, s_aa, s_ab, s_bb, c2):
+    """Where on ``w in [0, 1]`` the zero mean is accepted: ``m(w)^2 <= c^2 var(m(w))``.
+
+    ``m(w) = (1 - w) a + w b`` and ``var(m(w)) = (1 - w)^2 s_aa + 2 w (1 - w) s_ab + w^2 s_bb``, so the
+    test statistic's condition is the quadratic ``A w^2 + B w + C <= 0``.
+    """
+    A = (b - a) ** 2 - c2 * (s_aa - 2.0 * s_ab + s_bb)
+    B = 2.0 * a * (b - a) - c2 * (2.0 * s_ab - 2.0 * s_aa)
+    C = a * a - c2 * s_aa
+    f = lambda w: (A * w + B) * w + C  # noqa: E731
+    cuts = [0.0, 1.0]
+    if abs(A) > 1e-300:
+        disc = B * B - 4.0 * A * C
+        if disc >= 0:
+            r = np.sqrt(disc)
+            cuts += [w for w in ((-B - r) / (2 * A), (-B + r) / (2 * A)) if 0.0 < w < 1.0]
+    elif abs(B) > 1e-300 and 0.0 < -C / B < 1.0:
+        cuts.append(-C / B)
+    cuts = sorted(cuts)
+    out = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        if hi > lo and f(0.5 * (lo + hi)) <= 0.0:
+            out.append((lo, hi))
+    for w in (0.0, 1.0):  # an accepted end point alone (a touching root)
+        if f(w) <= 0.0 and not any(lo <= w <= hi for lo, hi in out):
+            out.append((w, w))
+    return out
+
+
+def root_t_interval(grid, values, *, ci: float = 0.95, paired: bool = True, estimate: float | None = None) -> RootInterval:
+    """Confidence interval of the root of a mean curve, by inverting a pointwise Student-t band.
+
+    Between grid points the curve is the linear interpolation of each seed's values, so at
+    ``p = (1 - w) p_j + w p_{j+1}`` the seeds' interpolated values are i.i.d. (paired seeds) and the
+    hypothesis "the mean curve is 0 at p" has a t test. The interval is the set of ``p`` where the test
+    does not reject at level ``1 - ci``: it holds the root of the interpolated mean curve with
+    probability ``ci`` whenever the t test is exact at that point (Fieller's construction, 1954, applied
+    along the grid). The connected stretch that holds ``estimate`` is returned.
+
+    Args:
+      grid: sorted prior values ``[P]``.
+      values: per-seed values ``[n, P]`` (``paired``: row ``i`` is seed ``i`` at every grid point), or
+        a list of ``P`` arrays of per-seed values (independent seeds; a Welch variance and the smallest
+        ``n - 1`` as degrees of freedom, which is conservative).
+      ci: two-sided confidence level in (0, 1).
+      paired: whether the rows of ``values`` are the same seeds at every grid point.
+      estimate: the point estimate whose stretch is returned (default: the root of the mean curve).
+
+    Returns:
+      :class:`RootInterval`.
+    """
+    level = v.check_level(ci)
+    grid = np.asarray(grid, dtype=float)
+    if paired:
+        x = np.asarray(values, dtype=float)
+        n = x.shape[0]
+        means = x.mean(0)
+        cov = np.cov(x, rowvar=False, ddof=1) / n
+        var = np.diag(cov)
+        cross = np.diag(cov, 1)
+        df = n - 1
+    else:
+        cols = [np.asarray(c, dtype=float) for c in values]
+        means = np.array([c.mean() for c in cols])
+        var = np.array([c.var(ddof=1) / c.size for c in cols])
+        cross = np.zeros(grid.size - 1)
+        df = min(c.size for c in cols) - 1
+    c2 = float(sps.t.ppf(0.5 + level / 2.0, df)) ** 2
+    pieces = []
+    for j in range(grid.size - 1):
+        for lo, hi in _accepted_stretches(means[j], means[j + 1], var[j], cross[j], var[j + 1], c2):
+            step = grid[j + 1] - grid[j]
+            pieces.append((grid[j] + lo * step, grid[j] + hi * step))
+    merged: list[list[float]] = []
+    for lo, hi in sorted(pieces):
+        if merged and lo <= merged[-1][1] + 1e-12:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    if estimate is None or not np.isfinite(estimate):
+        return RootInterval(float("nan"), float("nan"), tuple(map(tuple, merged)))
+    for lo, hi in merged:
+        if lo - 1e-12 <= estimate <= hi + 1e-12:
+            low = float("nan") if lo <= grid[0] + 1e-12 else float(lo)
+            high = float("nan") if hi >= grid[-1] - 1e-12 else float(hi)
+            return RootInterval(low, high, tuple(map(tuple, merged)))
+    return RootInterval(float("nan"), float("nan"), tuple(map(tuple, merged)))

@@ -29,6 +29,7 @@ DIFFERENCE_TERMS = ("d_null", "d_elicit", "d_rd", "d_naive", "d_total")
 RATIO_TERMS = ("rd_fraction", "elicitation_share", "rd_share")
 SUMMARY_TERMS = DIFFERENCE_TERMS + ("bias",) + RATIO_TERMS
 IDENTITY_ATOL = 1e-9
+CROSSOVER_METHODS = ("percentile", "t")
 
 # term -> (numerator, denominator) as functions of the arm accuracies (f, r, m, t).
 _DIFFERENCES = {
@@ -272,11 +273,12 @@ def summarize_partition(
 
 @dataclasses.dataclass(frozen=True)
 class CrossoverResult:
-    """Location of the self-consistency crossover and its bootstrap interval.
+    """Location of the self-consistency crossover and its interval.
 
     Attributes:
       estimate: root of the mean curve on the grid (NaN when the mean curve has no sign change).
-      ci_low, ci_high: percentile bounds; NaN where the bound falls among resamples with no root.
+      ci_low, ci_high: interval bounds (``method``); NaN where the bound falls off the grid (percentile:
+        among resamples with no root; t: the accepted stretch reaches the end of the grid).
       ci_level: confidence level.
       root_fraction: fraction of resamples whose mean curve has a root on the grid.
       frac_below_grid, frac_above_grid: fractions of resamples with no root whose curve places the
@@ -296,6 +298,7 @@ class CrossoverResult:
     direction: Optional[str]
     n_resamples: int
     curve: pd.DataFrame
+    method: str = "percentile"
 
 
 def _first_roots(grid: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -326,6 +329,7 @@ def locate_crossover(
     n_resamples: int = 2000,
     random_state=0,
     paired: bool = False,
+    method: str = "percentile",
 ) -> CrossoverResult:
     """Prior strength where the mean of ``term`` (default ``d_elicit``) first changes sign.
 
@@ -334,6 +338,12 @@ def locate_crossover(
     ``p_j - m_j (p_{j+1} - p_j) / (m_{j+1} - m_j)``. The percentile interval resamples seeds within
     each prior; resamples with no root count as lying below or above the grid (by the direction of
     the mean curve) and a bound that falls among them is NaN.
+
+    ``method="t"`` inverts a pointwise Student-t band at the root
+    (:func:`tabsim.stats.intervals.root_t_interval`): the interval is every prior where a t test of
+    "the interpolated mean curve is 0 here" does not reject. With 8 seeds the percentile interval
+    covers the crossover too rarely (about 85% at a nominal 95%; ``experiments/interval_coverage``);
+    the t band has its nominal coverage there.
 
     Args:
       seed_df_by_prior: output of :func:`seed_partition` with ``by`` including ``prior_col``; other
@@ -346,6 +356,7 @@ def locate_crossover(
       random_state: int seed or ``numpy.random.Generator``.
       paired: resample the same seed indices at every prior (common random numbers across priors;
         needs the same seeds at every grid point). Default False: independent within each prior.
+      method: ``"percentile"`` (bootstrap) or ``"t"`` (t band inverted at the root).
 
     Returns:
       :class:`CrossoverResult`.
@@ -356,6 +367,7 @@ def locate_crossover(
         raise ValueError(f"term must be a column name, got {term!r}")
     v.check_columns(df, ("seed", prior_col, term), name="seed_df_by_prior", role="seed, prior and term")
     level = v.check_level(ci)
+    method = v.check_method(method, CROSSOVER_METHODS)
     n_resamples = v.check_int(n_resamples, "n_resamples", minimum=100)
     rng = v.make_rng(random_state)
     if set(ACC_COLUMNS + DIFFERENCE_TERMS) <= set(df.columns):
@@ -420,9 +432,13 @@ def locate_crossover(
             with np.errstate(invalid="ignore"):
                 q = np.quantile(censored, [alpha / 2.0, 1.0 - alpha / 2.0])
             lo, hi = (float(b) if np.isfinite(b) else float("nan") for b in q)
+    if method == "t":
+        vals = np.stack(per_prior, axis=1) if paired else per_prior
+        band = intervals.root_t_interval(grid_arr, vals, ci=level, paired=paired, estimate=estimate)
+        lo, hi = band.low, band.high
     curve = pd.DataFrame({prior_col: grid_arr, f"mean_{term}": point, "n_seeds": [x.size for x in per_prior]})
     return CrossoverResult(
         estimate=estimate, ci_low=lo, ci_high=hi, ci_level=level, root_fraction=float(has.mean()),
         frac_below_grid=frac_below, frac_above_grid=frac_above, direction=direction,
-        n_resamples=n_resamples, curve=curve,
+        n_resamples=n_resamples, curve=curve, method=method,
     )

@@ -1,0 +1,93 @@
+"""The crossover's t band inverted at the root: hand values, a brute-force scan, and its coverage."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+import tabsim.stats as ts
+from tabsim.stats.intervals import root_t_interval
+
+
+def _scan(grid, x, level=0.95, points=200_001):
+    """Brute force: the t statistic of the interpolated seed values at a fine grid of priors."""
+    n = x.shape[0]
+    c = sps.t.ppf(0.5 + level / 2, n - 1)
+    p = np.linspace(grid[0], grid[-1], points)
+    j = np.clip(np.searchsorted(grid, p, side="right") - 1, 0, len(grid) - 2)
+    w = (p - grid[j]) / (grid[j + 1] - grid[j])
+    y = (1 - w) * x[:, j] + w * x[:, j + 1]  # [n, points]
+    t = y.mean(0) / (y.std(0, ddof=1) / np.sqrt(n))
+    return p[np.abs(t) <= c]
+
+
+def test_two_point_hand_example():
+    # 4 seeds at p = 0 and p = 1 with means -1 and 1 and seed deviations (-1, -1, 1, 1) * 0.5 at both
+    # ends (perfectly correlated): the interpolated values are m(w) + 0.5 d with sd 0.5 * sqrt(4/3), so
+    # |m(w)| <= c sd / 2 with m(w) = 2 w - 1: w = 1/2 -/+ c sqrt(4/3) / 8.
+    d = np.array([-1.0, -1.0, 1.0, 1.0]) * 0.5
+    x = np.stack([-1.0 + d, 1.0 + d], axis=1)
+    res = root_t_interval([0.0, 1.0], x, estimate=0.5)
+    half = sps.t.ppf(0.975, 3) * np.sqrt(4 / 3) / 8
+    assert res.low == pytest.approx(0.5 - half, abs=1e-12)
+    assert res.high == pytest.approx(0.5 + half, abs=1e-12)
+
+
+def test_matches_a_brute_force_scan():
+    rng = np.random.default_rng(3)
+    grid = np.array([0.2, 0.3, 0.4, 0.5, 0.6])
+    x = 0.8 * (grid - 0.41) + rng.normal(0, 0.03, (8, 1)) + rng.normal(0, 0.02, (8, 5))
+    est = ts.locate_crossover(_frame(grid, x), n_resamples=100, paired=True).estimate
+    res = root_t_interval(grid, x, estimate=est)
+    accepted = _scan(grid, x)
+    step = (grid[-1] - grid[0]) / 200_000
+    assert res.low == pytest.approx(accepted.min(), abs=2 * step)
+    assert res.high == pytest.approx(accepted.max(), abs=2 * step)
+
+
+def _frame(grid, x):
+    n, p = x.shape
+    return pd.DataFrame({"seed": np.repeat(np.arange(n), p), "prior_strength": np.tile(grid, n),
+                         "d_elicit": x.ravel()})
+
+
+def test_locate_crossover_t_method():
+    rng = np.random.default_rng(4)
+    grid = np.array([0.2, 0.35, 0.5, 0.65, 0.8])
+    x = 0.5 * (grid - 0.42) + rng.normal(0, 0.02, (8, 5))
+    res = ts.locate_crossover(_frame(grid, x), method="t", paired=True, n_resamples=200)
+    assert res.method == "t" and res.ci_low < res.estimate < res.ci_high
+    with pytest.raises(ValueError, match="method"):
+        ts.locate_crossover(_frame(grid, x), method="bca")
+    # independent seeds per prior: a Welch band, wider than the paired one here (shared seed offsets)
+    unpaired = ts.locate_crossover(_frame(grid, x), method="t", n_resamples=200)
+    assert unpaired.ci_low < unpaired.estimate < unpaired.ci_high
+
+
+def test_band_reaching_the_grid_end_is_open():
+    grid = np.array([0.2, 0.35, 0.5])
+    rng = np.random.default_rng(5)
+    x = np.array([0.01, 0.3, 0.6]) + rng.normal(0, 0.05, (6, 3))  # root near the grid's low end, noisy
+    res = root_t_interval(grid, x, estimate=0.2001)
+    assert np.isnan(res.low) and res.high < 0.5
+
+
+def test_coverage_of_a_linear_crossover():
+    """8 paired seeds, a linear mean curve with seed offsets and noise: the band covers the root at
+    95%. 2000 studies: binomial SE sqrt(0.95 * 0.05 / 2000) = 0.0049, tolerance 4 SE."""
+    rng = np.random.default_rng(6)
+    grid = np.array([0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
+    root, n_studies = 0.43, 2000
+    hits = 0
+    for _ in range(n_studies):
+        x = 0.4 * (grid - root) + rng.normal(0, 0.02, (8, 1)) + rng.normal(0, 0.015, (8, grid.size))
+        m = x.mean(0)
+        j = np.flatnonzero(m[:-1] * m[1:] < 0)[0]
+        est = grid[j] - m[j] * (grid[j + 1] - grid[j]) / (m[j + 1] - m[j])
+        res = root_t_interval(grid, x, estimate=est)
+        lo = -np.inf if np.isnan(res.low) else res.low
+        hi = np.inf if np.isnan(res.high) else res.high
+        hits += lo <= root <= hi
+    se = np.sqrt(0.95 * 0.05 / n_studies)
+    assert abs(hits / n_studies - 0.95) < 4 * se, hits / n_studies
