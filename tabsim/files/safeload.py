@@ -257,6 +257,9 @@ def load_yaml(path, *, schema: str = "core", max_bytes: int = MAX_BYTES, max_dep
         data = yaml.load(text, Loader=loader_cls)  # noqa: S506 -- a SafeLoader with limits
     except yaml.YAMLError as err:
         line, col = _mark(err)
+        if "nesting depth" in _yaml_problem(err):  # PyYAML's own limit (6.0.4: 1000 levels) fired before ours
+            raise LoadError(path, f"nested too deep (more than {max_depth} levels of lists or mappings)",
+                            line, col) from None
         raise LoadError(path, _yaml_problem(err), line, col) from None
     except RecursionError:
         raise LoadError(path, f"nested too deep (more than {max_depth} levels)") from None
