@@ -1,4 +1,10 @@
-"""Outputs of an audit: CSV tables, a Markdown report, a figure and provenance, written all-or-nothing."""
+"""Outputs of an audit: CSV tables, a Markdown report, a figure and provenance, written all-or-nothing.
+
+Names in the inputs (models, benchmarks, notes) are the paper's, so every output treats them as
+data: a CSV cell that a spreadsheet would run as a formula (``=1+1``, ``+``, ``-``, ``@``, tab,
+carriage return first) is prefixed with ``'``, and ``|`` and line breaks are escaped in the
+Markdown report so that they cannot break its tables.
+"""
 from __future__ import annotations
 
 import hashlib
@@ -10,9 +16,35 @@ import pandas as pd
 
 from tabsim.audit.core import AuditResult
 from tabsim.audit.estimate import TERM_HELP
+from tabsim.audit.figure import PLOT_TERMS, TERM_COLORS, plot_terms
+from tabsim.files.atomic import atomic_write_text, write_frame, write_json
+from tabsim.files.provenance import provenance
+from tabsim.plotting.figures import save_figure
+from tabsim.runtime.store import RunStore, writing_into
 
-PLOT_TERMS = ("d_null", "d_elicit", "d_rd", "d_total")
-from tabsim.plotting import TERM_COLORS  # noqa: E402  (one palette for the project)
+__all__ = ["PLOT_TERMS", "TERM_COLORS", "csv_safe", "md", "plot_terms", "render_report", "write_outputs"]
+FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+TAGS = {"simulator": " (simulator: model-based)", "logical": " (logical)"}
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy whose text cells cannot run as spreadsheet formulas (OWASP "CSV injection").
+
+    A string cell starting with ``= + - @``, a tab or a carriage return gets a leading ``'``.
+    Numbers are left alone (a negative gain stays a number).
+    """
+    out = frame.copy()
+    for col in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = out[col].map(lambda x: "'" + x if isinstance(x, str) and x.startswith(FORMULA_LEAD) else x)
+    return out
+
+
+def md(text) -> str:
+    """Text from the inputs, safe inside a Markdown table cell or a list item: ``|`` and line breaks escaped."""
+    s = "" if text is None else str(text)
+    s = s.replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(s.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
 
 def _num(x, nd=1) -> str:
@@ -24,11 +56,10 @@ def _num(x, nd=1) -> str:
 
 
 def _cell(t: pd.Series, nd=1) -> str:
-    """``est [lo, hi]`` for a point-identified term, ``in [lo, hi]`` for a bounded one."""
+    """``est [lo, hi]`` for a point-identified term, ``in [lo, hi] (tag)`` for a bounded one."""
     if t["identified"] == "point":
         return f"{_num(t['estimate'], nd)} [{_num(t['low'], nd)}, {_num(t['high'], nd)}]"
-    tag = "" if t["bound_source"] == "simulator" else " (logical)"
-    return f"in [{_num(t['low'], nd)}, {_num(t['high'], nd)}]{tag}"
+    return f"in [{_num(t['low'], nd)}, {_num(t['high'], nd)}]{TAGS.get(t['bound_source'], '')}"
 
 
 def _sha(path) -> str:
@@ -41,43 +72,37 @@ def _md_table(header, rows) -> str:
     return "\n".join(out)
 
 
-def render_report(res: AuditResult, *, files, command: str) -> str:
-    """The Markdown report of an audit."""
-    a, terms, info = res.audit, res.terms, res.info
-    tt = {(r.source, r.model, r.benchmark, r.term): r for r in terms.itertuples(index=False)}
+def _key(r) -> tuple:
+    return (r["source"], r["model"], r["benchmark"], r["train_set"])
 
-    def term(row, name):
-        return pd.Series(tt[(row["source"], row["model"], row["benchmark"], name)]._asdict())
 
-    ci = info["ci"]
-    lvl = f"{100 * ci:g}%"
-    L = ["# Audit of published RLVR results", "",
-         f"Command: `{command}`", "",
-         "Inputs:", ""]
-    L += [f"- `{f}` (sha256 {_sha(f)[:16]})" for f in files]
-    L += ["", "## How to read it", "",
-          "The partition of the gain of TRUE over FROZEN (SPEC section 2), in accuracy points:", ""]
-    L += [f"- `{t}` = {TERM_HELP[t]}" for t in ("d_null", "d_elicit", "d_rd", "d_total", "d_naive", "d_majority",
-                                                 "rd_fraction", "elicitation_share", "rd_share")]
-    L += ["",
-          f"A cell `x [lo, hi]` is a point estimate with its {lvl} interval (the term is identified by the table). "
-          "A cell `in [lo, hi]` is a bound: the table lacks an arm the term needs (identified = bounds). Bounds come "
-          "from the simulator calibration when some simulated structure is consistent with the table, else "
-          "`(logical)`: the missing arm anywhere in [0, 100].",
-          "",
-          f"Verdict (SPEC section 3): elicitation share > {info['threshold']:g} -> ELICITATION_DOMINATED; else rd "
-          f"share > {info['threshold']:g} -> REWARD_DESIGN_DOMINATED; else MIXED; applied to the share intervals "
-          "(or bounds), INCONCLUSIVE when the deciding interval straddles the threshold "
-          "(`tabsim.stats.share_verdict`). The shares need FROZEN, MAJORITY and TRUE only, so a table without a "
-          "RANDOM arm still identifies its verdict.",
-          "", "## Assumptions", "",
-          "- Each accuracy is an independent binomial proportion over n_items x samples_per_item trials "
-          "(plus-one proportion in the variance). For avg@k scores this treats the k samples of an item as "
-          "independent, which understates their variance. Arms evaluated on the same items are positively "
-          "correlated in reality, so treating them as independent makes intervals of differences conservative.",
-          "- Differences: Wald intervals. Ratios (shares, rd_fraction): Fieller intervals, unbounded (-inf, inf) "
-          "when the denominator is not distinguishable from 0.",
-          ]
+def _what(r) -> str:
+    """``model / benchmark (train set)``, escaped."""
+    return f"{md(r['model'])} / {md(r['benchmark'])}" + (f" (trained on {md(r['train_set'])})" if r["train_set"] else "")
+
+
+def _verdict_cell(r) -> str:
+    v = f"**{r['verdict']}**"
+    if r["verdict"] == "INCONCLUSIVE" and r["point_verdict"] and r["point_verdict"] != "INCONCLUSIVE":
+        v += f" (point estimates: {r['point_verdict']})"
+    if r["verdict_if_independent"] != r["verdict"]:
+        v += f"; {r['verdict_if_independent']} if samples were independent"
+    return v
+
+
+def _assumptions(res: AuditResult) -> list:
+    info, a = res.info, res.audit
+    L = ["", "## Assumptions", "",
+         "- Each accuracy is a proportion over the benchmark's items, and the **item is the sampling unit**: "
+         "the variance is p(1 - p) / n_items (plus-one proportion). An avg@k score averages k correlated samples "
+         "of each item, so counting n_items x k independent trials understates its variance; that optimistic "
+         "interval is in the `*_low_trials`/`*_high_trials` columns and `verdict_if_independent`, and a verdict "
+         "stands only if it holds under the item interval. Per-item results (item x sample correctness) give the "
+         "exact clustered variance and the paired covariance of arms scored on the same items.",
+         "- Arms evaluated on the same items are positively correlated in reality; without per-item results they "
+         "are treated as independent, which makes intervals of differences conservative.",
+         "- Differences: Wald intervals. Ratios (shares, rd_fraction): Fieller intervals, unbounded (-inf, inf) "
+         "when the denominator is not distinguishable from 0."]
     if info["seed_sd"] > 0:
         L.append(f"- Seed spread: single-run trained arms get an assumed seed sd of {info['seed_sd']:g} points "
                  "(`--seed-sd`); arms with per-seed values use their own spread.")
@@ -88,185 +113,177 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
     seeded = res.entries[res.entries["seeds"].astype(str) != ""] if len(res.entries) else res.entries
     if len(seeded):
         spreads = "; ".join(
-            f"{r.source} {r.model} {r.benchmark} {r.arm}: sd {np.std([float(x) for x in str(r.seeds).split(';')], ddof=1):.2f} "
-            f"over {len(str(r.seeds).split(';'))} seeds" for r in seeded.itertuples())
+            f"{md(r.source)} {md(r.model)} {md(r.benchmark)} {r.arm}: sd "
+            f"{np.std([float(x) for x in str(r.seeds).split(';')], ddof=1):.2f} over {len(str(r.seeds).split(';'))} "
+            "seeds" for r in seeded.itertuples())
         L.append(f"  Seed spread where the inputs report seeds: {spreads}. Single-run tables carry a spread of this "
                  "order on top of their binomial intervals.")
     cal_info = info.get("calibration")
     if cal_info:
-        g = cal_info["grid"]
-        lo_d, hi_d = cal_info["sim_d_null_range"]
-        out = [(r["source"], r["model"], r["benchmark"], r["d_null"]) for _, r in a.iterrows()
-               if isinstance(r["d_null"], float) and math.isfinite(r["d_null"]) and not lo_d <= r["d_null"] <= hi_d]
-        beyond = ("; reported d_null outside that range in these inputs: "
-                  + ", ".join(f"{s_} {m_} {b_} {d:+.1f}" for s_, m_, b_, d in out)) if out else ""
-        fams = ", ".join(f"`{n}` (lr {', '.join(f'{x:g}' for x in lrs)})" for n, lrs in g["families"])
-        L += [f"- Missing arms are bounded by a simulator calibration: tabsim's bandit (N={g['n_prompts']} prompts, "
-              f"K=8 answers, k in {g['n_correct']}, {g['steps']} steps, {g['seeds']} seeds) swept over prior "
-              f"strength {g['prior_strength'][0]:g}..{g['prior_strength'][-1]:g} ({len(g['prior_strength'])} levels), "
-              f"format boost {g['format_boost']}, heterogeneity {g['heterogeneity']}, families {fams}; "
-              f"{cal_info['n_structures']} structures, one vmapped sweep per family "
-              f"({'computed in ' + str(cal_info['seconds']) + ' s' if cal_info['cache'] == 'computed' else 'from the ' + cal_info['cache'] + ' cache'}, "
-              f"key {cal_info['digest']}).",
-              "  Each structure is calibrated to the entry's base accuracy (prior strength interpolated; five points "
-              "across the base's interval) and its training intensity (lr, log-interpolated). A candidate is "
-              "consistent when every reported trained arm lies within its Bonferroni-corrected interval of the "
-              "simulated value; consistent candidates fill each missing arm with the reported base plus the "
-              "simulated gain of that arm (variance: simulator standard error plus the assumed seed variance), and "
-              "a bound is the union of the term's intervals over them. Simulated accuracies are expected pass@1 "
-              "(greedy scores are matched to it too).",
-              "  These bounds are **model-based**: they hold if the model trains like some structure of the simulated "
-              f"family. Over the whole family the simulated d_null (RANDOM minus FROZEN) spans "
-              f"{cal_info['sim_d_null_range']} points{beyond}. Random-reward gains from clipping under off-policy "
-              "reuse are not produced by the `paper` family (`--family reuse` adds a clipped-reuse family), so "
-              "simulator bounds on d_null and on the terms that use it can be too narrow for models that show "
-              "them. The logical bounds in `terms.csv` make no model assumption."]
+        L += _calibration_text(cal_info, a)
     elif not info.get("calibrate", True):
         L.append("- Simulator calibration switched off (`--no-calibration`): bounds are logical only.")
+    return L
+
+
+def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
+    g, reach = cal_info["grid"], cal_info["reach"]
+    lo_d, hi_d = cal_info["sim_d_null_range"]
+    out = [(r["source"], r["model"], r["benchmark"], r["d_null"]) for _, r in a.iterrows()
+           if isinstance(r["d_null"], float) and math.isfinite(r["d_null"]) and not lo_d <= r["d_null"] <= hi_d]
+    fams = ", ".join(f"`{n}` (lr {', '.join(f'{x:g}' for x in lrs)})" for n, lrs in g["families"])
+    when = (f"computed in {cal_info['seconds']} s" if cal_info["cache"] == "computed"
+            else f"from the {cal_info['cache']} cache")
+    L = [f"- Missing arms are bounded by a simulator calibration: tabsim's bandit (N={g['n_prompts']} prompts, "
+         f"K=8 answers, k in {g['n_correct']}, {g['steps']} steps, {g['seeds']} seeds) swept over prior strength "
+         f"{g['prior_strength'][0]:g}..{g['prior_strength'][-1]:g} ({len(g['prior_strength'])} levels), format boost "
+         f"{g['format_boost']}, heterogeneity {g['heterogeneity']}, families {fams}; {cal_info['n_structures']} "
+         f"structures, one vmapped sweep per family ({when}, key {cal_info['digest']}).",
+         "  Each structure is calibrated to the entry's base accuracy (prior strength interpolated; five points "
+         "across the base's interval) and its training intensity (lr, log-interpolated). A candidate is consistent "
+         "when every reported trained arm lies within its Bonferroni-corrected interval of the simulated value; "
+         "consistent candidates fill each missing arm with the reported base plus the simulated gain of that arm, and "
+         "a bound is the union of the term's intervals over them.",
+         "  **These bounds are model-based** (tagged `(simulator: model-based)` here, `bound_source = simulator` in "
+         "the CSVs, solid brackets marked `sim` in the figure): they hold only if the model trains like some "
+         "structure of the simulated family. What each family can produce (its reach, points):"]
+    for fam, terms in reach.items():
+        L.append(f"  - `{fam}`: " + ", ".join(f"{t} [{v[0]:g}, {v[1]:g}]" for t, v in terms.items()))
+    if out:
+        L.append("  **Reported d_null outside every simulated family's reach**: "
+                 + ", ".join(f"{md(s_)} {md(m_)} {md(b_)} {d:+.1f}" for s_, m_, b_, d in out)
+                 + ". Simulator bounds on d_null cannot contain such values; rows whose bound contradicts a d_null "
+                 "measured for the same model and benchmark fall back to logical bounds (see `bound_note`).")
+    if "reuse" not in [n for n, _ in g["families"]]:
+        L.append("  The `paper` family has no clipping, so it produces no random-reward gain from clipping under "
+                 "off-policy reuse; `--family reuse` adds a clipped-reuse family.")
+    L.append("  The logical bounds in `terms.csv` make no model assumption.")
+    return L
+
+
+def _rule_text(info: dict) -> list:
+    return ["", "Verdicts, on the item-unit intervals:", "",
+            f"- `term_verdict` (three-term rule): a term dominates when its share of d_total (null_share, "
+            f"elicit_share, rd_share, which sum to 1) lies above {info['dominance']:g} over its whole interval: "
+            "RANDOM_REWARD_DOMINATED (d_null: what a reward with no information gives, random-reward or structural "
+            "gains), ELICITATION_DOMINATED (d_elicit), REWARD_DESIGN_DOMINATED (d_rd); MIXED when no share exceeds "
+            "it (or two do, offset by a negative third); INCONCLUSIVE when a share's interval straddles it.",
+            f"- `reference_verdict` (the reference study's rule): its elicitation share (MAJORITY - FROZEN) / d_total "
+            f"includes d_null; > {info['threshold']:g} -> ELICITATION_DOMINATED, else rd share > "
+            f"{info['threshold']:g} -> REWARD_DESIGN_DOMINATED, else MIXED; INCONCLUSIVE when the deciding interval "
+            "straddles the threshold. A random-reward gain counts as elicitation under this rule.",
+            f"- `verdict` is the {'three-term' if info['rule'] == 'terms' else 'reference'} rule (`--rule`)."]
+
+
+def render_report(res: AuditResult, *, files, command: str) -> str:
+    """The Markdown report of an audit."""
+    a, terms, info = res.audit, res.terms, res.info
+    tt = {(r["source"], r["model"], r["benchmark"], r["train_set"], r["term"]): r for _, r in terms.iterrows()}
+
+    def term(row, name):
+        return tt[_key(row) + (name,)]
+
+    lvl = f"{100 * info['ci']:g}%"
+    L = ["# Audit of published RLVR results", "", f"Command: `{md(command)}`", "", "Inputs:", ""]
+    L += [f"- `{md(f)}` (sha256 {_sha(f)[:16]})" for f in files]
+    L += ["", "## How to read it", "", "The partition of the gain of TRUE over FROZEN, in accuracy points:", ""]
+    L += [f"- `{t}` = {TERM_HELP[t]}" for t in ("d_null", "d_elicit", "d_rd", "d_total", "d_naive", "d_majority",
+                                                 "rd_fraction", "null_share", "elicit_share", "rd_share",
+                                                 "elicitation_share")]
+    L += ["", f"A cell `x [lo, hi]` is a point estimate with its {lvl} interval (the term is identified by the table). "
+          "A cell `in [lo, hi]` is a bound: the table lacks an arm the term needs. `(simulator: model-based)` bounds "
+          "come from the simulator calibration and hold only for models that train like the simulated family; "
+          "`(logical)` bounds put the missing arm anywhere in [0, 100]."]
+    L += _rule_text(info)
+    L += _assumptions(res)
 
     L += ["", "## Summary", ""]
     rows = []
     for _, r in a.iterrows():
-        rows.append([r["source"], r["model"], r["benchmark"]] +
-                    [_cell(term(r, t)) for t in ("d_null", "d_elicit", "d_rd", "d_total")] +
-                    [_cell(term(r, t), 2) for t in ("elicitation_share", "rd_share")] +
-                    [f"**{r['verdict']}**", r["verdict_basis"], r["identified"]])
-    L.append(_md_table(["source", "model", "benchmark", "d_null", "d_elicit", "d_rd", "d_total", "elicitation share",
-                        "rd share", "verdict", "verdict from", "identified"], rows))
-
+        rows.append([md(r["source"]), md(r["model"]), md(r["benchmark"]), md(r["train_set"]) or "-",
+                     md(r["samples_per_item"])]
+                    + [_cell(term(r, t)) for t in ("d_null", "d_elicit", "d_rd", "d_total")]
+                    + [_cell(term(r, t), 2) for t in ("null_share", "elicit_share", "rd_share")]
+                    + [_verdict_cell(r), r["reference_verdict"], r["verdict_basis"]])
+    L.append(_md_table(["source", "model", "benchmark", "trained on", "protocol", "d_null", "d_elicit", "d_rd",
+                        "d_total", "null share", "elicit share", "rd share", "verdict", "reference rule",
+                        "verdict from"], rows))
     for src, sub in a.groupby("source", sort=False):
-        r0 = sub.iloc[0]
-        ref = ", ".join(x for x in (f"arXiv {r0['arxiv']}" if r0["arxiv"] else "",
-                                    f"version {r0['version']}" if r0["version"] else "", r0["table"]) if x)
-        L += ["", f"## {r0['paper']} ({ref})", "", f"File `{r0['file']}`; source id `{src}`."]
-        if r0["source_notes"]:
-            L.append(f"Source notes: {r0['source_notes']}.")
-        kinds = sorted(set(sub["majority_kind"]) - {""})
-        if kinds:
-            L.append(f"Majority arm: {', '.join(kinds)}.")
-        acc_rows = []
-        for _, r in sub.iterrows():
-            accs = [_num(r[f"acc_{x}"]) if not math.isnan(r[f"acc_{x}"]) else "-" for x in
-                    ("frozen", "random", "majority", "true")]
-            extra = ", ".join(f"{x} {_num(r[f'acc_{x}'])}" for x in ("format", "incorrect", "self_certainty", "entropy")
-                              if not math.isnan(r[f"acc_{x}"]))
-            acc_rows.append([r["model"], r["benchmark"], r["n_items"], r["samples_per_item"], *accs, extra or "-"])
-        L += ["", "Accuracies (percent, absolute):", "",
-              _md_table(["model", "benchmark", "items", "samples", "frozen", "random", "majority", "true", "other arms"],
-                        acc_rows), ""]
-        for _, r in sub.iterrows():
-            head = f"- **{r['model']} / {r['benchmark']}**: {r['verdict']}"
-            if r["identified"] == "point":
-                L.append(head + f" (point-identified; d_naive {_cell(term(r, 'd_naive'))}, rd_fraction "
-                                f"{_cell(term(r, 'rd_fraction'), 2)}, bias of the naive estimate "
-                                f"{_cell(term(r, 'bias'))}).")
-                continue
-            ident = [t for t in ("d_majority", "d_null", "d_naive", "d_total", "d_rd", "elicitation_share", "rd_share")
+        L += _source_section(src, sub, term)
+    L += ["", "## Files", "",
+          "- `audit.csv`: one row per model x benchmark x training set (accuracies, terms with interval or bound "
+          "columns `<term>_low/_high`, both verdicts, notes).",
+          "- `terms.csv`: one row per row x term (estimate or bounds, simulated range, logical bounds).",
+          "- `entries.csv`: the normalised inputs (absolute accuracies, standard errors, seeds).",
+          "- `calibration.csv`: every consistent simulator candidate of the rows with missing arms.",
+          "- `terms.png` (and `terms.pdf` with `--pdf`): the terms per model; `provenance.json`: versions, options, "
+          "input hashes.", ""]
+    return "\n".join(L)
+
+
+def _source_section(src, sub, term) -> list:
+    r0 = sub.iloc[0]
+    ref = ", ".join(x for x in (f"arXiv {md(r0['arxiv'])}" if r0["arxiv"] else "",
+                                f"version {md(r0['version'])}" if r0["version"] else "", md(r0["table"])) if x)
+    L = ["", f"## {md(r0['paper'])} ({ref})", "", f"File `{md(r0['file'])}`; source id `{md(src)}`."]
+    if r0["source_notes"]:
+        L.append(f"Source notes: {md(r0['source_notes'])}.")
+    kinds = sorted(set(sub["majority_kind"]) - {""})
+    if kinds:
+        L.append(f"Majority arm: {', '.join(kinds)}.")
+    acc_rows = []
+    for _, r in sub.iterrows():
+        accs = [_num(r[f"acc_{x}"]) if not math.isnan(r[f"acc_{x}"]) else "-" for x in
+                ("frozen", "random", "majority", "true")]
+        extra = ", ".join(f"{x} {_num(r[f'acc_{x}'])}" for x in ("format", "incorrect", "self_certainty", "entropy")
+                          if not math.isnan(r[f"acc_{x}"]))
+        items = f"{r['n_items']}" + (" (registry)" if r["n_items_from"] == "registry" else "")
+        acc_rows.append([md(r["model"]), md(r["benchmark"]), md(r["train_set"]) or "-", items,
+                         md(r["samples_per_item"]), *accs, extra or "-"])
+    L += ["", "Accuracies (percent, absolute):", "",
+          _md_table(["model", "benchmark", "trained on", "items", "protocol", "frozen", "random", "majority", "true",
+                     "other arms"], acc_rows), ""]
+    for _, r in sub.iterrows():
+        head = (f"- **{_what(r)}**: {r['verdict']} (reference rule: {r['reference_verdict']}); sampling unit "
+                f"{r['sampling_unit']}")
+        shares = ", ".join(f"{t} {_cell(term(r, t), 2)}" for t in ("null_share", "elicit_share", "rd_share"))
+        if r["identified"] == "point":
+            L.append(head + f". Shares: {shares}; d_naive {_cell(term(r, 'd_naive'))}, rd_fraction "
+                            f"{_cell(term(r, 'rd_fraction'), 2)}.")
+        else:
+            ident = [t for t in ("d_majority", "d_null", "d_naive", "d_total", "d_rd", "rd_share")
                      if term(r, t)["identified"] == "point"]
             shown = ", ".join(f"{t} {_cell(term(r, t), 2 if 'share' in t else 1)}" for t in ident)
-            L.append(head + f". Missing arm(s): {r['missing_arms']}. The table identifies: {shown or 'nothing but the base'}.")
+            L.append(head + f". Missing arm(s): {r['missing_arms']}. The table identifies: "
+                            f"{shown or 'nothing but the base'}. Shares: {shares}.")
             if r["bound_source"] == "simulator":
                 sets = []
-                for t in ("d_null", "d_elicit", "d_rd", "d_total"):
+                for t in PLOT_TERMS:
                     tr = term(r, t)
                     if tr["identified"] == "bounds":
                         sets.append(f"{t} in [{_num(tr['low'])}, {_num(tr['high'])}] (simulated range "
                                     f"[{_num(tr['set_low'])}, {_num(tr['set_high'])}])")
-                L.append(f"  Simulator bounds from {r['n_consistent']} of {r['n_candidates']} calibrated candidates: "
-                         + "; ".join(sets) + ".")
+                L.append(f"  Simulator bounds (model-based) from {r['n_consistent']} of {r['n_candidates']} calibrated "
+                         "candidates: " + "; ".join(sets) + ".")
                 alt = term(r, "d_elicit")
                 if "majority" in r["missing_arms"] and isinstance(alt.get("alt_majority_kind"), str):
                     kind = r["majority_kind"] or "online"
                     L.append(f"  The bounds use an {kind} majority arm; with an {alt['alt_majority_kind']} majority "
                              f"arm d_elicit would be in [{_num(alt['alt_low'])}, {_num(alt['alt_high'])}].")
+            elif r["bound_note"]:
+                L.append(f"  Logical bounds only: {md(r['bound_note'])}.")
             else:
                 why = ("no simulated structure is consistent with the reported arms"
                        if r["n_candidates"] else "no simulator calibration")
                 L.append(f"  Logical bounds only ({why}; {r['n_candidates']} candidates tried).")
-    L += ["", "## Files", "",
-          "- `audit.csv`: one row per model x benchmark (accuracies, terms with interval or bound columns "
-          "`<term>_low/_high`, verdict, identified).",
-          "- `terms.csv`: one row per model x benchmark x term (estimate or bounds, simulated range, logical bounds).",
-          "- `entries.csv`: the normalised inputs (absolute accuracies, standard errors, seeds).",
-          "- `calibration.csv`: every calibrated simulator candidate of the rows with missing arms.",
-          "- `terms.png` (and `terms.pdf` with `--pdf`): the terms per model; `provenance.json`: versions, options, input hashes.", ""]
-    return "\n".join(L)
-
-
-def plot_terms(res: AuditResult):
-    """d_null, d_elicit, d_rd and d_total per model: one row per model, one panel per source x benchmark.
-
-    A horizontal interval chart that stays readable from a handful of entries to a few dozen (the
-    figure grows with the number of models). Point-identified terms: a dot with its interval.
-    Bounded terms are drawn as bounds, not as values: a bracket ``[ ]`` from the lower to the upper
-    bound with no dot (solid for simulator bounds, with the simulated range as a pale band inside;
-    dotted for logical bounds); an arrow marks a bound that runs off the panel.
-    """
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    t = res.terms
-    groups = list(res.audit.groupby(["source", "benchmark"], sort=False))
-    n = len(groups)
-    cols = 1 if n == 1 else 2
-    nrows = (n + cols - 1) // cols
-    sizes = [len(sub) for _, sub in groups]
-    heights = [max(sizes[r * cols:(r + 1) * cols]) for r in range(nrows)]
-    row_h = 0.62  # inches per model (four term rows)
-    fig, axes = plt.subplots(nrows, cols, figsize=(6.2 * cols, sum(0.9 + row_h * h for h in heights) + 0.6),
-                             squeeze=False, gridspec_kw={"height_ratios": [0.9 / row_h + h for h in heights]})
-    dy = 0.8 / len(PLOT_TERMS)
-    for ax, ((src, bench), sub) in zip(axes.ravel(), groups):
-        models = list(sub["model"])
-        rows, vals = [], []
-        for i, model in enumerate(models):
-            for j, term in enumerate(PLOT_TERMS):
-                r = t[(t.source == src) & (t.model == model) & (t.benchmark == bench) & (t.term == term)].iloc[0]
-                y = i + (j - (len(PLOT_TERMS) - 1) / 2) * dy
-                rows.append((y, term, r))
-                vals += [v for v in (r["low"], r["high"], r["estimate"]) if np.isfinite(v)]
-        lo_ax, hi_ax = min(vals + [0.0]), max(vals + [0.0])
-        pad = 0.06 * (hi_ax - lo_ax + 1.0)
-        lo_ax, hi_ax = lo_ax - pad, hi_ax + pad
-        for y, term, r in rows:
-            c = TERM_COLORS[term]
-            if r["identified"] == "point":
-                ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
-                            fmt="o", ms=4, color=c, elinewidth=1.2, capsize=0)
-                continue
-            lo, hi = r["low"], r["high"]
-            a, b = max(lo, lo_ax) if np.isfinite(lo) else lo_ax, min(hi, hi_ax) if np.isfinite(hi) else hi_ax
-            ls = "-" if r["bound_source"] == "simulator" else ":"
-            if r["bound_source"] == "simulator" and np.isfinite(r["set_low"]) and np.isfinite(r["set_high"]):
-                ax.plot([r["set_low"], r["set_high"]], [y, y], color=c, lw=5, alpha=0.25, solid_capstyle="butt")
-            ax.plot([a, b], [y, y], color=c, lw=1.2, ls=ls)
-            for end, edge, inside in ((a, lo, "["), (b, hi, "]")):
-                off = not np.isfinite(edge) or (edge < lo_ax if inside == "[" else edge > hi_ax)
-                marker = ("<" if inside == "[" else ">") if off else "|"
-                ax.plot([end], [y], marker=marker, ms=6 if off else 8, color=c, mew=1.4)
-        ax.set_xlim(lo_ax, hi_ax)
-        ax.set_ylim(len(models) - 0.5, -0.5)
-        ax.axvline(0, color="k", lw=0.6)
-        ax.set_yticks(range(len(models)), models, fontsize=8)
-        for i in range(1, len(models)):
-            ax.axhline(i - 0.5, color="grey", lw=0.4, alpha=0.5)
-        ax.set_title(f"{src}: {bench}", fontsize=9)
-        ax.set_xlabel("change of accuracy (points)", fontsize=8)
-        ax.grid(axis="x", alpha=0.3)
-    for ax in axes.ravel()[n:]:
-        ax.axis("off")
-    handles = [Line2D([], [], color=TERM_COLORS[t], marker="o", ls="-", label=t) for t in PLOT_TERMS]
-    handles += [Line2D([], [], color="k", marker="o", ls="-", label="identified: estimate and interval"),
-                Line2D([], [], color="k", marker="|", ms=8, ls="-", label="simulator bound [low, high]"),
-                Line2D([], [], color="k", lw=5, alpha=0.25, label="simulated range"),
-                Line2D([], [], color="k", marker="|", ms=8, ls=":", label="logical bound"),
-                Line2D([], [], color="k", marker=">", ls="", label="bound beyond the panel")]
-    fig.suptitle("Partition of published gains, per model (terms top to bottom: " + ", ".join(PLOT_TERMS) + ")",
-                 fontsize=10)
-    legend_h = 0.55 / fig.get_figheight()
-    fig.tight_layout(rect=(0, legend_h * 1.6, 1, 1 - 0.35 / fig.get_figheight()))
-    fig.legend(handles=handles, loc="lower center", fontsize=7.5, ncol=5, frameon=False)
-    return fig
+        if r["verdict_if_independent"] != r["verdict"]:
+            L.append(f"  Counting the {md(r['samples_per_item'])} samples of each item as independent trials would "
+                     f"give {r['verdict_if_independent']}: that verdict does not hold with the item as the unit.")
+        if r["format_note"]:
+            L.append(f"  Format: {md(r['format_note'])}.")
+        if r["input_flags"]:
+            L.append(f"  Input flags: {md(r['input_flags'])}.")
+    return L
 
 
 def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_extra: dict | None = None,
@@ -276,8 +293,6 @@ def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_
     A non-empty ``out_dir`` is refused unless ``overwrite`` (the old contents stay until the new audit
     is published). Inside an open store's staging folder the files are written there directly.
     """
-    from tabsim.runtime.store import RunStore, writing_into
-
     out = Path(out_dir)
     if writing_into(out):
         _write_files(res, out, files=files, command=command, provenance_extra=provenance_extra)
@@ -288,14 +303,10 @@ def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_
 
 
 def _write_files(res: AuditResult, folder: Path, *, files, command: str, provenance_extra: dict | None) -> None:
-    from tabsim.files.atomic import atomic_write_text, write_frame, write_json
-    from tabsim.files.provenance import provenance
-    from tabsim.plotting.figures import save_figure
-
-    write_frame(folder / "audit.csv", res.audit)
-    write_frame(folder / "terms.csv", res.terms)
-    write_frame(folder / "entries.csv", res.entries)
-    write_frame(folder / "calibration.csv", res.calibration)
+    write_frame(folder / "audit.csv", csv_safe(res.audit))
+    write_frame(folder / "terms.csv", csv_safe(res.terms))
+    write_frame(folder / "entries.csv", csv_safe(res.entries))
+    write_frame(folder / "calibration.csv", csv_safe(res.calibration))
     atomic_write_text(folder / "report.md", render_report(res, files=files, command=command))
     save_figure(plot_terms(res), folder / "terms")
     write_json(folder / "provenance.json", provenance(

@@ -19,7 +19,13 @@ from tabsim.cli.options import open_executor
 @click.option("--seed-sd", type=float, default=0.0, show_default=True,
               help="Assumed seed sd (points) of single-run trained arms; 0 leaves seed spread out.")
 @click.option("--ci", type=float, default=0.95, show_default=True, help="Two-sided interval level.")
-@click.option("--threshold", type=float, default=0.60, show_default=True, help="Verdict share threshold (SPEC §3).")
+@click.option("--threshold", type=float, default=0.60, show_default=True,
+              help="Share threshold of the reference rule (its elicitation share includes d_null).")
+@click.option("--dominance", type=float, default=0.5, show_default=True,
+              help="Share of d_total above which one of d_null, d_elicit, d_rd dominates (three-term rule).")
+@click.option("--rule", type=click.Choice(["terms", "reference"]), default="terms", show_default=True,
+              help="Rule of the verdict column: terms (names the dominant term) or reference (the reference "
+                   "study's rule); both are always written.")
 @click.option("--family", "families", multiple=True, metavar="NAME",
               help="Simulator family for the missing-arm calibration (repeatable): paper (default), reuse.")
 @click.option("--no-calibration", is_flag=True, help="Bound missing arms logically only (no simulation).")
@@ -29,7 +35,7 @@ from tabsim.cli.options import open_executor
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines or summary.")
 @output_options
 @executor_options
-def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_dir, no_cache, quiet, overwrite,
+def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_calibration, cache_dir, no_cache, quiet, overwrite,
             resume, executor, workers, scheduler):
     """Audit published RLVR results: partition, intervals, bounds for missing arms, verdict.
 
@@ -56,6 +62,8 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
         problems.append(f"--seed-sd: {seed_sd!r} must be a finite number >= 0 (points)")
     if not (0.0 < threshold < 1.0):
         problems.append(f"--threshold: {threshold!r} must be a share in (0, 1)")
+    if not (0.0 < dominance < 1.0):
+        problems.append(f"--dominance: {dominance!r} must be a share in (0, 1)")
     bad = [f for f in families if f not in cal.FAMILY_CONFIGS]
     if bad:
         problems.append(f"--family: unknown {bad}; allowed: {', '.join(cal.FAMILY_CONFIGS)}")
@@ -71,23 +79,25 @@ def command(files, out, seed_sd, ci, threshold, families, no_calibration, cache_
         grid = cal.CalibrationGrid(families=tuple((f, cal.FAMILY_LR[f]) for f in dict.fromkeys(families)))
     cache = None if no_cache else (cache_dir or cal.default_cache_dir())
     opts = [f"--seed-sd {seed_sd:g}" if seed_sd else "", f"--ci {ci:g}" if ci != 0.95 else "",
-            f"--threshold {threshold:g}" if threshold != 0.60 else "", *(f"--family {f}" for f in families),
+            f"--threshold {threshold:g}" if threshold != 0.60 else "",
+            f"--dominance {dominance:g}" if dominance != 0.5 else "", f"--rule {rule}" if rule != "terms" else "", *(f"--family {f}" for f in families),
             "--no-calibration" if no_calibration else ""]
     cmd = " ".join(["tabsim audit", *(shlex.quote(str(f)) for f in files), "--out", shlex.quote(str(out)),
                     *(o for o in opts if o)])
     inputs = list(dict.fromkeys(e.file for e in entries))
-    key = job_key("audit", [_sha(f) for f in inputs], seed_sd, ci, threshold, list(families), no_calibration)
+    key = job_key("audit", [_sha(f) for f in inputs], seed_sd, ci, threshold, dominance, rule, list(families),
+                  no_calibration)
     with open_executor(executor, workers, scheduler, quiet=quiet) as ex, \
             open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
         if store.complete:
             click.echo(f"nothing to resume: {out} already holds this audit, complete")
             return
         res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
-                    cache_dir=cache, progress=not quiet, executor=ex)
+                    cache_dir=cache, progress=not quiet, executor=ex, rule=rule, dominance=dominance)
         write_outputs(res, store.dir, files=inputs, command=cmd)
     if not quiet:
         a = res.audit
-        show = a[["source", "model", "benchmark", "verdict", "verdict_basis", "identified"]]
+        show = a[["source", "model", "benchmark", "train_set", "verdict", "reference_verdict", "verdict_basis"]]
         click.echo(show.to_string(index=False))
         click.echo(f"wrote {out}/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png, "
                    "provenance.json")

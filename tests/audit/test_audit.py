@@ -98,13 +98,13 @@ def test_spurious_rewards_partition_by_hand():
         se = math.sqrt(hand_var(base + g_t, 500) + hand_var(base + g_m, 500))
         assert r["d_rd_low"] == pytest.approx(g_t - g_m - Z95 * se, rel=1e-9)
         assert r["d_rd_high"] == pytest.approx(g_t - g_m + Z95 * se, rel=1e-9)
-    # verdicts by the 0.60 rule on the share intervals (tabsim.stats.share_verdict)
-    assert a.loc["Qwen2.5-Math-7B", "verdict"] == "ELICITATION_DOMINATED"
-    assert a.loc["OLMo2-7B", "verdict"] == "REWARD_DESIGN_DOMINATED"
+    # the reference rule (0.60 on the share intervals, tabsim.stats.share_verdict), kept beside the verdict
+    assert a.loc["Qwen2.5-Math-7B", "reference_verdict"] == "ELICITATION_DOMINATED"
+    assert a.loc["OLMo2-7B", "reference_verdict"] == "REWARD_DESIGN_DOMINATED"
     # Llama: elicitation share 11.6 / 11.0 = 1.05 but its interval reaches below 0.60
     assert a.loc["Llama3.1-8B-Instruct", "elicitation_share_low"] < 0.6 < a.loc["Llama3.1-8B-Instruct",
                                                                                  "elicitation_share_high"]
-    assert a.loc["Llama3.1-8B-Instruct", "verdict"] == "INCONCLUSIVE"
+    assert a.loc["Llama3.1-8B-Instruct", "reference_verdict"] == "INCONCLUSIVE"
 
 
 def test_fieller_endpoints_solve_the_defining_equation():
@@ -251,6 +251,25 @@ def test_base_pass_at_k_constrains_the_calibration(known_table):
     assert wrong["row"]["n_consistent"] == 0 and wrong["row"]["bound_source"] == "logical"
 
 
+def test_simulator_bound_contradicted_by_a_measurement_falls_back_to_logical(known_table):
+    """A d_null measured for the same model and benchmark by another source, outside this row's simulator
+    bound: the row says so and uses logical bounds instead."""
+    acc, _, _ = known_table
+    bounded = _entry(acc, ("random",))
+    arms = {"frozen": ArmValue(acc["frozen"]), "random": ArmValue(acc["frozen"] + 25.0), "true": ArmValue(acc["true"])}
+    measured = Entry(file="m", label="m", source={"id": "other", "paper": "", "arxiv": "", "version": "", "table": ""},
+                     model="sim", benchmark="sim", n_items=1000, samples_per_item=1, decoding="greedy",
+                     values="absolute", majority_kind="online", gamma=0.5, arms=arms, other={}, base_pass_at_k={},
+                     base_maj_at_k={})
+    alone = audit([bounded], grid=SMALL).audit.iloc[0]
+    assert alone["bound_source"] == "simulator" and alone["bound_note"] == ""
+    assert alone["d_null_high"] < 25.0
+    row = audit([measured, bounded], grid=SMALL).audit.iloc[1]
+    assert row["bound_source"] == "logical" and row["verdict_basis"] == "logical bounds"
+    assert "d_null measured at +25.0" in row["bound_note"] and "other" in row["bound_note"]
+    assert row["d_null_low"] <= 25.0 <= row["d_null_high"]
+
+
 # ------------------------------------------------------------------------------------------- bad input
 def test_accuracy_outside_range(tmp_path):
     p = yaml_file(tmp_path, "  - {model: M, arms: {base: 40, true: 101.5}}\n")
@@ -268,7 +287,8 @@ def test_negative_absolute_hints_at_gains(tmp_path):
 
 
 def test_missing_item_count(tmp_path):
-    text = HEADER.replace("n_items: 500, ", "") + "  - {model: M, arms: {base: 40, true: 50}}\n"
+    # a benchmark outside the registry needs its item count (MATH-500 would get 500 from the registry)
+    text = HEADER.replace("n_items: 500, ", "").replace("MATH-500", "MyBench") + "  - {model: M, arms: {base: 40, true: 50}}\n"
     msg = errors_of(write(tmp_path, "t.yaml", text))
     assert "n_items: missing" in msg and "model='M'" in msg
 
