@@ -22,11 +22,11 @@ The ``tabsim audit`` command is :mod:`tabsim.cli.audit`.
 _EXPORTS = {"FAMILY_CONFIGS": "calibrate", "CalibrationGrid": "calibrate", "AuditResult": "core", "audit": "core",
             "audit_entry": "core", "TERMS": "estimate", "binomial_var": "estimate", "fieller": "estimate",
             "term_intervals": "estimate", "write_outputs": "report", "ARMS": "schema", "AuditInputError": "schema",
-            "Entry": "schema", "load_entries": "schema", "BENCHMARKS": "benchmarks", "term_verdict": "verdict"}
+            "Entry": "schema", "load_entries": "schema"}
 
-__all__ = ["ARMS", "BENCHMARKS", "FAMILY_CONFIGS", "TERMS", "AuditInputError", "AuditResult", "CalibrationGrid", "Entry",
+__all__ = ["ARMS", "FAMILY_CONFIGS", "TERMS", "AuditInputError", "AuditResult", "CalibrationGrid", "Entry",
            "audit", "audit_entry", "binomial_var", "fieller", "load_entries", "term_intervals",
-           "term_verdict", "write_outputs"]
+           "write_outputs"]
 
 
 def __getattr__(name: str):
