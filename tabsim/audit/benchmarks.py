@@ -70,6 +70,12 @@ def lookup(name) -> Optional[Benchmark]:
     return _BY_NAME.get(_norm(name))
 
 
+def canonical(name) -> str:
+    """The registered name of ``name``, else ``name`` lower-cased without spaces or punctuation."""
+    b = lookup(name)
+    return b.name if b is not None else _norm(str(name))
+
+
 def names() -> str:
     """``MATH-500 (500), AIME 2024 (30), ...`` for messages."""
     return ", ".join(f"{b.name} ({b.n_items})" for b in BENCHMARKS)

@@ -161,6 +161,19 @@ def parse_protocol(value, where: str, probs: Problems):
     return None, None, None
 
 
+def protocol_for(value, bench, where: str, probs: Problems):
+    """``samples_per_item`` given per benchmark (``{MATH-500: greedy, AMC: avg@8}``): the entry's."""
+    if not isinstance(value, dict):
+        return value
+    want = bm.canonical(bench) if isinstance(bench, str) else None
+    for key, proto in value.items():
+        if want is not None and bm.canonical(str(key)) == want:
+            return proto
+    probs.add(where, f"samples_per_item: the mapping gives no protocol for benchmark {bench!r}; it has "
+                     f"{', '.join(str(k) for k in value)}")
+    return None
+
+
 def _arm_cells(raw, where, field, probs):
     """A scalar (single run) or a list (per-seed values) -> list of :class:`Cell` (None: missing / bad)."""
     if isinstance(raw, (list, tuple)):
@@ -350,7 +363,9 @@ def build_entry(data: dict, source: dict, file: str, where: str, probs: Problems
         if not isinstance(val, str) or not val.strip():
             probs.add(where, f"{name}: missing or empty; a non-empty string is required")
     n_items, n_from = _resolve_items(data, bench, where, probs)
-    k, protocol, label = parse_protocol(data.get("samples_per_item"), where, probs)
+    spi = protocol_for(data.get("samples_per_item"), bench, where, probs)
+    k, protocol, label = (None, None, None) if spi is None and isinstance(data.get("samples_per_item"), dict) \
+        else parse_protocol(spi, where, probs)
     if scale is None:
         probs.add(where, "scale: not declared, and every accuracy of the table lies in [0, 1], which fractions "
                          "(0.494 = 49.4%) and tiny percentages both explain; declare scale: fraction or scale: percent")

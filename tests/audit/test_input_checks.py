@@ -161,3 +161,16 @@ def test_one_file_holds_several_training_sets(tmp_path):
     dup = yaml_table(tmp_path, "  - {model: M, train_set: MATH, arms: {base: 49.4, true: 78.2}}\n"
                                "  - {model: M, train_set: MATH, arms: {base: 49.4, true: 74.2}}\n", name="d.yaml")
     assert re.search(r"entry given twice.*train_set 'MATH'", errors_of(dup))
+
+
+def test_protocol_declared_per_benchmark(tmp_path):
+    p = yaml_table(tmp_path, "  - {model: M, arms: {base: 72.4, true: 82.6}}\n"
+                             "  - {model: M, benchmark: AMC, arms: {base: 20.93, true: 54.22}}\n"
+                             "  - {model: M, benchmark: AIME24, arms: {base: 3.3, true: 10.0}}\n",
+                   defaults="benchmark: MATH-500, values: absolute, "
+                            "samples_per_item: {MATH-500: greedy, AMC: avg@8, AIME 2024: pass@4}")
+    math500, amc, aime = load_entries(p)
+    assert (math500.decoding, amc.decoding, aime.decoding) == ("greedy", "avg@8", "pass@4")
+    q = yaml_table(tmp_path, "  - {model: M, benchmark: GSM8K, arms: {base: 72.4, true: 82.6}}\n", name="q.yaml",
+                   defaults="values: absolute, samples_per_item: {MATH-500: greedy, AMC: avg@8}")
+    assert "the mapping gives no protocol for benchmark 'GSM8K'; it has MATH-500, AMC" in errors_of(q)
