@@ -366,7 +366,7 @@ def build_entry(data: dict, source: dict, file: str, where: str, probs: Problems
     spi = protocol_for(data.get("samples_per_item"), bench, where, probs)
     k, protocol, label = (None, None, None) if spi is None and isinstance(data.get("samples_per_item"), dict) \
         else parse_protocol(spi, where, probs)
-    if scale is None:
+    if scale is None and data.get("scale") in (None, ""):  # an invalid declared scale is reported already
         probs.add(where, "scale: not declared, and every accuracy of the table lies in [0, 1], which fractions "
                          "(0.494 = 49.4%) and tiny percentages both explain; declare scale: fraction or scale: percent")
     mk = data.get("majority_kind")

@@ -95,6 +95,8 @@ def _parse_yaml(path: Path, probs: Problems) -> list[Entry]:
         doc = load_yaml(path, schema="nobool", max_bytes=MAX_BYTES, what="audit file")
     except LoadError as err:
         hint = " (an arm given twice?)" if "given twice" in err.problem else ""
+        if "block sequence entries are not allowed" in err.problem:
+            hint = " (a bare - for a missing cell? write it quoted, '-', or leave the arm out)"
         probs.items.append(f"{err}{hint}")
         return []
     if not isinstance(doc, dict):

@@ -174,3 +174,15 @@ def test_protocol_declared_per_benchmark(tmp_path):
     q = yaml_table(tmp_path, "  - {model: M, benchmark: GSM8K, arms: {base: 72.4, true: 82.6}}\n", name="q.yaml",
                    defaults="values: absolute, samples_per_item: {MATH-500: greedy, AMC: avg@8}")
     assert "the mapping gives no protocol for benchmark 'GSM8K'; it has MATH-500, AMC" in errors_of(q)
+
+
+def test_a_bare_dash_in_block_yaml_says_the_fix(tmp_path):
+    p = write(tmp_path, "d.yaml", "source: {id: s, paper: P, table: T1}\n"
+                                  "defaults: {benchmark: MATH-500, samples_per_item: greedy, values: absolute}\n"
+                                  "entries:\n  - model: M\n    arms:\n      base: 40.0\n      random: -\n")
+    assert "write it quoted, '-', or leave the arm out" in errors_of(p)
+    q = write(tmp_path, "e.yaml", "source: {id: s, paper: P, table: T1}\n"
+                                  "defaults: {benchmark: MATH-500, samples_per_item: greedy, values: absolute, "
+                                  "scale: percents}\nentries:\n  - {model: M, arms: {base: 40.0, true: 50.0}}\n")
+    msg = errors_of(q)
+    assert "scale: 'percents' is not allowed; allowed: percent, fraction" in msg and "not declared" not in msg
