@@ -19,12 +19,14 @@
 # A paper reports accuracies, usually single runs on a fixed benchmark, and often not all four arms.
 # `tabsim.audit` takes such a table and returns
 #
-# * every term it *identifies* (all its arms reported), with an interval from the binomial
-#   uncertainty of the benchmark's item count;
+# * every term it *identifies* (all its arms reported), with an interval from the uncertainty of
+#   the benchmark's items (the item is the sampling unit, also for avg@k scores);
 # * **bounds** for the terms it does not identify: *logical* ones (the missing arm anywhere in
 #   [0, 100]) and, tighter, *simulator* ones (what the missing arm could be if the model trained like
 #   some calibrated structure of tabsim's bandit);
-# * the verdict of SPEC §3 (elicitation-dominated, reward-design-dominated, mixed or inconclusive).
+# * the shares of the gain held by `d_null`, `d_elicit` and `d_rd`, and a verdict naming the term that
+#   holds most of it (random-reward, elicitation or reward-design dominated, mixed or inconclusive),
+#   with the reference study's rule beside it (its "elicitation share" includes `d_null`).
 #
 # Accuracies are in percentage points throughout. The shipped tables are under
 # `experiments/audits/` (format: `docs/audit.md`); anything this notebook writes goes to a temporary
@@ -66,7 +68,8 @@ print((AUDITS / "spurious_rewards.yaml").read_text())
 spurious = load_entries([AUDITS / "spurious_rewards.yaml"])
 res = audit(spurious, calibrate=False)  # every arm is reported: nothing to calibrate
 cols = ["model", "acc_frozen", "acc_random", "acc_majority", "acc_true",
-        "d_null", "d_elicit", "d_rd", "d_naive", "elicitation_share", "rd_share", "verdict"]
+        "d_null", "d_elicit", "d_rd", "d_naive", "null_share", "elicit_share", "rd_share", "verdict",
+        "reference_verdict"]
 res.audit[cols]
 
 # %% [markdown]
@@ -89,7 +92,7 @@ ax.set(ylabel="points", title="spurious rewards, MATH-500: partition with 95% in
 ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
-res.audit[["model", "verdict", "verdict_reason"]]
+res.audit[["model", "verdict", "reference_verdict", "verdict_reason"]]
 
 # %% [markdown]
 # These intervals carry only the binomial noise of 500 items: each cell of the table is one
@@ -191,8 +194,10 @@ print("reported d_null outside that range:\n", outside.to_string(index=False))
 
 # %% [markdown]
 # Published random-reward gains can be far larger (clipping under off-policy reuse, notebook 03),
-# so for such models a bound that uses `d_null` can be too narrow. `tabsim audit --family reuse`
-# adds a clipped-reuse family to the calibration.
+# so for such models a bound that uses `d_null` can be too narrow. The report lists each family's
+# reach; a row whose simulator bound on `d_null` excludes a `d_null` measured for the same model and
+# benchmark by another input falls back to logical bounds and says why (`bound_note`).
+# `tabsim audit --family reuse` adds a clipped-reuse family to the calibration.
 #
 # ## The written audit
 #

@@ -97,7 +97,7 @@ def outside_family(entries: list, rows: list, reach: dict) -> dict:
             if i != j and (lo > r["d_null_high"] or hi < r["d_null_low"]):
                 out[j] = (f"d_null measured at {est:+.1f} [{lo:.1f}, {hi:.1f}] for the same model and benchmark by "
                           f"{src} lies outside this row's simulator bound [{r['d_null_low']:.1f}, "
-                          f"{r['d_null_high']:.1f}] (every simulated family reaches d_null in [{span[0]:g}, "
+                          f"{r['d_null_high']:.1f}] (the simulated families together reach d_null in [{span[0]:g}, "
                           f"{span[1]:g}]): the simulator cannot represent this model, so the bounds are logical")
                 break
     return out
