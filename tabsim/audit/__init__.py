@@ -18,6 +18,8 @@ The ``tabsim audit`` command is :mod:`tabsim.cli.audit`.
     res = audit(load_entries(["experiments/audits/spurious_rewards.yaml"]))
     res.audit[["model", "d_null", "d_elicit", "d_rd", "verdict"]]
 """
+import importlib
+
 # imported on first use: `tabsim audit --help` loads only tabsim.cli.audit (the command's home)
 _EXPORTS = {"FAMILY_CONFIGS": "calibrate", "CalibrationGrid": "calibrate", "AuditResult": "core", "audit": "core",
             "audit_entry": "core", "TERMS": "estimate", "binomial_var": "estimate", "fieller": "estimate",
@@ -30,8 +32,6 @@ __all__ = ["ARMS", "FAMILY_CONFIGS", "TERMS", "AuditInputError", "AuditResult", 
 
 
 def __getattr__(name: str):
-    import importlib
-
     if name in _EXPORTS:
         return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import click
 
-from tabsim.cli.options import output_options
-from tabsim.cli.options import check_options, executor_options
-from tabsim.cli.options import open_executor
+from tabsim.cli.options import check_options, executor_options, open_executor, output_options
 
 
 @click.command("audit")
@@ -48,11 +46,12 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
     Example (the shipped tables):
       tabsim audit experiments/audits --out results/audit
     """
-    from tabsim.cli.options import open_store
+    # lazy: `tabsim audit --help` loads none of the audit's stack
     from tabsim.audit import calibrate as cal
     from tabsim.audit.core import audit
     from tabsim.audit.report import _sha, write_outputs
     from tabsim.audit.schema import AuditInputError, load_entries
+    from tabsim.cli.options import open_store
     from tabsim.runtime.store import job_key
 
     problems = []
