@@ -18,7 +18,7 @@ The ``tabsim audit`` command is :mod:`tabsim.cli.audit`.
     res = audit(load_entries(["experiments/audits/spurious_rewards.yaml"]))
     res.audit[["model", "d_null", "d_elicit", "d_rd", "verdict"]]
 """
-import importlib
+from tabsim._lazy import lazy_exports
 
 # imported on first use: `tabsim audit --help` loads only tabsim.cli.audit (the command's home)
 _EXPORTS = {"FAMILY_CONFIGS": "calibrate", "CalibrationGrid": "calibrate", "AuditResult": "core", "audit": "core",
@@ -30,8 +30,4 @@ __all__ = ["ARMS", "FAMILY_CONFIGS", "TERMS", "AuditInputError", "AuditResult", 
            "audit", "audit_entry", "binomial_var", "fieller", "load_entries", "term_intervals",
            "write_outputs"]
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
