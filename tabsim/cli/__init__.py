@@ -27,6 +27,8 @@ COMMANDS = {
                "Pre-registration: validate, lock, amend, run confirmatory, report against the plan."),
     "audit": ("tabsim.cli.audit:command",
               "Audit published RLVR results: partition, intervals, bounds for missing arms, verdict."),
+    "verify": ("tabsim.cli.verify:command",
+               "Re-check the files of a published FOLDER against the SHA-256 manifest in its .tabsim-run.json."),
 }
 
 

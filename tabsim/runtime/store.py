@@ -13,6 +13,11 @@ hidden, so nothing that looks complete appears.
 * Chunks are the unit of progress: each finished chunk of a compiled run is written atomically into
   ``staging/chunks/`` as Parquet, named by the job's hash and the chunk id. ``resume`` recomputes only
   the chunks that are missing and gives the same frame, byte for byte, as an uninterrupted run.
+* A store trusts only what it wrote: each chunk carries the run's key, its job and its chunk id, and
+  its SHA-256 goes into ``staging/chunks/manifest.json`` (rewritten atomically with every chunk).
+  ``resume`` recomputes any chunk whose bytes, key, job or id do not match, and says how many.
+* A published folder carries the SHA-256 of every file it holds in ``.tabsim-run.json``;
+  :func:`tabsim.runtime.manifest.check_folder` (``tabsim verify FOLDER``) names what changed since.
 
 A store can be used explicitly (``tabsim.run(cfg, store=store)``) or as the *current* store: while
 ``with RunStore(...)`` is open, :func:`tabsim.run` and :func:`tabsim.studies.factorial.run_designs` checkpoint
@@ -30,6 +35,8 @@ import hashlib
 import json
 import os
 import shutil
+import sys
+import threading
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -38,9 +45,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tabsim.files.atomic import atomic_path, write_json
+from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, file_sha256, tree_digests
 
-MARKER = ".tabsim-run.json"  # written last into the staging folder; a published folder always has it
-SCHEMA = "tabsim.run/1"
+CHUNK_SCHEMA = "tabsim.chunks/1"
 
 _CURRENT: contextvars.ContextVar["RunStore | None"] = contextvars.ContextVar("tabsim_run_store", default=None)
 
@@ -157,6 +164,10 @@ class RunStore:
         self.published = False
         self.reused_chunks = 0
         self.written_chunks = 0
+        self.recomputed_chunks = 0  # saved chunks that failed verification on resume
+        self.rejected: list[tuple[str, str]] = []  # (chunk file, why) of each of them
+        self._manifest: dict[str, dict] = {}  # chunk file name -> {"sha256", "job", "index"}
+        self._manifest_lock = threading.Lock()
 
     # -- opening ------------------------------------------------------------------------------
     def __enter__(self) -> "RunStore":
@@ -240,6 +251,7 @@ class RunStore:
                     raise OutputError(f"--resume: the interrupted run in {stage} computed something else (key "
                                       f"{meta.get('key')}, this run {self.key}); rerun it with the same config and "
                                       "options, or pass --overwrite to start again")
+                self._manifest = _read_manifest(stage / "chunks" / CHUNK_MANIFEST, meta.get("key"))
                 return
             if not self.overwrite:
                 raise OutputExistsError(f"--out {out}: an interrupted run left {n} finished chunk(s) in {stage}; pass "
@@ -276,24 +288,50 @@ class RunStore:
         return self.dir / "chunks" / f"{job}-{index:05d}.parquet"
 
     def load_chunk(self, job: str, index: int) -> dict[str, np.ndarray] | None:
-        """The arrays saved for chunk ``index`` of ``job``, or None if it is not (validly) there."""
+        """The arrays saved for chunk ``index`` of ``job``, or None if it is not there or fails verification.
+
+        A chunk is trusted only when its SHA-256 is the one the manifest recorded when this store wrote
+        it, and the key, job and chunk id it carries are this run's, this job's and ``index``; one
+        that fails (truncated, edited, copied over another, foreign) counts in ``recomputed_chunks``.
+        """
         path = self._chunk_file(job, index)
         if not path.is_file():
             return None
+        why = self._distrust(path, job, index)
+        if why is None:
+            try:
+                table = pq.read_table(path)
+                meta = json.loads(table.schema.metadata[b"tabsim"])
+                out = {}
+                for name, info in meta["arrays"].items():
+                    col = table.column(name).to_numpy()
+                    out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
+                return out
+            except Exception:  # noqa: BLE001 - a file that cannot be read back is recomputed, never trusted
+                why = "unreadable"
+        self.recomputed_chunks += 1
+        self.rejected.append((path.name, why))
+        return None
 
+    def _distrust(self, path: Path, job: str, index: int) -> str | None:
+        """Why the chunk file ``path`` cannot be trusted as chunk ``index`` of ``job``, or None."""
+        entry = self._manifest.get(path.name)
+        if entry is None:
+            return "not in the manifest"
+        if file_sha256(path) != entry.get("sha256"):
+            return "SHA-256 differs from the manifest"
         try:
-            table = pq.read_table(path)
-            meta = json.loads(table.schema.metadata[b"tabsim"])
-            out = {}
-            for name, info in meta["arrays"].items():
-                col = table.column(name).to_numpy()
-                out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
-        except Exception:  # a truncated or foreign file is recomputed, never trusted
-            return None
-        return out
+            meta = json.loads(pq.read_schema(path).metadata[b"tabsim"])
+        except Exception:  # noqa: BLE001 - no readable metadata: not a chunk this store wrote
+            return "unreadable"
+        carried = (meta.get("key"), meta.get("job"), meta.get("index"))
+        if carried != (self.key, job, index) or (entry.get("job"), entry.get("index")) != (job, index):
+            return f"carries key/job/chunk {carried}, not {(self.key, job, index)}"
+        return None
 
     def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> Path:
-        """Write chunk ``index`` of ``job`` atomically (Parquet: one flat column per array)."""
+        """Write chunk ``index`` of ``job`` atomically (Parquet: one flat column per array), recording its
+        SHA-256 in the manifest before the file appears under its name."""
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
         size = max((a.size for a in arrays.values()), default=0)
         cols, info = {}, {}
@@ -303,12 +341,26 @@ class RunStore:
                 flat = np.concatenate([flat, np.zeros(size - flat.size, a.dtype)])
             cols[name] = pa.array(flat)
             info[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
-        table = pa.table(cols).replace_schema_metadata({"tabsim": json.dumps({"arrays": info})})
+        carried = {"arrays": info, "key": self.key, "job": job, "index": index}
+        table = pa.table(cols).replace_schema_metadata({"tabsim": json.dumps(carried, default=_plain)})
         path = self._chunk_file(job, index)
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
+            # the manifest entry first: a file under its name always has one (a kill in between leaves an
+            # entry without a file, which is simply missing and recomputed)
+            self._record(path.name, {"sha256": file_sha256(tmp), "job": job, "index": index})
         self.written_chunks += 1
         return path
+
+    def _record(self, name: str, entry: dict) -> None:
+        with self._manifest_lock:
+            self._manifest[name] = entry
+            write_json(self.dir / "chunks" / CHUNK_MANIFEST,
+                       {"schema": CHUNK_SCHEMA, "key": self.key, "chunks": self._manifest})
+
+    def say(self, message: str) -> None:
+        """One line to the user (stderr): what the store did that changes what runs."""
+        print(message, file=sys.stderr, flush=True)
 
     # -- publishing ---------------------------------------------------------------------------
     def publish(self) -> Path:
@@ -319,11 +371,13 @@ class RunStore:
             self.published = True
             return self.out
         stage, out = self.dir, self.out
-        _write_json(stage / MARKER, {"schema": SCHEMA, "key": self.key, "command": self.description,
-                                     "published_utc": _utc_now(), "chunks_reused": self.reused_chunks,
-                                     "chunks_written": self.written_chunks})
         (stage / "staging.json").unlink(missing_ok=True)
         chunks = stage / "chunks"
+        files = tree_digests(stage, skip=(chunks.name, MARKER))
+        _write_json(stage / MARKER, {"schema": SCHEMA, "key": self.key, "command": self.description,
+                                     "published_utc": _utc_now(), "chunks_reused": self.reused_chunks,
+                                     "chunks_written": self.written_chunks,
+                                     "chunks_recomputed": self.recomputed_chunks, "files": files})
         if out.exists() and _non_empty(out):
             if not _exchange(stage, out):
                 old = out.parent / f".{out.name}.old-{os.getpid()}"
@@ -349,6 +403,18 @@ def _write_json(path: Path, obj) -> None:
     write_json(path, obj)
 
 
+def _read_manifest(path: Path, key) -> dict[str, dict]:
+    """The chunk manifest of a staging folder (empty when absent or not this run's: every chunk is then
+    recomputed)."""
+    data = _read_json(path)
+    if not isinstance(data, dict) or data.get("schema") != CHUNK_SCHEMA or data.get("key") != key:
+        return {}
+    chunks = data.get("chunks")
+    if not isinstance(chunks, dict):
+        return {}
+    return {k: v for k, v in chunks.items() if isinstance(v, dict)}
+
+
 def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore | None" = None, job: str | None = None,
             progress=None) -> list:
     """Run ``fn`` on every chunk through ``executor``; return the outputs in chunk order.
@@ -370,6 +436,7 @@ def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore |
     todo = list(range(len(chunks)))
     if store is not None and job is not None:
         todo = []
+        failed = store.recomputed_chunks
         for i in range(len(chunks)):
             got = store.load_chunk(job, i)
             if got is None:
@@ -377,6 +444,11 @@ def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore |
             else:
                 outputs[i] = got
                 store.reused_chunks += 1
+        failed = store.recomputed_chunks - failed
+        if failed:
+            name, why = store.rejected[-failed]
+            store.say(f"resume: {failed} saved chunk(s) failed verification and are recomputed (e.g. {name}: {why}); "
+                      f"{len(chunks) - len(todo)} verified chunk(s) reused")
         if progress is not None and len(chunks) - len(todo):
             progress.update(len(chunks) - len(todo))
     for pos, out in _imap(executor, fn, [chunks[i] for i in todo]):
@@ -398,4 +470,4 @@ def _imap(executor, fn, items: list) -> Iterable:
 
 
 __all__ = ["RunStore", "OutputError", "OutputExistsError", "OutputBusyError", "current_store", "writing_into", "execute", "job_key",
-           "staging_path", "lock_path", "MARKER"]
+           "staging_path", "lock_path", "MARKER", "CHUNK_MANIFEST"]

@@ -1,0 +1,91 @@
+"""What a published run folder holds, file by file: the SHA-256 manifest and its re-check.
+
+A store (:mod:`tabsim.runtime.store`) writes ``.tabsim-run.json`` last into every folder it publishes:
+the command, the run's key, the chunks reused, written and recomputed, and ``files``, the SHA-256
+of every other file in the folder (paths relative to it, ``/``-separated). :func:`check_folder`
+recomputes them and names what changed, what is missing and what was added since
+(``tabsim verify FOLDER``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+MARKER = ".tabsim-run.json"  # written last into the staging folder; a published folder always has it
+SCHEMA = "tabsim.run/1"
+CHUNK_MANIFEST = "manifest.json"  # in staging/chunks: the SHA-256 of every chunk the store wrote
+_BLOCK = 1 << 20
+
+
+class ManifestError(ValueError):
+    """A folder cannot be checked: it is not a published tabsim run, or its manifest is unreadable."""
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_BLOCK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tree_digests(folder: str | Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file under ``folder`` (links not followed), but for the
+    top-level entries named in ``skip``."""
+    folder = Path(folder)
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder)
+        if rel.parts[0] in skip or p.is_symlink() or not p.is_file():
+            continue
+        out[rel.as_posix()] = file_sha256(p)
+    return out
+
+
+def read_marker(folder: str | Path) -> dict:
+    """The ``.tabsim-run.json`` of a published folder; :class:`ManifestError` naming the folder otherwise."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ManifestError(f"{folder}: not a folder")
+    path = folder / MARKER
+    if not path.is_file():
+        raise ManifestError(f"{folder}: no {MARKER}; not a folder published by tabsim (or not complete)")
+    try:
+        marker = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise ManifestError(f"{path}: unreadable ({err})") from None
+    if not isinstance(marker, dict) or marker.get("schema") != SCHEMA:
+        raise ManifestError(f"{path}: not a tabsim run record (expected schema {SCHEMA!r})")
+    files = marker.get("files")
+    if files is None:
+        raise ManifestError(f"{path}: records no file digests (published by an earlier tabsim); nothing to check "
+                            f"against")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ManifestError(f"{path}: corrupted file manifest (expected path -> sha256)")
+    return marker
+
+
+def check_folder(folder: str | Path) -> dict:
+    """Re-check a published folder against the digests recorded when it was published.
+
+    Returns:
+      ``{"marker": {...}, "n_files", "changed": [...], "missing": [...], "added": [...]}``, paths
+      relative to ``folder``; all three lists empty when every file is as published.
+
+    Raises:
+      ManifestError: not a published tabsim folder, or no readable manifest.
+    """
+    folder = Path(folder)
+    marker = read_marker(folder)
+    recorded = marker["files"]
+    now = tree_digests(folder, skip=(MARKER,))
+    return {"marker": marker, "n_files": len(recorded),
+            "changed": sorted(k for k in recorded.keys() & now.keys() if recorded[k] != now[k]),
+            "missing": sorted(recorded.keys() - now.keys()),
+            "added": sorted(now.keys() - recorded.keys())}
+
+
+__all__ = ["MARKER", "SCHEMA", "CHUNK_MANIFEST", "ManifestError", "file_sha256", "tree_digests", "read_marker",
+           "check_folder"]
