@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer,
+                      model_validator)
 
 from tabsim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, KL_PLACEMENTS, OPTIMIZERS, RATIOS, SURROGATES
 from tabsim.arms import ARMS
@@ -167,6 +168,17 @@ class TrainConfig(_Section):
     rng: str = "fast"
     chunk_conditions: int | None = Field(None, ge=1, le=1_000_000, description="conditions per compiled call")
     metrics: list[str] | None = Field(None, description="answer-level metrics to record (None = all)")
+    dynamics: Literal["sampled", "expected"] = Field(
+        "sampled", description="sampled: train on sampled batches per seed; expected: iterate the exact "
+                               "expected update (bandit; one deterministic flow, seed -1 in the frame)")
+
+    @model_serializer(mode="wrap")
+    def _default_dynamics_unwritten(self, handler):
+        # a sampled run's config (and so its digest, stores and files) is the one written before the field
+        out = handler(self)
+        if self.dynamics == "sampled":
+            out.pop("dynamics", None)
+        return out
 
     @field_validator("rng")
     @classmethod

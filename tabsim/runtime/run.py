@@ -21,6 +21,7 @@ from tabsim.algos import AlgoSpec
 from tabsim.arms import OFFLINE_ARMS
 from tabsim.config import Config, resolve
 from tabsim.engine import Schedule, make_train
+from tabsim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
 from tabsim.envs import ENVS
 from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
@@ -60,7 +61,12 @@ def static_key(cfg: Config) -> tuple:
     return (t.env, t.n_prompts, t.n_answers, t.n_correct, t.heterogeneity is not None,
             tuple(sorted((k, str(v)) for k, v in t.tree.items())), cfg.arms.tie, cfg.arms.offline_samples,
             tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng,
-            None if tr.metrics is None else tuple(tr.metrics))
+            None if tr.metrics is None else tuple(tr.metrics)) + (("expected",) if expected(cfg) else ())
+
+
+def expected(cfg: Config) -> bool:
+    """Whether ``cfg`` asks for the exact expected flow (``train.dynamics = "expected"``)."""
+    return cfg.train.dynamics == "expected"
 
 
 def algo_spec(cfg: Config) -> AlgoSpec:
@@ -81,7 +87,8 @@ def compiled_train(cfg: Config):
     """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure."""
     key = static_key(cfg)
     if key not in _CACHE:  # setdefault: threads that build it together share the first
-        _CACHE.setdefault(key, make_train(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
+        build = make_expected_train if expected(cfg) else make_train
+        _CACHE.setdefault(key, build(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
     return _CACHE[key]
 
 
@@ -209,12 +216,17 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         config = resolve(base, **overrides)
     cfg = config
     grid = cfg.grid()
-    seeds = list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+    # the expected flow has no seeds: train.seed only draws the task, and the frame's seed is EXPECTED_SEED
+    seeds = [cfg.train.seed] if expected(cfg) else list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
     values = [cfg.hyper_values(g) for g in grid]
     compiled_train(cfg)  # built (and validated) here, before any chunk runs
     # chunks of equal size so every chunk reuses one compilation
     n_cond = len(values)
-    per = planning.conditions_per_chunk(cfg, n_cond, len(seeds), executor)  # refused before compiling if it cannot fit
+    if expected(cfg):  # its memory is the enumeration's tables, not the sampled engine's batches
+        env = make_env(cfg)
+        per = max(1, min(n_cond, CHUNK_BYTES // expected_bytes(env, algo_spec(cfg), schedule(cfg), cfg.arms.arms)))
+    else:
+        per = planning.conditions_per_chunk(cfg, n_cond, len(seeds), executor)  # refused before compiling if it cannot fit
     n_chunks = math.ceil(n_cond / per)
     padded = values + [values[-1]] * (n_chunks * per - n_cond)
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
@@ -229,9 +241,12 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
     ev = cfg.train.eval_every or cfg.train.steps
     steps = list(range(0, cfg.train.steps + 1, ev))
+    if expected(cfg):
+        seeds = [EXPECTED_SEED]
     frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
+    extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest(), seeds=seeds, wall_seconds=round(time.perf_counter() - t0, 3),
-                      n_conditions=n_cond, n_chunks=n_chunks)
+                      n_conditions=n_cond, n_chunks=n_chunks, **extra)
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 
 

@@ -1,0 +1,557 @@
+"""Expected-update dynamics: ``z_{t+1} = z_t + E[update | z_t]``, computed exactly by enumeration.
+
+The expectation is over everything a training step draws: the batch of prompts, the group of G
+answers of each prompt and the reward noise. A group is enumerated by its answer counts (a multinomial
+composition: ``C(G + K - 1, K - 1)`` of them, 6,435 for K = 8, G = 8), vectorised in JAX, and the
+batch enters through each prompt's chance to be drawn and, for aggregations that normalise over the
+batch, through the exact distribution of the number of other kept groups in its (mini)batch (a dynamic
+program over the other prompts' keep probabilities). The iterated map is deterministic: it is the flow
+of the mean update, not the mean of the random process (they differ by a Jensen gap, which
+``docs/expected.md`` measures).
+
+Two exact paths, chosen when the program is built:
+
+* **linear** (one on-policy update per batch, rewards that do not read the policy): the update is
+  linear in each answer's advantage-weighted count, so a step needs only ``P(composition) @ table``
+  with tables computed once per run. Every arm is a two-class reward model (each answer is rewarded
+  with probability ``rho_0`` or ``rho_1``; the noise is averaged within a class by exchangeability),
+  and the online majority arm reads the plurality (and its tie rule) from the composition.
+* **general** (off-policy reuse, ``epochs > 1``, or a KL penalty in the reward): every outcome's own
+  sequence of updates is run with the engine's loss, vectorised over outcomes. Reward noise is then
+  enumerated jointly with the answers (``2K`` symbols).
+
+Refused, with the reason: environments other than the bandit (a small tree has :func:`expected_update`
+for one step), Adam (its moments depend on the history of sampled gradients),
+the global-norm clip, estimators that couple the batch's groups (REINFORCE++, GPG), reuse with prompts
+drawn with replacement, and enumerations larger than :data:`MAX_OUTCOMES`.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tabsim import arms as arms_mod
+from tabsim.algos import (
+    ESTIMATORS,
+    KL_ESTIMATORS,
+    AlgoSpec,
+    closed_form,
+    policy_loss,
+    take_logp,
+    zero_variance,
+)
+from tabsim.engine import DIAG_KEYS, Schedule
+from tabsim.envs.bandit import Rollout, compositions, majority_tables, n_compositions
+from tabsim.envs.tree import TreeRollout
+from tabsim.params import Hyper
+
+EXPECTED_SEED = -1  # the ``seed`` of an expected-dynamics row in a run's frame
+MAX_OUTCOMES = 200_000  # group outcomes enumerated per prompt
+MAX_BATCH_WORK = 2e9  # N^2 mb^2: the dynamic program over the batch's kept groups
+CHUNK_BYTES = 512 * 2**20  # the expected flow's conditions per compiled call hold at most this in tables
+BATCH_LEVEL = ("reinforce_pp", "reinforce_pp_baseline", "gpg")  # estimators that read the whole batch
+NOISE_ARMS = arms_mod.NOISE_ARMS
+
+
+def _refuse(msg: str):
+    raise ValueError(f"train.dynamics = 'expected': {msg}")
+
+
+def n_outcomes(env, algo: AlgoSpec, schedule: Schedule, arms) -> int:
+    """Group outcomes enumerated per prompt and step (the largest over ``arms``)."""
+    G, K = schedule.group_size, env.n_answers
+    if linear_path(algo):
+        return n_compositions(G, K)
+    symbols = 2 * K if any(a in NOISE_ARMS for a in arms) else K
+    return n_compositions(G, symbols) * (K if "majority" in arms and env.tie == "random" else 1)
+
+
+def expected_bytes(env, algo: AlgoSpec, schedule: Schedule, arms) -> int:
+    """Bytes one condition's flow holds at its peak: the per-prompt outcome tables and probabilities of
+    every arm (linear path: about six ``[N, O]`` float32 arrays per arm; general: the outcomes' gradients)."""
+    per_arm = 6 if linear_path(algo) else 4 * env.n_answers * max(1, algo.epochs)
+    return max(1, len(arms) * env.n_prompts * n_outcomes(env, algo, schedule, arms) * per_arm * 4)
+
+
+def linear_path(algo: AlgoSpec) -> bool:
+    """One on-policy update per batch and rewards that do not read the policy."""
+    return algo.epochs * algo.minibatches == 1 and algo.kl_placement != "reward"
+
+
+def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
+    """Raise ``ValueError`` (naming the setting and what to change) when the exact flow is not available."""
+    if getattr(env, "name", None) != "bandit":
+        _refuse(f"only the bandit (task.env = 'bandit') has exact expected dynamics, got {env.name!r}; for "
+                "a small tree, tabsim.expected.expected_update gives the exact expected one-step update")
+    if algo.optimizer != "sgd":
+        _refuse(f"algo.optimizer = {algo.optimizer!r}: Adam's moments depend on the whole history of sampled "
+                "gradients, so the expected update is not a function of the logits; use 'sgd'")
+    if algo.grad_clip:
+        _refuse("algo.max_grad_norm: the global-norm clip couples every prompt's random gradient; leave it unset")
+    if algo.estimator in BATCH_LEVEL:
+        _refuse(f"algo.estimator = {algo.estimator!r} normalises over the whole batch, which couples all B "
+                f"groups (about {n_compositions(schedule.group_size, env.n_answers)}^{schedule.batch_size} "
+                "joint outcomes); use a group-level estimator (grpo, dr_grpo, rloo, opo, passk, sign) or "
+                "dynamics = 'sampled'")
+    if algo.epochs * algo.minibatches > 1 and schedule.replacement:
+        _refuse("off-policy reuse with train.replacement = true: a prompt drawn twice is updated by both groups "
+                "in turn, which the exact flow does not enumerate; set train.replacement = false or algo.epochs = 1")
+    n = n_outcomes(env, algo, schedule, arms)
+    if n > MAX_OUTCOMES:
+        what = "answers" if linear_path(algo) else "(answer, reward) symbols"
+        _refuse(f"a group of G = {schedule.group_size} over K = {env.n_answers} {what} has {n:,} outcomes per "
+                f"prompt (at most {MAX_OUTCOMES:,}); reduce train.group_size or task.n_answers (merge symmetric "
+                "answers into classes), or use dynamics = 'sampled'")
+    mb = schedule.batch_size // algo.minibatches
+    if algo.aggregation != "group-sum" and not schedule.replacement and (env.n_prompts * mb) ** 2 > MAX_BATCH_WORK:
+        _refuse(f"the exact count of kept groups per minibatch needs (N mb)^2 = {(env.n_prompts * mb) ** 2:.3g} "
+                f"operations per step (at most {MAX_BATCH_WORK:.3g}); reduce task.n_prompts or train.batch_size")
+
+
+# -- the batch ----------------------------------------------------------------------------------
+def others_kept(q, mb: int, replacement: bool):
+    """``P(M = m)``, ``[N, mb]``: M the number of kept groups among the other ``mb - 1`` members of a
+    prompt's minibatch, given each prompt's chance ``q [N]`` that its group is kept.
+
+    Without replacement the other members are a uniform ``(mb - 1)``-subset of the other ``N - 1``
+    prompts: a dynamic program over the prompts in order, each taken with the probability that the rest
+    of the subset still needs it. With replacement every other slot is kept with probability ``mean(q)``.
+    """
+    n, s = q.shape[0], mb - 1
+    m = jnp.arange(mb)
+    if replacement:
+        qbar = q.mean()
+        logc = jnp.asarray([math.lgamma(s + 1) - math.lgamma(k + 1) - math.lgamma(s - k + 1) for k in range(mb)])
+        pmf = jnp.exp(logc + m * jnp.log(jnp.maximum(qbar, 1e-30)) + (s - m) * jnp.log(jnp.maximum(1 - qbar, 1e-30)))
+        pmf = jnp.where(qbar >= 1.0, (m == s).astype(q.dtype), jnp.where(qbar <= 0.0, (m == 0).astype(q.dtype), pmf))
+        return jnp.broadcast_to(pmf, (n, mb))
+    if s == 0:
+        return jnp.ones((n, 1), q.dtype)
+
+    def one(i):
+        def body(carry, j):
+            f, left = carry  # f[k, m]: k of the subset chosen so far, m of them kept; left: prompts still to see
+            take = jnp.clip((s - jnp.arange(mb)) / jnp.maximum(left, 1.0), 0.0, 1.0)[:, None]  # [k]: need / left
+            qj = q[j]
+            moved = f * take  # chosen: k -> k + 1
+            chosen = jnp.zeros_like(f).at[1:, :].add(moved[:-1] * (1 - qj)).at[1:, 1:].add(moved[:-1, :-1] * qj)
+            new = f * (1 - take) + chosen
+            skip = j == i
+            return (jnp.where(skip, f, new), left - jnp.where(skip, 0.0, 1.0)), None
+
+        f0 = jnp.zeros((mb, mb), q.dtype).at[0, 0].set(1.0)
+        (f, _), _ = jax.lax.scan(body, (f0, jnp.asarray(n - 1.0, q.dtype)), jnp.arange(n))
+        return f[s]
+
+    return jax.vmap(one)(jnp.arange(n))
+
+
+def batch_scale(algo: AlgoSpec, schedule: Schedule, q, n_prompts: int):
+    """``(inclusion [], P(M) [N, mb] or None)``: the chance a prompt is in the batch, and for batch-normalised
+    aggregations the distribution of the other kept groups in its minibatch (its weight is ``1 / (1 + M)``)."""
+    incl = schedule.batch_size / n_prompts
+    if algo.aggregation == "group-sum":  # each group's loss is summed: no batch normaliser
+        return incl, None
+    return incl, others_kept(q, schedule.batch_size // algo.minibatches, schedule.replacement)
+
+
+# -- the linear path ----------------------------------------------------------------------------
+def _advantage_table(algo: AlgoSpec, G: int, hp: Hyper):
+    """``A1[m], A0[m]`` (``[G + 1]``): a rewarded / unrewarded answer's advantage in a group with m rewards,
+    and the keep indicator ``kappa[m]`` (0 for the homogeneous groups the filter drops)."""
+    m = jnp.arange(G + 1)
+    rewards = (jnp.arange(G)[None, :] < m[:, None]).astype(jnp.float32)  # row m: m ones first
+    adv = ESTIMATORS[algo.estimator](rewards, lengths=jnp.ones_like(rewards), valid=jnp.ones(G + 1), hp=hp)
+    kappa = 1.0 - hp.filter * ((m == 0) | (m == G)).astype(jnp.float32)
+    return adv[:, 0], adv[:, -1], kappa
+
+
+def _binom_pmf(n_max: int, rho):
+    """``pmf[..., n, k] = C(n, k) rho^k (1 - rho)^(n - k)`` for ``n, k in 0..n_max`` (0 where k > n)."""
+    n = np.arange(n_max + 1)
+    comb = np.asarray([[math.comb(a, b) if b <= a else 0 for b in n] for a in n], np.float32)
+    k = jnp.asarray(n, jnp.float32)
+    r = rho[..., None, None]
+    return comb * jnp.power(r, k) * jnp.power(1.0 - r, jnp.maximum(n[:, None] - k, 0.0))
+
+
+def two_class(name: str, env, task, hp: Hyper):
+    """The arm as a two-class reward model: ``(cls [N, K] 0/1, rho0 [N], rho1 [N])``, each answer of
+    class c rewarded with probability ``rho_c`` independently (None for the online majority arm)."""
+    n, K = task.correct.shape
+    ones = jnp.ones((n,), jnp.float32)
+    label = jax.nn.one_hot(task.offline_label, K, dtype=jnp.float32)  # the label -1 (never drawn): all zeros
+    if name in ("frozen", "true"):
+        return task.correct, 0 * ones, ones
+    if name == "random":
+        return task.correct, hp.gamma * ones, hp.gamma * ones
+    if name == "noisy":
+        return task.correct, hp.fpr * ones, (1.0 - hp.fnr) * ones
+    if name == "format":
+        return jax.nn.one_hot(task.format_answer, K, dtype=jnp.float32), 0 * ones, ones
+    if name == "majority_offline":
+        return label, 0 * ones, ones
+    if name == "incorrect":
+        return label, 0 * ones, 1.0 - (label * task.correct).sum(-1)
+    if name == "majority":
+        return None
+    raise ValueError(f"unknown arm {name!r}; allowed: {', '.join(arms_mod.ARMS)}")
+
+
+def linear_tables(name: str, env, task, algo: AlgoSpec, G: int, hp: Hyper, counts, maj):
+    """Per-run tables of the linear path for arm ``name`` (they do not depend on the policy).
+
+    Online majority: ``("counts", W [O, 2K + 2])``, per composition o the columns ``counts * adv / G``
+    (each answer's advantage-weighted draws), ``counts * kappa / G``, ``kappa`` and the mean reward, so
+    that one product ``P(o) @ W`` gives every expectation a step needs. Two-class arms: ``("class", cls,
+    T [N, 4, G + 1])`` over the class-1 draws ``n1``: ``E[kappa (k_c / n_c A1 + (1 - k_c / n_c) A0)]``
+    for c = 0, 1, ``E[kappa]`` and the mean reward, the reward draws ``k_c ~ Bin(n_c, rho_c)`` summed out.
+    """
+    A1, A0, kappa = _advantage_table(algo, G, hp)
+    model = two_class(name, env, task, hp)
+    if model is None:  # online majority: the composition's plurality (credit splits random ties)
+        credit, mx = maj
+        adv = credit * A1[mx][:, None] + (1.0 - credit) * A0[mx][:, None]  # [O, K]
+        kap = kappa[mx]
+        W = jnp.concatenate([counts * adv * kap[:, None], counts * kap[:, None], kap[:, None] * G,
+                             mx[:, None] * 1.0], axis=1) / G
+        return "counts", W
+    cls, rho0, rho1 = model
+    k = jnp.arange(G + 1, dtype=jnp.float32)
+    p0, p1 = _binom_pmf(G, rho0), _binom_pmf(G, rho1)  # [N, n, k]
+    n1 = jnp.arange(G + 1)
+    joint = p0[:, G - n1, :][:, :, :, None] * p1[:, n1, :][:, :, None, :]  # [N, n1, k0, k1]
+    m = (k[:, None] + k[None, :]).astype(jnp.int32)  # [k0, k1]
+    kap, a1, a0 = kappa[m], A1[m], A0[m]
+    n1f = n1.astype(jnp.float32)[:, None, None]
+    frac1 = k[None, None, :] / jnp.maximum(n1f, 1.0)  # rewarded share among the class-1 draws
+    frac0 = k[None, :, None] / jnp.maximum(G - n1f, 1.0)
+    T = jnp.stack([(joint * kap * (frac0 * a1 + (1 - frac0) * a0)).sum((-2, -1)),
+                   (joint * kap * (frac1 * a1 + (1 - frac1) * a0)).sum((-2, -1)),
+                   (joint * kap).sum((-2, -1)), (joint * m / G).sum((-2, -1))], axis=1)  # [N, 4, n1]
+    return "class", cls, T
+
+
+def node_gradient(algo: AlgoSpec, pi, logq, ref, nu, hp: Hyper):
+    """The KL and entropy part of the expected gradient, given ``nu [N, K]``, the expected keep weight of
+    each answer's draws (``sum_a nu = q``, the chance the group is kept)."""
+    g = jnp.zeros_like(pi)
+    q = nu.sum(-1, keepdims=True)
+    if algo.kl_placement == "loss":
+        if algo.kl in closed_form.KL_TOKEN_DERIVATIVES:
+            c = nu * closed_form.KL_TOKEN_DERIVATIVES[algo.kl](logq - ref)
+            g = g + hp.beta * (c - pi * c.sum(-1, keepdims=True))
+        else:
+            g = g + hp.beta * q * closed_form.KL_NODE_GRADIENTS[algo.kl](pi, logq, ref)
+    if algo.entropy_bonus:
+        g = g + hp.ent_coef * q * pi * (logq - (pi * logq).sum(-1, keepdims=True))
+    return g
+
+
+def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts):
+    """One expected step of the linear path for one arm: ``(new logits [N, K], diagnostics)``.
+
+    The step needs each answer's expected advantage-weighted draws ``g_adv``, expected kept draws ``nu``,
+    the keep probability ``q`` and the mean reward. Online majority: one product of the compositions'
+    probabilities with the run's table. Two-class arms need no enumeration: the class-1 draws are
+    ``n1 ~ Bin(G, pi_1)`` and, given ``n1``, an answer of class 1 has ``E[n_a | n1] = n1 pi_a / pi_1``, so
+    ``E[n_a f(n1)] = pi_a / pi_1 E[n1 f(n1)]`` (class 0 likewise with ``G - n1``).
+    """
+    G = schedule.group_size
+    logq = jax.nn.log_softmax(logits, axis=-1)
+    pi = jnp.exp(logq)
+    K = pi.shape[-1]
+    if tables[0] == "counts":
+        P = jnp.exp(lmc[None, :] + logq @ counts.T)  # [N, O]
+        out = P @ tables[1]
+        g_adv, nu, q, r = out[:, :K], out[:, K:2 * K], out[:, 2 * K], out[:, 2 * K + 1]
+    else:
+        _, cls, T = tables
+        pi1 = (pi * cls).sum(-1, keepdims=True)
+        pi0 = 1.0 - pi1
+        n1 = jnp.arange(G + 1, dtype=jnp.float32)
+        logc = jnp.asarray([math.lgamma(G + 1) - math.lgamma(j + 1) - math.lgamma(G - j + 1) for j in range(G + 1)])
+        xlog = lambda n, p: jnp.where(n > 0, n * jnp.log(jnp.maximum(p, 1e-38)), 0.0)
+        B = jnp.exp(logc + xlog(n1, pi1) + xlog(G - n1, pi0))  # [N, n1]: P(n1 class-1 draws)
+        B = jnp.where(pi1 <= 0.0, (n1 == 0), jnp.where(pi0 <= 0.0, (n1 == G), B))
+        e1 = (B[:, None, :] * n1 * T).sum(-1)  # [N, 4]: E[n1 f(n1)]
+        e0 = (B[:, None, :] * (G - n1) * T).sum(-1)  # E[n0 f(n1)]
+        w1, w0 = cls * pi / jnp.maximum(pi1, 1e-38), (1 - cls) * pi / jnp.maximum(pi0, 1e-38)
+        g_adv = (w1 * e1[:, 1:2] + w0 * e0[:, 0:1]) / G
+        nu = (w1 * e1[:, 2:3] + w0 * e0[:, 2:3]) / G
+        q, r = (B * T[:, 2]).sum(-1), (B * T[:, 3]).sum(-1)
+    grad = -(g_adv - pi * g_adv.sum(-1, keepdims=True)) + node_gradient(algo, pi, logq, ref, nu, hp)
+    incl, pm = batch_scale(algo, schedule, q, n_prompts)
+    scale = incl if pm is None else incl * (pm / (1.0 + jnp.arange(pm.shape[-1]))).sum(-1, keepdims=True)
+    new = logits - hp.lr * scale * grad
+    return new, {"reward_mean": r.mean(), "kept_frac": q.mean(), "clip_frac": jnp.zeros((), jnp.float32)}
+
+
+# -- the general path: every outcome's own updates ------------------------------------------------
+def symbol_table(env, noise: bool) -> dict:
+    """What a group draws, one row per symbol: ``answer [S]``, ``tokens``/``nodes``/``mask`` ``[S, T]``
+    and the reward bit ``bit [S]`` (``noise``: each answer twice, unrewarded then rewarded).
+
+    Bandit symbols are answers; tree symbols are leaves (terminal (node, action) pairs) with their paths.
+    """
+    if getattr(env, "name", None) == "tree":
+        b, D = env.branching, env.depth
+        paths = {0: ([], [])}  # node -> (tokens, nodes) from the root to it
+        for node in range(env.n_nodes):
+            toks, nodes = paths[node]
+            for a in range(1, b):
+                if not env.terminal[node, a]:
+                    paths[int(env.child[node, a])] = (toks + [a], nodes + [node])
+        rows = [(node, a) for node in range(env.n_nodes) for a in range(b) if env.terminal[node, a]]
+        T = D
+        tokens = np.zeros((len(rows), T), np.int32)
+        nodes = np.zeros((len(rows), T), np.int32)
+        mask = np.zeros((len(rows), T), np.float32)
+        answer = np.zeros(len(rows), np.int32)
+        for r, (node, a) in enumerate(rows):
+            toks, path = paths[node]
+            L = len(toks) + 1
+            tokens[r, :L], nodes[r, :L], mask[r, :L] = toks + [a], path + [node], 1.0
+            answer[r] = env.pair_answer[node, a]
+    else:
+        answer = np.arange(env.n_answers, dtype=np.int32)
+        tokens, nodes, mask = answer[:, None], np.zeros_like(answer)[:, None], np.ones((env.n_answers, 1), np.float32)
+    bit = np.zeros(answer.shape[0], np.float32)
+    if noise:
+        twice = lambda x: np.repeat(x, 2, axis=0)
+        answer, tokens, nodes, mask = twice(answer), twice(tokens), twice(nodes), twice(mask)
+        bit = np.tile(np.asarray([0.0, 1.0], np.float32), answer.shape[0] // 2)
+    return {"answer": answer, "tokens": tokens, "nodes": nodes, "mask": mask, "bit": bit, "noise": noise}
+
+
+def outcome_table(env, name: str, G: int, symbols: dict) -> dict:
+    """The group outcomes of arm ``name``: compositions of G draws over the symbols, their log multinomial
+    coefficients, the canonical group (symbols in order), and for the online majority its label (a random
+    tie becomes one row per tied label, each with its share of the probability)."""
+    S = symbols["answer"].shape[0]
+    counts = compositions(G, S)
+    lmc = math.lgamma(G + 1) - np.asarray([sum(math.lgamma(c + 1) for c in row) for row in counts])
+    label = np.full(len(counts), -1, np.int32)
+    if name == "majority":
+        K = env.n_answers
+        ans_counts = np.zeros((len(counts), K), np.int64)
+        np.add.at(ans_counts.T, symbols["answer"], counts.T)
+        rows, labels, logw = [], [], []
+        for o, c in enumerate(ans_counts):
+            modes = np.flatnonzero(c == c.max())
+            if env.tie == "lowest":
+                modes = modes[:1]
+            for m in modes:
+                rows.append(o), labels.append(m), logw.append(-math.log(len(modes)))
+        counts, lmc, label = counts[rows], lmc[rows] + np.asarray(logw), np.asarray(labels, np.int32)
+    group = np.stack([np.repeat(np.arange(S), c) for c in counts]).astype(np.int32)  # [O, G]
+    return {"counts": counts.astype(np.float32), "lmc": lmc.astype(np.float32), "group": group, "label": label}
+
+
+def _rollout(env, symbols, group):
+    """A one-prompt rollout ``[1, G, ...]`` of the canonical group ``group [G]`` (symbol indices)."""
+    take = lambda k: jnp.asarray(symbols[k])[group][None]
+    mask = take("mask")
+    common = {"answers": take("answer"), "tokens": take("tokens"), "mask": mask, "lengths": mask.sum(-1)}
+    if getattr(env, "name", None) == "tree":
+        return TreeRollout(nodes=take("nodes"), **common)
+    return Rollout(**common)
+
+
+def general_delta(env, algo: AlgoSpec, name: str, symbols, table, logits, ref, task_row, hp: Hyper, scales=None,
+                  weights=None):
+    """Expected change of one prompt's table given that it is in the batch, over every group outcome.
+
+    Args:
+      logits, ref: the prompt's table and reference, ``env.table_shape[1:]``.
+      task_row: the prompt's row of the task (a pytree of ``[1, ...]`` arrays).
+      scales, weights: ``[M]`` the loss weight ``1 / (1 + M)`` (1 for ``group-sum``) and its probability
+        (``None``: only the keep probability is wanted; ``delta`` is then None).
+    Returns:
+      ``(delta, kept probability, expected mean reward)``.
+    """
+    table_b, ref_b = logits[None], ref[None]
+    logq = jax.nn.log_softmax(logits, axis=-1).reshape(-1, logits.shape[-1])
+    sym_logp = (logq[symbols["nodes"], symbols["tokens"]] * symbols["mask"]).sum(-1)  # [S]
+    if symbols["noise"]:
+        cls, rho0, rho1 = two_class(name, env, task_row, hp)
+        rho = (cls[0] * rho1[0] + (1 - cls[0]) * rho0[0])[symbols["answer"]]
+        bit = jnp.asarray(symbols["bit"])
+        sym_logp = sym_logp + jnp.log(jnp.maximum(jnp.where(bit > 0, rho, 1.0 - rho), 1e-30))
+    logP = table["lmc"] + table["counts"] @ jnp.maximum(sym_logp, -1e30)
+    P = jnp.exp(logP)  # [O]
+
+    def outcome(group, label):
+        rollout = _rollout(env, symbols, group)
+        answers = rollout.answers
+        if symbols["noise"]:
+            rewards = jnp.asarray(symbols["bit"])[group][None]
+        elif name == "majority":
+            rewards = (answers == label).astype(jnp.float32)
+        elif name == "frozen":
+            rewards = jnp.zeros(answers.shape, jnp.float32)
+        else:
+            rewards = arms_mod.arm_rewards(name, None, None, env, task_row, answers, hp, None)
+        logq_old = env.token_logq(table_b, rollout)
+        logp_old = take_logp(logq_old, rollout.tokens)
+        logq_ref = env.token_logq(ref_b, rollout)
+        if algo.kl_placement == "reward":
+            kl = KL_ESTIMATORS[algo.kl](logp_old, take_logp(logq_ref, rollout.tokens), logq_old, logq_ref)
+            rewards = rewards - hp.beta * (kl * rollout.mask).sum(-1)
+        kappa = 1.0 - hp.filter * zero_variance(rewards)
+        adv = ESTIMATORS[algo.estimator](rewards, lengths=rollout.lengths, valid=kappa, hp=hp)
+        mask = rollout.mask * kappa[:, None, None]
+
+        def loss(z):
+            return policy_loss(algo, env.token_logq(z, rollout), rollout.tokens, mask, adv, logp_old, logq_ref, hp)[0]
+
+        def run(scale):
+            z = table_b
+            for _ in range(algo.epochs):  # the prompt's own update in each pass (it sits in one minibatch)
+                z = z - hp.lr * scale * jax.grad(loss)(z)
+            return z[0] - logits
+
+        if scales is None:
+            return None, kappa[0], rewards.mean()
+        delta = jnp.tensordot(weights, jax.vmap(run)(scales), 1)
+        return delta, kappa[0], rewards.mean()
+
+    delta, kappa, rmean = jax.vmap(outcome)(jnp.asarray(table["group"]), jnp.asarray(table["label"]))
+    return (None if delta is None else jnp.tensordot(P, delta, 1)), P @ kappa, P @ rmean
+
+
+def general_step(env, algo, schedule, name, symbols, table, logits, ref, task, hp):
+    """One expected step of the general path for one arm: ``(new tables [N, ...], diagnostics)``."""
+    n = logits.shape[0]
+    rows = lambda i: jax.tree_util.tree_map(lambda x: jax.lax.dynamic_slice_in_dim(x, i, 1), task)
+    one = jnp.ones((1,), jnp.float32)
+    if algo.aggregation == "group-sum":
+        incl, pm = schedule.batch_size / n, None
+    else:  # a first pass for each prompt's keep probability: the batch's normaliser reads the others'
+        _, q, _ = jax.vmap(lambda i: general_delta(env, algo, name, symbols, table, logits[i], ref[i], rows(i),
+                                                   hp))(jnp.arange(n))
+        incl, pm = batch_scale(algo, schedule, q, n)
+    if pm is None:
+        scales, weights = one[None].repeat(n, 0), one[None].repeat(n, 0)
+    elif algo.epochs == 1:  # one update: linear in its weight, so the mean weight suffices
+        scales = (pm / (1.0 + jnp.arange(pm.shape[-1]))).sum(-1, keepdims=True)
+        weights = jnp.ones_like(scales)
+    else:
+        scales = jnp.broadcast_to(1.0 / (1.0 + jnp.arange(pm.shape[-1], dtype=jnp.float32)), pm.shape)
+        weights = pm
+    delta, q, r = jax.vmap(lambda i: general_delta(env, algo, name, symbols, table, logits[i], ref[i], rows(i), hp,
+                                                   scales[i], weights[i]))(jnp.arange(n))
+    clip = jnp.zeros((), jnp.float32) if algo.epochs * algo.minibatches == 1 else jnp.float32(jnp.nan)
+    return logits + incl * delta, {"reward_mean": r.mean(), "kept_frac": q.mean(), "clip_frac": clip}
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, logits, hp: Hyper):
+    """The exact expected table after one step from ``logits``: ``E[logits after the step]``.
+
+    Compiled once per ``(env, algo, schedule, arm)``. A bandit takes the path :func:`make_expected_train`
+    takes (:func:`check` first). A small tree (or any
+    environment with :func:`symbol_table`) enumerates every group of G leaves by its counts
+    (``C(G + L - 1, L - 1)`` for L leaves) and applies the engine's loss to each (the general path; long
+    tree runs are not offered); the tests compare both with the sampled engine.
+    """
+    if arm == "frozen":
+        return logits
+    if getattr(env, "name", None) == "bandit":
+        check(env, algo, schedule, (arm,))
+    G = schedule.group_size
+    if getattr(env, "name", None) == "bandit" and linear_path(algo):
+        counts_np = compositions(G, env.n_answers)
+        _, lmc, credit = majority_tables(G, env.n_answers, env.tie)
+        maj = (jnp.asarray(credit), jnp.asarray(counts_np.max(1)))
+        counts = jnp.asarray(counts_np, jnp.float32)
+        tables = linear_tables(arm, env, task, algo, G, hp, counts, maj)
+        return linear_step(algo, schedule, counts, jnp.asarray(lmc), logits, task.prior_logits, tables, hp,
+                           env.n_prompts)[0]
+    symbols = symbol_table(env, arm in NOISE_ARMS)
+    n_out = n_compositions(G, symbols["answer"].shape[0])
+    if n_out > MAX_OUTCOMES:
+        _refuse(f"{n_out:,} group outcomes per prompt (at most {MAX_OUTCOMES:,}): use a smaller tree or group")
+    table = outcome_table(env, arm, G, symbols)
+    return general_step(env, algo, schedule, arm, symbols, table, logits, task.prior_logits, task, hp)[0]
+
+
+# -- the program ----------------------------------------------------------------------------------
+def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
+    """Build ``train(seeds [S, 2], hypers [C]) -> history`` of the expected flow, like
+    :func:`tabsim.engine.make_train` (same metrics, ``[C, S, A, E + 1]``). A seed only draws the task
+    (answer positions, offline label); the flow itself has no randomness.
+
+    Raises:
+      ValueError: the configuration has no exact expected flow (:func:`check` says why).
+    """
+    check(env, algo, schedule, arms)
+    if schedule.steps % schedule.eval_every:
+        raise ValueError(f"train.eval_every: must divide steps={schedule.steps}, got {schedule.eval_every}")
+    if schedule.batch_size % algo.minibatches:
+        raise ValueError(f"algo.minibatches: must divide batch_size={schedule.batch_size}, got {algo.minibatches}")
+    n_evals = schedule.steps // schedule.eval_every
+    G, K, N = schedule.group_size, env.n_answers, env.n_prompts
+    lin = linear_path(algo)
+    if lin:
+        counts_np = compositions(G, K)
+        counts = jnp.asarray(counts_np, jnp.float32)
+        lmc = jnp.asarray(majority_tables(G, K, env.tie)[1])
+        _, _, credit = majority_tables(G, K, env.tie)
+        maj = (jnp.asarray(credit), jnp.asarray(counts_np.max(1)))
+    else:
+        symbols = {noise: symbol_table(env, noise) for noise in (False, True)}
+        tables = {a: outcome_table(env, a, G, symbols[a in NOISE_ARMS]) for a in arms if a != "frozen"}
+
+    def train_one(seed, hp: Hyper):
+        task = env.init_task(seed, hp)
+        ref = task.prior_logits
+        lin_tables = {a: linear_tables(a, env, task, algo, G, hp, counts, maj) for a in arms if a != "frozen"} \
+            if lin else None
+
+        def step(zs, _):
+            new, diags = [], []
+            for a, z in zip(arms, zs):
+                if a == "frozen":  # never updated; its diagnostics as the engine records them
+                    new.append(z)
+                    diags.append({"reward_mean": jnp.float32(0.0), "kept_frac": 1.0 - hp.filter,
+                                  "clip_frac": jnp.float32(0.0)})
+                    continue
+                if lin:
+                    z2, d = linear_step(algo, schedule, counts, lmc, z, ref, lin_tables[a], hp, N)
+                else:
+                    z2, d = general_step(env, algo, schedule, a, symbols[a in NOISE_ARMS], tables[a], z, ref, task, hp)
+                new.append(z2)
+                diags.append(d)
+            return tuple(new), {k: jnp.stack([jnp.asarray(d[k], jnp.float32) for d in diags]) for k in DIAG_KEYS}
+
+        def chunk(zs, _):
+            zs, diag = jax.lax.scan(step, zs, None, length=schedule.eval_every)
+            metrics = [env.evaluate(z, task, hp) for z in zs]
+            out = {k: jnp.stack([m[k] for m in metrics]) for k in metrics[0]}
+            return zs, {**out, **{k: v.mean(0) for k, v in diag.items()}}
+
+        z0 = tuple(ref for _ in arms)
+        first = [env.evaluate(z, task, hp) for z in z0]
+        _, hist = jax.lax.scan(chunk, z0, None, length=n_evals)
+        nan = jnp.full((len(arms), 1), jnp.nan, jnp.float32)
+        out = {k: jnp.concatenate([jnp.stack([f[k] for f in first])[:, None], hist[k].T], axis=1) for k in first[0]}
+        out.update({k: jnp.concatenate([nan, hist[k].T], axis=1) for k in DIAG_KEYS})
+        return out  # metric -> [A, E + 1]
+
+    @jax.jit
+    def train(seeds, hypers):
+        leaves, treedef = jax.tree_util.tree_flatten(hypers)
+        n_cond = next((x.shape[0] for x in leaves if jnp.ndim(x) > 0), 1)
+        axes = jax.tree_util.tree_unflatten(treedef, [0 if jnp.ndim(x) else None for x in leaves])
+        per_cond = jax.vmap(lambda hp: jax.vmap(lambda s: train_one(s, hp))(seeds), in_axes=(axes,))
+        if n_cond == 1 and not any(jnp.ndim(x) for x in leaves):
+            return jax.tree_util.tree_map(lambda x: x[None], jax.vmap(lambda s: train_one(s, hypers))(seeds))
+        return per_cond(hypers)
+
+    train.xla_options = None
+    return train

@@ -1,0 +1,250 @@
+"""Expected-update dynamics (``train.dynamics = "expected"``).
+
+Three layers: the one-step expected update against a plain NumPy enumeration of every batch, every
+ordered group and every reward draw (float precision); against the mean of the sampled engine's
+one-step updates over many seeds (within Monte Carlo error), for every arm and every preset the bandit
+supports; and the run interface (tidy frame, refusals).
+"""
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import tabsim as ts
+from tabsim import expected as E
+from tabsim.algos import AlgoSpec
+from tabsim.config import resolve
+from tabsim.engine import Schedule
+from tabsim.envs.bandit import BanditEnv
+from tabsim.params import Hyper
+from tabsim.rng import seed_array
+
+
+# -- a plain NumPy enumeration ------------------------------------------------------------------
+def np_softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_grpo(r, ddof, eps):
+    if r.max() == r.min():
+        return np.zeros_like(r)
+    return (r - r.mean()) / (r.std(ddof=ddof) + eps)
+
+
+def np_rewards(arm, answers, correct, fmt, label, bits, tie_label):
+    if arm == "true":
+        return correct[answers]
+    if arm == "format":
+        return (answers == fmt).astype(float)
+    if arm in ("random", "noisy"):
+        return bits.astype(float)
+    if arm == "majority":
+        return (answers == tie_label).astype(float)
+    if arm == "majority_offline":
+        return (answers == label).astype(float)
+    if arm == "incorrect":
+        return (answers == label) * (1.0 - correct[label])
+    raise KeyError(arm)
+
+
+def np_group_draws(arm, pi, correct, hp, G, tie):
+    """Every ordered group with its probability: ``(answers, bits, tie label, prob)``."""
+    K = pi.shape[0]
+    rho = {"random": np.full(K, hp["gamma"]), "noisy": np.where(correct > 0, 1 - hp["fnr"], hp["fpr"])}.get(arm)
+    for answers in itertools.product(range(K), repeat=G):
+        answers = np.asarray(answers)
+        p = np.prod(pi[answers])
+        bit_sets = itertools.product((0, 1), repeat=G) if rho is not None else [np.zeros(G, int)]
+        for bits in bit_sets:
+            bits = np.asarray(bits)
+            pb = p if rho is None else p * np.prod(np.where(bits > 0, rho[answers], 1 - rho[answers]))
+            counts = np.bincount(answers, minlength=K)
+            modes = np.flatnonzero(counts == counts.max())
+            if arm != "majority" or tie == "lowest":
+                yield answers, bits, modes[0], pb
+            else:
+                for m in modes:
+                    yield answers, bits, m, pb / len(modes)
+
+
+def np_expected_step(arm, z, ref, correct, fmt, label, hp, *, B, G, tie, agg, kl, epochs=1, surrogate="reinforce"):
+    """``E[z after one step]`` by enumerating every batch (uniform B-subsets) and every joint outcome."""
+    N, K = z.shape
+    pis = np_softmax(z)
+    per_prompt = [list(np_group_draws(arm, pis[i], correct[i], hp, G, tie)) for i in range(N)]
+    subsets = list(itertools.combinations(range(N), B))
+    out = np.zeros_like(z)
+    for S in subsets:
+        for joint in itertools.product(*(per_prompt[i] for i in S)):
+            prob = np.prod([j[3] for j in joint]) / len(subsets)
+            if prob == 0:
+                continue
+            rewards = [np_rewards(arm, a, correct[i], fmt[i], label[i], bits, tl)
+                       for i, (a, bits, tl, _) in zip(S, joint)]
+            kept = [1.0 - hp["filter"] * float(r.max() == r.min()) for r in rewards]
+            n_kept = max(sum(kept), 1.0)
+            new = z.copy()
+            for i, (answers, _, _, _), r, k in zip(S, joint, rewards, kept):
+                A = np_grpo(r, hp["std_ddof"], hp["std_eps"])
+                w = k / G if agg == "group-sum" else k / (G * n_kept)
+                zi, old = z[i].copy(), np.log(pis[i])
+                for _ in range(epochs):
+                    pi = np_softmax(zi)
+                    logq = np.log(pi)
+                    coef = -A * w  # d loss / d log pi(a_g)
+                    if surrogate == "clip":
+                        ratio = np.exp(logq[answers] - old[answers])
+                        clipped = ((A > 0) & (ratio > 1 + hp["eps_high"])) | ((A < 0) & (ratio < 1 - hp["eps_low"]))
+                        coef = np.where(clipped, 0.0, coef * ratio)
+                    g = np.zeros(K)
+                    for a, c in zip(answers, coef):
+                        g += c * (np.eye(K)[a] - pi)
+                    if kl == "ref_ce":
+                        g += hp["beta"] * G * w * (pi - np.exp(ref[i]))
+                    elif kl == "k3":
+                        lr_ = logq[answers] - ref[i][answers]
+                        for a, d in zip(answers, 1 - np.exp(-lr_)):
+                            g += hp["beta"] * w * d * (np.eye(K)[a] - pi)
+                    zi = zi - hp["lr"] * g
+                new[i] = zi
+            out += prob * new
+    return out
+
+
+HP = {"lr": 0.7, "beta": 0.2, "std_ddof": 0, "std_eps": 1e-8, "filter": 1.0, "gamma": 0.4, "fpr": 0.2, "fnr": 0.3,
+      "eps_low": 0.05, "eps_high": 0.05}
+CASES = {  # name: (AlgoSpec, aggregation for the reference, KL, epochs, surrogate, hp changes)
+    "paper": (AlgoSpec(surrogate="reinforce", aggregation="group-sum", kl="ref_ce", kl_placement="loss"),
+              "group-sum", "ref_ce", 1, "reinforce", {}),
+    "dapo-like": (AlgoSpec(surrogate="clip", aggregation="token-mean"), "mean", None, 1, "reinforce",
+                  {"std_ddof": 1, "std_eps": 1e-6}),
+    "grpo-k3": (AlgoSpec(surrogate="clip", aggregation="seq-mean-token-mean", kl="k3", kl_placement="loss"),
+                "mean", "k3", 1, "reinforce", {"filter": 0.0}),
+    "reuse-clip": (AlgoSpec(surrogate="clip", aggregation="token-mean", epochs=3), "mean", None, 3, "clip", {}),
+}
+
+
+def _small_task(tie="lowest", K=3, seed=0):
+    env = BanditEnv(n_prompts=3, n_answers=K, n_correct=1, tie=tie, offline_samples=3)
+    hp = Hyper(prior_strength=0.45, format_boost=0.3)
+    task = env.init_task(jnp.asarray(seed_array([seed])[0]), hp)
+    z = np.asarray(task.prior_logits, np.float64) + np.random.default_rng(seed).normal(0, 0.4, (3, K))
+    return env, task, z
+
+
+ARM_CASES = [("true", "lowest", 3), ("majority", "lowest", 3), ("majority", "random", 3), ("format", "lowest", 3),
+             ("random", "lowest", 2), ("noisy", "lowest", 2), ("majority_offline", "lowest", 3),
+             ("incorrect", "lowest", 3)]
+# every arm with the paper's composition by default; the other compositions with a few arms (all: heavy)
+DEFAULT = {"paper": {c[:2] for c in ARM_CASES}, "dapo-like": {("true", "lowest"), ("majority", "random"),
+                                                               ("noisy", "lowest")},
+           "grpo-k3": {("true", "lowest"), ("random", "lowest")},
+           "reuse-clip": {("true", "lowest"), ("majority", "random"), ("noisy", "lowest")}}
+ENUMERATION_CASES = [pytest.param(case, *arm, id=f"{case}-{arm[0]}-{arm[1]}",
+                                  marks=() if arm[:2] in DEFAULT[case] else pytest.mark.heavy)
+                     for case in sorted(CASES) for arm in ARM_CASES]
+
+
+@pytest.mark.parametrize("case,arm,tie,G", ENUMERATION_CASES)
+def test_one_step_equals_numpy_enumeration(case, arm, tie, G):
+    algo, agg, kl, epochs, surrogate, changes = CASES[case]
+    hp_d = {**HP, **changes}
+    env, task, z = _small_task(tie)
+    sched = Schedule(steps=1, batch_size=2, group_size=G, eval_every=1)
+    hp = Hyper(**hp_d)
+    label = np.asarray(task.offline_label)
+    if arm == "incorrect":  # make one prompt's label wrong so the arm pays something
+        label = np.where(np.arange(3) == 0, np.argmin(np.asarray(task.correct[0])), label)
+        task = task.__class__(**{**task.__dict__, "offline_label": jnp.asarray(label, jnp.int32)})
+    got = np.asarray(E.expected_update(env, algo, sched, arm, task, jnp.asarray(z, jnp.float32), hp), np.float64)
+    want = np_expected_step(arm, z, np.asarray(task.prior_logits, np.float64), np.asarray(task.correct, np.float64),
+                            np.asarray(task.format_answer), label, hp_d, B=2, G=G, tie=tie, agg=agg, kl=kl,
+                            epochs=epochs, surrogate=surrogate)
+    move = np.abs(want - z).max()
+    # the step does something, except a random reward with no KL: in groups of 2 its two reward orders
+    # cancel exactly, on policy and with the clip alike
+    assert move > 1e-3 or (arm == "random" and kl is None)
+    # float32 against float64: a few ulps of the logits, far below the step itself
+    np.testing.assert_allclose(got, want, atol=2e-6 + 2e-5 * move, rtol=0)
+
+
+def test_linear_and_general_paths_agree():
+    """The linear path's class and majority tables give the general path's enumeration over outcomes."""
+    env, task, z = _small_task("random", K=4)
+    sched = Schedule(steps=1, batch_size=2, group_size=4, eval_every=1)
+    hp = Hyper(**HP)
+    algo = AlgoSpec(surrogate="clip", aggregation="token-mean", kl="k3", kl_placement="loss", entropy_bonus=True)
+    hp = Hyper(**{**HP, "ent_coef": 0.05})
+    for arm in ("true", "majority"):
+        lin = E.expected_update(env, algo, sched, arm, task, jnp.asarray(z, jnp.float32), hp)
+        symbols = E.symbol_table(env, arm in E.NOISE_ARMS)
+        table = E.outcome_table(env, arm, 4, symbols)
+        step = jax.jit(lambda z_, t, h, arm=arm, symbols=symbols, table=table: E.general_step(
+            env, algo, sched, arm, symbols, table, z_, t.prior_logits, t, h)[0])
+        gen = step(jnp.asarray(z, jnp.float32), task, hp)
+        np.testing.assert_allclose(lin, gen, atol=3e-6)
+
+
+def test_others_kept_matches_enumeration():
+    q = jnp.asarray([0.9, 0.2, 0.5, 0.7, 0.35])
+    got = np.asarray(E.others_kept(q, 3, replacement=False))
+    for i in range(5):
+        want = np.zeros(3)
+        others = [j for j in range(5) if j != i]
+        pairs = list(itertools.combinations(others, 2))
+        for pair in pairs:
+            for kept in itertools.product((0, 1), repeat=2):
+                p = np.prod([float(q[j]) if k else 1 - float(q[j]) for j, k in zip(pair, kept)])
+                want[sum(kept)] += p / len(pairs)
+        np.testing.assert_allclose(got[i], want, atol=1e-6)
+
+
+# -- the run interface --------------------------------------------------------------------------
+def test_run_expected_gives_the_tidy_frame_with_the_expected_seed():
+    res = ts.run({"preset": "paper", "train": {"dynamics": "expected", "steps": 20, "eval_every": 10},
+                  "sweep": {"prior_strength": [0.35, 0.65]}})
+    f = res.frame
+    assert set(f.seed) == {E.EXPECTED_SEED}
+    sampled = ts.run({"preset": "paper", "train": {"steps": 20, "eval_every": 10, "seeds": 1},
+                      "sweep": {"prior_strength": [0.35, 0.65]}}).frame
+    assert list(f.columns) == list(sampled.columns) and len(f) == len(sampled)
+    assert res.provenance["dynamics"] == "expected"
+    frozen = f[f.arm == "frozen"]
+    assert np.allclose(frozen.pass1, frozen.pass1.iloc[0]) or frozen.groupby("prior_strength").pass1.nunique().max() == 1
+    # one on-policy update with a centred advantage: a random reward moves nothing but the KL (at the prior: 0)
+    rnd = f[f.arm == "random"].pivot(index="step", columns="prior_strength", values="pass1")
+    assert np.allclose(rnd.to_numpy(), rnd.iloc[0].to_numpy(), atol=1e-6)
+    # deterministic: the same numbers twice
+    again = ts.run({"preset": "paper", "train": {"dynamics": "expected", "steps": 20, "eval_every": 10},
+                    "sweep": {"prior_strength": [0.35, 0.65]}}).frame
+    np.testing.assert_array_equal(again.pass1, f.pass1)
+
+
+def test_sampled_config_is_written_as_before():
+    cfg = resolve({"preset": "paper"})
+    assert "dynamics" not in cfg.model_dump()["train"]
+    assert resolve({"preset": "paper", "train": {"dynamics": "expected"}}).model_dump()["train"]["dynamics"] == "expected"
+    with pytest.raises(ts.ConfigError, match=r"train.dynamics.*'sampled' or 'expected'"):
+        resolve({"train": {"dynamics": "exact"}})
+
+
+@pytest.mark.parametrize("over,match", [
+    ({"algo": {"optimizer": "adam"}}, r"algo.optimizer = 'adam'.*use 'sgd'"),
+    ({"algo": {"max_grad_norm": 1.0}}, r"algo.max_grad_norm"),
+    ({"preset": "reinforce_pp"}, r"algo.estimator = 'reinforce_pp'.*group-level estimator"),
+    ({"preset": "gpg"}, r"algo.estimator = 'gpg'"),
+    ({"train": {"group_size": 40}}, r"G = 40 over K = 8 answers has 62,891,499 outcomes.*reduce train.group_size"),
+    ({"preset": "spurious_rewards"}, r"\(answer, reward\) symbols has .* outcomes"),
+    ({"algo": {"epochs": 2}, "train": {"replacement": True}}, r"train.replacement"),
+    ({"task": {"env": "tree"}}, r"only the bandit.*expected_update"),
+])
+def test_refusals_say_why_and_what_to_change(over, match):
+    base = {"preset": "paper", "train": {"dynamics": "expected", "steps": 2}}
+    cfg = {**base, **over, "train": {**base["train"], **over.get("train", {})}}
+    with pytest.raises(ValueError, match=match):
+        ts.run(cfg)
