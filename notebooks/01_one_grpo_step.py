@@ -39,8 +39,10 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.algos import ESTIMATORS
+from tabsim.plotting import ALGO_COLORS, PAGE_RC
 
 pd.set_option("display.precision", 4)
+plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
 
 # %% [markdown]
 # ## One prompt, one group
@@ -79,7 +81,7 @@ group
 # gives the update written above. We differentiate it with JAX and compare with the closed form.
 
 # %%
-SPEC = ts.AlgoSpec(surrogate="reinforce", aggregation="token-mean")  # -A log pi(a), mean over answers
+PG_LOSS = ts.AlgoSpec(surrogate="reinforce", aggregation="token-mean")  # -A log pi(a), mean over answers
 
 
 def grpo_step(logits, answers, adv, lr=1.0):
@@ -91,7 +93,7 @@ def grpo_step(logits, answers, adv, lr=1.0):
         tokens = answers[None, :, None]  # [B, G, T]: a bandit answer is one token
         mask = jnp.ones(tokens.shape)
         unused = jnp.zeros(tokens.shape)  # logp_old: the reinforce surrogate has no ratio
-        return ts.policy_loss(SPEC, logq, tokens, mask, jnp.asarray(adv)[None], unused, logq, ts.Hyper())[0]
+        return ts.policy_loss(PG_LOSS, logq, tokens, mask, jnp.asarray(adv)[None], unused, logq, ts.Hyper())[0]
 
     return logits - lr * jax.grad(loss)(logits)
 
@@ -172,11 +174,11 @@ by_g
 #   lucky correct answer out of `G` has a small std and gets a large push.
 
 # %%
-fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+fig, ax = plt.subplots(2, 1, figsize=(5.8, 6.4), sharex=True)
 for est, g in by_g.groupby("estimator"):
-    ax[0].plot(g["G"], g["mean gain"], "o-", label=est)
-    ax[1].plot(g["G"], g["mean / sd"], "o-", label=est)
-ax[0].set(xlabel="G", ylabel="mean change of pass@1", title="expected progress of one step")
+    ax[0].plot(g["G"], g["mean gain"], "o-", color=ALGO_COLORS[est], label=est)
+    ax[1].plot(g["G"], g["mean / sd"], "o-", color=ALGO_COLORS[est], label=est)
+ax[0].set(ylabel="mean change of pass@1", title="expected progress of one step")
 ax[1].set(xlabel="G", ylabel="mean / sd", title="signal-to-noise of one step")
 for a in ax:
     a.set_xscale("log", base=2)
@@ -206,10 +208,13 @@ for p in (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 0.95, 0.98):
 curve = pd.DataFrame(curve).set_index("pass@1 before")
 curve["grpo / dr_grpo"] = curve["grpo"] / curve["dr_grpo"]
 
-fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
-curve[["grpo", "dr_grpo"]].plot(ax=ax[0], marker="o", title="expected gain of one step")
-curve["grpo / dr_grpo"].plot(ax=ax[1], marker="o", color="k", title="GRPO step / Dr. GRPO step")
-ax[0].set(ylabel="mean change of pass@1")
+fig, ax = plt.subplots(2, 1, figsize=(5.8, 6.4), sharex=True)
+for est in ("grpo", "dr_grpo"):
+    ax[0].plot(curve.index, curve[est], "o-", color=ALGO_COLORS[est], label=est)
+ax[1].plot(curve.index, curve["grpo / dr_grpo"], "o-", color="k")
+ax[0].set(ylabel="mean change of pass@1", title="expected gain of one step")
+ax[1].set(xlabel="pass@1 before", ylabel="ratio", title="GRPO step / Dr. GRPO step")
+ax[0].legend()
 fig.tight_layout()
 plt.show()
 curve

@@ -40,9 +40,10 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.stats import locate_crossover, seed_partition, summarize_partition
-from tabsim.plotting import TERM_COLORS
+from tabsim.plotting import ARM_COLORS, ARM_STYLES, PAGE_RC, TERM_COLORS
 
 pd.set_option("display.precision", 3)
+plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
 
 # %% [markdown]
 # ## Where is the prior's mode correct?
@@ -87,15 +88,18 @@ acc
 # The trajectories at one weak and one strong prior:
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
+fig, axes = plt.subplots(2, 1, figsize=(5.8, 6.4), sharex=True, sharey=True)
 for ax, p in zip(axes, (0.35, 0.8)):
     sub = res.frame[res.frame.prior_strength == p]
     for arm, g in sub.groupby("arm", observed=True):
         m = g.groupby("step")["pass1"].mean()
-        ax.plot(m.index, m.values, label=str(arm))
-    ax.set(title=f"prior strength {p}", xlabel="step")
-axes[0].set_ylabel("pass@1")
-axes[0].legend()
+        ls, marker = ARM_STYLES[str(arm)]
+        # FROZEN is drawn last, dashed over markers, so it stays visible where RANDOM lies on it
+        ax.plot(m.index, m.values, ls=ls, marker=marker, markevery=2, color=ARM_COLORS[str(arm)],
+                label=str(arm), zorder=3 if arm == "frozen" else 2)
+    ax.set(title=f"prior strength {p}", ylabel="pass@1")
+axes[1].set_xlabel("step")
+axes[0].legend(ncols=2)
 fig.tight_layout()
 plt.show()
 
@@ -116,7 +120,7 @@ terms[["d_null", "d_elicit", "d_rd", "d_total", "d_naive", "rd_fraction"]].round
 summary[summary.term == "d_elicit"][["prior_strength", "estimate", "ci_low", "ci_high", "n_seeds"]]
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3.6))
+fig, ax = plt.subplots(figsize=(5.8, 4.2))
 x = np.asarray(PRIORS)  # p_s on a numeric axis: the uneven spacing of the levels shows
 pos = np.zeros(len(PRIORS))
 neg = np.zeros(len(PRIORS))
@@ -125,11 +129,11 @@ for term, color in ((t, TERM_COLORS[t]) for t in ("d_null", "d_elicit", "d_rd"))
     base = np.where(v >= 0, pos, neg)
     ax.bar(x, v, width=0.04, bottom=base, color=color, label=term)
     pos, neg = pos + np.clip(v, 0, None), neg + np.clip(v, None, 0)
-ax.plot(x, terms["d_total"], "ko-", label="d_total")
+ax.plot(x, terms["d_total"], "o-", color=TERM_COLORS["d_total"], label="d_total")
 ax.axhline(0, color="grey", lw=0.8)
-ax.set_xticks(x, [f"{p:g}" for p in PRIORS], fontsize=7)
+ax.set_xticks([0.2, 0.35, 0.5, 0.65, 0.8])
 ax.set(xlabel="prior strength p_s", ylabel="change of pass@1", title="d_total = d_null + d_elicit + d_rd")
-ax.legend(fontsize=8)
+ax.legend(ncols=2)
 fig.tight_layout()
 plt.show()
 

@@ -18,7 +18,7 @@
 # **The idea.** A RANDOM reward (1 with probability `gamma`, independent of the answer) carries no
 # information, and with one on-policy update per batch its expected policy gradient is exactly 0.
 # Papers nevertheless report that random rewards improve some models. The proposed mechanism
-# (SPEC §5) is the PPO clip under *off-policy reuse*: when a rollout batch is reused for several
+# ([what a faithful simulator shows](../docs/science.md#what-a-faithful-simulator-shows)) is the PPO clip under *off-policy reuse*: when a rollout batch is reused for several
 # updates, the ratio `pi / pi_old` moves away from 1, the clip cuts some pushes and not others, and
 # the asymmetry drifts the policy toward its high-prior answers: up when the prior's mode is
 # correct, down when it is wrong.
@@ -28,7 +28,7 @@
 #
 # * the **clip's own effect** does point toward the mode;
 # * but **reuse itself**, without a clip, drifts the other way;
-# * so the **net** drift has the SPEC direction for a skewed random reward (`gamma = 0.2`) and the
+# * so the **net** drift points toward the mode for a skewed random reward (`gamma = 0.2`) and the
 #   opposite sign, when the mode is correct, for the symmetric one (`gamma = 0.5`).
 #
 # The full study is `experiments/clipping_null` (32 seeds, 5 priors, 2 learning rates); this is a
@@ -41,9 +41,10 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.stats import mean_interval
-from tabsim.plotting import SETTING_COLORS
+from tabsim.plotting import PAGE_RC, SETTING_COLORS
 
 pd.set_option("display.precision", 4)
+plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
 
 # %% [markdown]
 # ## Three settings, one reward that knows nothing
@@ -110,7 +111,7 @@ table = table.join(clip, on=KEYS)
 table.pivot_table(index=["gamma", "format_boost", "mode"], columns="setting", values="d_null", sort=False)
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+fig, axes = plt.subplots(2, 1, figsize=(5.8, 7.0), sharey=True)
 colors = {s: SETTING_COLORS[s] for s in ("on_policy", "reuse_noclip", "reuse_clip", "clip_effect")}
 for ax, gamma in zip(axes, (0.5, 0.2)):
     sub = table[table.gamma == gamma]
@@ -121,9 +122,8 @@ for ax, gamma in zip(axes, (0.5, 0.2)):
                yerr=[s.d_null - s.ci_low, s.ci_high - s.d_null], capsize=2)
     ax.set_xticks(np.arange(2), [f"f={f:g}\nmode {m}" for f, m in zip(s.format_boost, s["mode"])])
     ax.axhline(0, color="k", lw=0.8)
-    ax.set(title=f"random reward, gamma = {gamma}")
-axes[0].set_ylabel("d_null (pass@1)")
-axes[1].legend(fontsize=8)
+    ax.set(title=f"random reward, gamma = {gamma}", ylabel="d_null (pass@1)")
+axes[1].legend(ncols=2)
 fig.tight_layout()
 plt.show()
 table.round(4)
@@ -144,7 +144,7 @@ table.round(4)
 #    32-seed study does).
 # 4. **The net sign depends on `gamma`.** With `gamma = 0.2` the advantages are skewed (rare large
 #    positive ones), the clip cuts the big pushes of low-probability answers while the mode keeps
-#    its own, and the clip wins: `d_null` has the SPEC sign. With `gamma = 0.5` the advantages are
+#    its own, and the clip wins: `d_null` has the sign of the mode. With `gamma = 0.5` the advantages are
 #    symmetric, the reuse drift wins: `d_null` is *negative* with a correct mode (and positive
 #    when the format answer is the mode).
 #
@@ -170,7 +170,7 @@ for gamma in (0.2, 0.5):
 #
 # * `lr = 0.8` (the presets' value): the clip almost never binds and both reuse drifts shrink.
 # * An asymmetric clip, `"eps_high": 0.05` (the pre-registered primary setting): at `gamma = 0.5`
-#   the drift then follows the SPEC direction.
+#   the drift then points toward the mode.
 # * `"epochs": 8` (the spurious-rewards recipe's 8 updates per batch).
 # * `gamma = 0.0`: every group has the same reward, every advantage is 0, nothing moves.
 # * A weaker prior, `"prior_strength": 0.35` with `f = 0.2`: the mode is wrong but two correct

@@ -38,9 +38,10 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.plotting import ALGO_COLORS
+from tabsim.plotting import ALGO_COLORS, PAGE_RC
 
 pd.set_option("display.precision", 3)
+plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
 
 # %% [markdown]
 # ## The task
@@ -96,7 +97,7 @@ summary = pd.DataFrame({"final pass@1": end["pass1"],
 summary
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+fig, axes = plt.subplots(3, 1, figsize=(5.8, 10.5))
 colors = {a: ALGO_COLORS[a] for a in ("grpo", "dr_grpo")}
 for (cell, lr), c in curves.groupby(level=["cell", "lr"]):
     c = c.droplevel(["cell", "lr"])
@@ -105,9 +106,9 @@ for (cell, lr), c in curves.groupby(level=["cell", "lr"]):
     axes[1].plot(c.index, c["len_correct"], **kw)
     axes[2].plot(c["pass1"], c["len_wrong"], marker=".", **kw)
 axes[0].set(title="E[length | wrong]", xlabel="step", ylabel="tokens")
-axes[1].set(title="E[length | correct]", xlabel="step")
+axes[1].set(title="E[length | correct]", xlabel="step", ylabel="tokens")
 axes[2].set(title="E[length | wrong] against pass@1", xlabel="pass@1", ylabel="tokens")
-axes[0].legend(fontsize=7)
+axes[0].legend(fontsize=10, ncols=2)
 fig.tight_layout()
 plt.show()
 

@@ -73,7 +73,7 @@ schema: tabsim.prereg/1
 title: "Reward x prior x learning rate (teaching example)"
 authors: [a tabsim user]
 rationale: >
-  SPEC section 2: majority reward sharpens the policy toward its modal answer, so it should help
+  The self-consistency crossover: majority reward sharpens the policy toward its modal answer, so it should help
   where the prior's mode is correct and hurt where it is wrong, and a verifier should add the most
   where the mode is wrong. Settings are the paper preset's, with 100 steps.
 design:
@@ -133,7 +133,7 @@ hypotheses:
     prediction: equivalent
     rule: {tost: {margin: lr_margin}}
 exploratory:
-  - {id: E1, estimand: interaction_ratio, description: "max |interaction| / max |main effect|"}
+  - {id: E1, estimand: interaction_ratio, description: "largest interaction over largest main effect"}
   - {id: E2, estimand: rd_fraction, condition: {prior_strength: 0.8, lr: 0.05},
      description: "reward-design fraction, strong prior"}
   - {id: E3, estimand: rd_fraction, condition: {prior_strength: 0.35, lr: 0.05},

@@ -39,14 +39,15 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Image, Markdown, display
+from IPython.display import Markdown, display
 
 import tabsim
 from tabsim.audit import AuditInputError, CalibrationGrid, audit, load_entries, write_outputs
-from tabsim.plotting import TERM_COLORS
+from tabsim.plotting import PAGE_RC, TERM_COLORS
 
 pd.set_option("display.precision", 2)
 pd.set_option("display.max_colwidth", 80)
+plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
 AUDITS = Path(tabsim.__file__).resolve().parents[1] / "experiments" / "audits"
 assert AUDITS.is_dir(), f"{AUDITS} not found: run this notebook from a checkout of the tabsim repository"
 _tmp = tempfile.TemporaryDirectory(prefix="tabsim-audit-")  # removed when the kernel stops
@@ -79,7 +80,7 @@ res.audit[cols]
 # `_high` columns:
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 3.4))
+fig, ax = plt.subplots(figsize=(5.8, 4.0))
 terms = ["d_null", "d_elicit", "d_rd"]
 x = np.arange(len(res.audit))
 for i, (term, color) in enumerate((t, TERM_COLORS[t]) for t in terms):
@@ -87,9 +88,9 @@ for i, (term, color) in enumerate((t, TERM_COLORS[t]) for t in terms):
     ax.errorbar(x + (i - 1) * 0.22, a[term], yerr=[a[term] - a[f"{term}_low"], a[f"{term}_high"] - a[term]],
                 fmt="o", color=color, capsize=3, label=term)
 ax.axhline(0, color="k", lw=0.8)
-ax.set_xticks(x, res.audit["model"], fontsize=8)
-ax.set(ylabel="points", title="spurious rewards, MATH-500: partition with 95% intervals")
-ax.legend(fontsize=8)
+ax.set_xticks(x, res.audit["model"], rotation=20, ha="right")
+ax.set(ylabel="points", title="spurious rewards, MATH-500:\npartition with 95% intervals")
+ax.legend()
 fig.tight_layout()
 plt.show()
 res.audit[["model", "verdict", "reference_verdict", "verdict_reason"]]
@@ -168,6 +169,29 @@ compare["simulator high"] = simulated.terms["high"]
 compare
 
 # %% [markdown]
+# The same comparison as a figure: a dot with its interval where a term is identified, a bar from
+# the lower to the upper bound where it is not (dotted: logical bounds; solid: simulator bounds).
+
+# %%
+fig, ax = plt.subplots(figsize=(5.8, 3.8))
+for i, term in enumerate(["d_null", "d_elicit", "d_rd", "d_total"]):
+    color = TERM_COLORS[term]
+    for dy, part, ls in ((-0.15, logical, ":"), (0.15, simulated, "-")):
+        r = part.terms.set_index("term").loc[term]
+        if r["identified"] == "point":
+            ax.errorbar(r["estimate"], i, xerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
+                        fmt="o", color=color, capsize=3)
+            break  # identified: the same point either way
+        ax.plot([r["low"], r["high"]], [i + dy] * 2, ls=ls, marker="|", ms=12, lw=2, color=color)
+ax.axvline(0, color="k", lw=0.8)
+ax.set_yticks(range(4), ["d_null", "d_elicit", "d_rd", "d_total"])
+ax.invert_yaxis()
+row = simulated.audit.iloc[0]
+ax.set(xlabel="points", title=f"{row['benchmark']}, {row['model']}:\nlogical (dotted) and simulator (solid) bounds")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
 # The identified terms keep their intervals; the bounded ones shrink from "anything" to what the
 # simulated family allows. The verdict needs the shares, so it is taken on the bounds:
 
@@ -209,7 +233,6 @@ both = audit(spurious + decomp, grid=grid, cache_dir=WORK / "cache")
 out = write_outputs(both, WORK / "audit", files=[AUDITS / "spurious_rewards.yaml", AUDITS / "grpo_decomp.yaml"],
                     command="notebook 06")
 print(sorted(p.name for p in out.iterdir()))
-display(Image(filename=str(out / "terms.png"), width=700))
 
 # %%
 report = (out / "report.md").read_text()

@@ -4,6 +4,9 @@
   with their figures, from ``build/notebooks/NN_*.ipynb``. ``tests/test_notebooks.py`` writes those
   files when it executes the notebooks; a copy that is missing or older than its source is executed
   here (jupytext + nbclient, the same way), so ``mkdocs build`` alone also works.
+* Each notebook page gets a bar at its top and bottom (previous and next notebook, the executed
+  ``.ipynb`` to download, the ``.py`` source), its figures become files of the site that a click opens
+  at full size, and links written for the repository (``../docs/science.md#...``) point at the pages.
 * ``notebooks/README.md`` and the repository ``README.md`` become pages (``notebooks/README.md``,
   ``readme.md``). Links written for the repository (``../README.md``, ``docs/cli.md``,
   ``notebooks/01_one_grpo_step.py``) are rewritten to the site's pages; a link to a repository file
@@ -12,6 +15,9 @@
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import html
 import os
 import posixpath
 import re
@@ -21,6 +27,8 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
 LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
+HREF = re.compile(r'(<a\b[^>]*?\bhref=")([^"#:]*(?:#[^"]*)?)(")')
+PNG = re.compile(r'<img\b([^>]*?)\bsrc="data:image/png;base64,([^"]+)"([^>]*)>')
 
 
 def _root(config) -> Path:
@@ -80,6 +88,7 @@ def on_files(files, config):
     files.append(File("notebooks/README.md", src_dir=str(root), dest_dir=site, use_directory_urls=urls))
     del readme
     files.append(_RenamedFile("readme.md", root / "README.md", site, urls))
+    _FILES[:] = list(files)
     return files
 
 
@@ -136,3 +145,93 @@ def on_page_markdown(markdown, page, config, files):
         return f"[{text}]({link}{'#' + anchor if anchor else ''})"
 
     return LINK.sub(fix, markdown)
+
+
+def _site_path(repo_path: Path, root: Path, docs: Path, on_site: set[str]) -> str | None:
+    """The site page (its ``src_uri``) of a repository file, or None when the file is not on the site."""
+    try:
+        rel_docs = repo_path.relative_to(docs).as_posix()
+        if rel_docs in on_site:
+            return rel_docs
+    except ValueError:
+        pass
+    try:
+        rel_root = repo_path.relative_to(root).as_posix()
+    except ValueError:
+        return None
+    mapping = {"README.md": "readme.md", "notebooks/README.md": "notebooks/README.md"}
+    if rel_root in mapping:
+        return mapping[rel_root]
+    if rel_root.startswith("notebooks/") and rel_root.endswith((".py", ".ipynb")):
+        nb = f"notebooks/{Path(rel_root).stem}.ipynb"
+        return nb if nb in on_site else None
+    return None
+
+
+def _dest(src_uri: str) -> str:
+    """The built file of a page (``use_directory_urls: false``)."""
+    stem, ext = posixpath.splitext(src_uri)
+    if posixpath.basename(stem) in ("README", "index"):
+        return posixpath.join(posixpath.dirname(stem), "index.html")
+    return stem + ".html"
+
+
+def _notebook_bar(stem: str, stems: list[str], titles: dict[str, str]) -> str:
+    i = stems.index(stem)
+    parts = []
+    if i > 0:
+        parts.append(f'<a href="{stems[i - 1]}.html">&larr; {html.escape(titles[stems[i - 1]])}</a>')
+    parts.append('<a href="index.html">all notebooks</a>')
+    parts.append(f'<a href="{stem}.ipynb" download>download the executed notebook (.ipynb)</a>')
+    if i + 1 < len(stems):
+        parts.append(f'<a href="{stems[i + 1]}.html">{html.escape(titles[stems[i + 1]])} &rarr;</a>')
+    return '<nav class="tabsim-nb-bar">' + " · ".join(parts) + "</nav>"
+
+
+def on_post_page(output, page, config):
+    """Notebook pages: the bar, the figures as files opened at full size by a click, repository links."""
+    src = page.file.src_uri
+    if not (src.startswith("notebooks/") and src.endswith(".ipynb")):
+        return output
+    root, site = _root(config), Path(config["site_dir"])
+    docs = Path(config["docs_dir"]).resolve()
+    stem = Path(src).stem
+    stems = [s.stem for s, _ in _sources(config)]
+    on_site = {f.src_uri for f in _FILES}
+    titles = {s: f"{s[:2]} · {s[3:].replace('_', ' ')}" for s in stems}
+
+    def fix_href(m):
+        target = html.unescape(m.group(2))
+        path, _, anchor = target.partition("#")
+        if not path or path.endswith(".html") or not path.endswith((".md", ".py", ".ipynb")):
+            return m.group(0)
+        dest = _site_path((root / "notebooks" / path).resolve(), root, docs, on_site)
+        if dest is None:
+            return m.group(0)  # check_html.py reports a link that goes nowhere
+        link = posixpath.relpath(_dest(dest), "notebooks")
+        return m.group(1) + html.escape(link + (f"#{anchor}" if anchor else "")) + m.group(3)
+
+    output = HREF.sub(fix_href, output)
+
+    figures = site / "notebooks" / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+
+    def figure(m):
+        data = base64.b64decode(m.group(2))
+        name = f"{stem}-{hashlib.sha1(data).hexdigest()[:10]}.png"
+        (figures / name).write_bytes(data)
+        return (f'<a class="tabsim-figure" href="figures/{name}" target="_blank" title="open the full-size figure">'
+                f'<img{m.group(1)}src="figures/{name}"{m.group(3)}></a>')
+
+    output = PNG.sub(figure, output)
+    bar = _notebook_bar(stem, stems, titles)
+    output = output.replace("</h1>", "</h1>" + bar, 1)
+    return output.replace("</article>", bar + "</article>", 1)
+
+
+_FILES: list = []  # the site's files, kept by on_files for on_post_page
+
+
+def _sources(config) -> list[tuple[Path, Path]]:
+    root, build = _root(config), _build_dir(config)
+    return [(src, build / f"{src.stem}.ipynb") for src in sorted((root / "notebooks").glob("[0-9][0-9]_*.py"))]

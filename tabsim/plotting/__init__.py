@@ -29,6 +29,12 @@ ALGO_COLORS.update({"grpo_estimator+drgrpo_agg": "#ff9896", "drgrpo_estimator+gr
 SETTING_COLORS = {"on_policy": "#7f7f7f", "no_reuse": "#7f7f7f", "reuse_noclip": "#1f77b4", "reuse_clip": "#d62728",
                   "clip_effect": "#2ca02c", "clip0.2_reuse4": "#d62728", "clip0.05_reuse4": "#9467bd",
                   "noclip_reuse4": "#1f77b4", "clip0.2_onpolicy": "#7f7f7f"}
+# Figures drawn for a page column (the notebooks on the documentation site, about 584 px wide at a
+# desktop width): 5.8 in at 100 dpi is shown at its natural size, so 12 pt text stays at least as
+# large as the site's 16 px body text. Multi-panel figures stack their panels rather than widen.
+PAGE_RC = {"figure.figsize": (5.8, 3.6), "figure.dpi": 100, "savefig.dpi": 100, "font.size": 12.0,
+           "axes.titlesize": 12.0, "axes.labelsize": 12.0, "xtick.labelsize": 12.0, "ytick.labelsize": 12.0,
+           "legend.fontsize": 12.0}
 REFERENCE_COLOR = "#d62728"  # published / reference values drawn beside tabsim's
 FALLBACK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                    "#bcbd22", "#17becf")

@@ -9,9 +9,10 @@ Conventions (also stated in docs/index.md):
   and ``\\`` continuations are understood. Lines starting with one of :data:`SKIP_PREFIXES` (installing,
   running the test suite, the benchmark scripts, git) are skipped on purpose; any other line fails
   the test, so a new kind of command has to be added here explicitly.
-* A fenced block whose info string names ``file=PATH`` (e.g. ```` ```yaml file=study/plan.yaml ````)
-  is written to ``PATH`` when reached, so later blocks can use it. Other blocks (```` ```text ````,
-  ```` ```yaml ````, ```` ```toml ````, ...) are not run.
+* A fenced block whose info string names a title (e.g. ```` ```yaml title="study/plan.yaml" ````, the
+  attribute pymdownx.superfences shows as the block's caption on the site) is written to that path
+  when reached, so later blocks can use it. Other blocks (```` ```text ````, ```` ```yaml ````,
+  ```` ```toml ````, ...) are not run.
 
 Each file runs in its own temporary working directory holding copies of the repository's
 ``experiments/configs``, ``experiments/audits`` and ``preregistration`` folders, so examples may name
@@ -55,14 +56,17 @@ FENCE = re.compile(r"^(`{3,})([^`\n]*)$")
 
 
 def blocks(path: Path) -> list[dict]:
-    """Fenced blocks of a markdown file: ``lang``, ``attrs`` (key=value of the info string), ``text``, ``line``."""
+    """Fenced blocks of a markdown file: ``lang``, ``attrs`` (key="value" of the info string), ``text``, ``line``.
+
+    The file an example is written to is ``attrs["title"]``: the caption the site shows above the block.
+    """
     out, lines, i = [], path.read_text().splitlines(), 0
     while i < len(lines):
         m = FENCE.match(lines[i])
         if not m:
             i += 1
             continue
-        fence, info = m.group(1), m.group(2).split()
+        fence, info = m.group(1), shlex.split(m.group(2))
         start, body = i + 1, []
         i += 1
         while i < len(lines) and lines[i].rstrip() != fence:
@@ -180,8 +184,8 @@ def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list) -> int:
     for b in blocks(path):
         where = f"{path.name}:{b['line']}"
         t_block = time.perf_counter()
-        if "file" in b["attrs"]:
-            target = tmp_path / b["attrs"]["file"]
+        if "title" in b["attrs"]:
+            target = tmp_path / b["attrs"]["title"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(b["text"])
         if b["lang"] == "python":
@@ -254,9 +258,21 @@ def _anchors(path: Path) -> set[str]:
     return out
 
 
+NOTEBOOK_TEXTS = [ROOT / "notebooks" / "README.md"] + sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+# documents a reader of the site cannot open: the project's science is on docs/science.md instead
+OUTSIDE_SITE = re.compile(r"\bSPEC\b|\b(?:STYLE|PUBLISHED)\.md\b|(?<![\w./-])shared/")
+
+
+def test_no_page_or_notebook_cites_a_document_outside_the_site():
+    bad = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+           for path in FILES + NOTEBOOK_TEXTS
+           for n, line in enumerate(path.read_text().splitlines(), 1) if OUTSIDE_SITE.search(line)]
+    assert not bad, "cite docs/science.md (or another page) instead:\n  " + "\n  ".join(bad)
+
+
 def test_relative_links_resolve():
     bad = []
-    for path in FILES:
+    for path in FILES + NOTEBOOK_TEXTS:
         text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target):

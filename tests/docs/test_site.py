@@ -1,5 +1,6 @@
 """The documentation site builds with ``mkdocs build --strict``, publishes the executed notebooks with
-their figures, and fails on a broken link.
+their figures, and fails on a broken link; the built HTML shows no unrendered Markdown and every
+in-page anchor resolves (docs/_site/check_html.py, which ``--strict`` does not check).
 
 The notebooks are not executed here: ``tests/docs/test_notebooks.py`` (which runs first, in file order)
 writes the executed copies to ``build/notebooks/`` and the site's hook publishes them; a missing
@@ -19,6 +20,8 @@ pytest.importorskip("mkdocs_jupyter")
 pytest.importorskip("material")
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs" / "_site"))
+from check_html import html_problems  # noqa: E402  (docs/_site is not a package)
 
 
 def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
@@ -66,3 +69,26 @@ def test_strict_build_fails_on_a_broken_link(tmp_path):
     r = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
     assert r.returncode != 0
     assert "no_such_page.md" in r.stdout + r.stderr
+
+
+def test_built_html_has_no_raw_markdown_and_every_anchor_resolves(site):
+    problems = html_problems(site)
+    assert not problems, "\n".join(problems)
+
+
+def test_html_check_finds_an_unrendered_fence_and_a_dangling_anchor(tmp_path):
+    """What the site looked like when fences were opened as ```yaml file=...: the check must say so."""
+    (tmp_path / "cli.html").write_text(
+        '<h2 id="run">run</h2><p>A plan: ```yaml file=plan.yaml schema: 1 ```</p>'
+        '<p>See <a href="#prereg-validate">validate</a>, <a href="#run">run</a>, '
+        '<a href="other.html#nowhere">other</a>, <a href="../docs/science.md">science</a> and [the audit](audit.md).'
+        '</p><pre><code>```ok in code```</code></pre>')
+    (tmp_path / "other.html").write_text('<h1 id="top">x</h1><p>**bold** left</p>')
+    problems = html_problems(tmp_path)
+    assert any("code fence" in p and "cli.html" in p for p in problems), problems
+    assert any("#prereg-validate" in p for p in problems), problems
+    assert any("other.html#nowhere" in p for p in problems), problems
+    assert any("Markdown link" in p for p in problems), problems
+    assert any("Markdown bold" in p and "other.html" in p for p in problems), problems
+    assert any("../docs/science.md goes to no file" in p for p in problems), problems
+    assert len(problems) == 6, problems  # nothing in code, and the resolving anchor #run, is reported
