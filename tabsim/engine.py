@@ -332,3 +332,140 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
 
     train.xla_options = options  # read by tabsim.runtime.executables (and by programs that wrap this one)
     return train
+
+
+def _run_layout(seeds, hypers, n_arms: int, arm_ids):
+    """The flat (condition, seed, arm) layout of :func:`make_train`'s ``train``: per-run seed words, arm ids,
+    hyperparameter leaves (a shared field stays one scalar) and their vmap axes."""
+    leaves, treedef = jax.tree_util.tree_flatten(hypers)
+    swept = [x for x in leaves if jnp.ndim(x) > 0]
+    n_cond, n_seeds = (swept[0].shape[0] if swept else 1), seeds.shape[0]
+    s = jnp.repeat(jnp.tile(seeds, (n_cond, 1)), n_arms, axis=0)
+    a = jnp.tile(jnp.asarray(arm_ids), n_cond * n_seeds)
+    per_run = [jnp.repeat(jnp.asarray(x, jnp.float32), n_seeds * n_arms) if jnp.ndim(x) else x for x in leaves]
+    axes = jax.tree_util.tree_unflatten(treedef, [0 if jnp.ndim(x) else None for x in leaves])
+    return s, a, per_run, axes, treedef
+
+
+def make_segments(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
+    """:func:`make_train`'s training cut in time: programs that advance a carried state by a number of steps,
+    so that a long run can stop between two calls and continue from the carried state.
+
+    Returns :class:`Segments`. Run for run and step for step they compute the numbers of ``make_train``'s
+    ``train``: the same update, the same draws (addressed by ``(seed, step, tag)``, not by the call), the
+    same sums of the diagnostics in the same order, the evaluation compiled beside the task's draw as in
+    ``train`` (``tests/runtime/test_segments.py`` checks the bits).
+    """
+    E, steps = schedule.eval_every, schedule.steps
+    if steps % E:
+        raise ValueError(f"train.eval_every: must divide steps={steps}, got {E}")
+    n_evals = steps // E
+    update = make_update(env, algo, schedule, tuple(arms))
+    arm_ids = np.arange(len(arms), dtype=np.int32)
+    n_arms = len(arms)
+    sparse = getattr(env, "sparse_rows", False) and not (getattr(env, "single_node", False)
+                                                         and closed_form.supports(algo))
+    options = TREE_COMPILER_OPTIONS if sparse else None
+    table = math.prod(env.table_shape) * 4
+
+    def group_of(n_runs: int) -> int:
+        if not getattr(env, "sparse_rows", False) or n_runs * table <= RUN_GROUP_BYTES:
+            return n_runs
+        return max(1, min(n_runs, RUN_GROUP_BYTES // table))
+
+    def stacked_for(n_runs: int) -> bool:
+        return (n_evals + 1) * math.prod(env.table_shape) * group_of(n_runs) * 4 <= STACKED_EVAL_BYTES
+
+    def over_runs(fn, seeds, hypers, *carry):
+        """``fn(seed, hp, arm, stacked, *carry_of_the_run)`` over every run, laid out as ``train`` lays them."""
+        s, a, per_run, axes, treedef = _run_layout(seeds, hypers, n_arms, arm_ids)
+        n_runs = s.shape[0]
+        group, stacked = group_of(n_runs), stacked_for(n_runs)
+        if group == n_runs:
+            return jax.vmap(lambda s_, hp, a_, *c: fn(s_, hp, a_, stacked, *c),
+                            in_axes=(0, axes, 0) + (0,) * len(carry))(
+                s, jax.tree_util.tree_unflatten(treedef, per_run), a, *carry)
+        swept_at = [i for i, x in enumerate(per_run) if jnp.ndim(x)]
+
+        def one(xs):
+            s_, a_, sw, c = xs
+            vals = list(per_run)
+            for i, v in zip(swept_at, sw):
+                vals[i] = v
+            return fn(s_, jax.tree_util.tree_unflatten(treedef, vals), a_, stacked, *c)
+
+        return jax.lax.map(one, (s, a, [per_run[i] for i in swept_at], carry), batch_size=group)
+
+    def zeros():
+        return {k: jnp.zeros((), jnp.float32) for k in DIAG_KEYS}
+
+    def at_point(task, hp, logits, stacked):
+        return logits if stacked else env.evaluate(logits, task, hp)
+
+    def steps_of(task, arm, hp, state, sums, length):
+        def step(carry, _):  # diagnostics summed in the carry, as in ``train``
+            s, acc = carry
+            s, d = update(s, task, arm, hp)
+            return (s, {k: acc[k] + d[k] for k in acc}), None
+
+        return jax.lax.scan(step, (state, sums), None, length=length)[0]
+
+    def init_one(seed, hp, arm, stacked):
+        task = env.init_task(seed, hp)
+        logits = task.prior_logits
+        state = TrainState(logits=logits, opt_state=_optimizer(algo, hp).init(logits), seed=seed,
+                           step=jnp.zeros((), jnp.int32))
+        first = logits if stacked else {k: jnp.asarray(v, jnp.float32) for k, v in env.evaluate(logits, task, hp).items()}
+        return task, state, zeros(), first
+
+    def point_one(seed, hp, arm, stacked, task, state, sums):
+        return zeros(), (at_point(task, hp, state.logits, stacked), {k: v / E for k, v in sums.items()})
+
+    def final_one(seed, hp, arm, stacked, tables):
+        task = env.init_task(seed, hp)  # drawn here, beside the evaluation, as in ``train``: the same fused code
+        return jax.vmap(lambda lg: env.evaluate(lg, task, hp))(tables)
+
+    jit = functools.partial(jax.jit, compiler_options=options)
+    programs: dict = {}
+
+    def program(name: str, length: int = 0):
+        if (name, length) in programs:
+            return programs[(name, length)]
+        if name == "advance":  # ``length`` steps inside an evaluation interval
+            def fn(seeds, hypers, task, state, sums):
+                return over_runs(lambda s_, hp, a_, st, t, x, y: steps_of(t, a_, hp, x, y, length), seeds, hypers,
+                                 task, state, sums)
+        elif name == "intervals":  # ``length`` whole intervals, each closed by its evaluation point
+            def fn(seeds, hypers, task, state):
+                def run_one(s_, hp, a_, stacked, t, st):
+                    def chunk(st, _):
+                        st, sums = steps_of(t, a_, hp, st, zeros(), E)
+                        return st, (at_point(t, hp, st.logits, stacked), {k: v / E for k, v in sums.items()})
+                    return _scan(chunk, st, length)
+                return over_runs(run_one, seeds, hypers, task, state)
+        else:
+            body = {"init": init_one, "point": point_one, "final": final_one}[name]
+
+            def fn(seeds, hypers, *carry):
+                return over_runs(body, seeds, hypers, *carry)
+        fn.__name__ = f"segments_{name}{length or ''}"
+        compiled = jit(fn)
+        compiled.xla_options = options  # read by tabsim.runtime.executables
+        return programs.setdefault((name, length), compiled)
+
+    return Segments(steps=steps, eval_every=E, program=program)
+
+
+@dataclasses.dataclass(frozen=True)
+class Segments:
+    """The programs of :func:`make_segments`, built on first use: ``program("init")(seeds, hypers) -> (task,
+    state, sums, first)``; inside an interval ``program("advance", n)(seeds, hypers, task, state, sums) ->
+    (state, sums)`` and at its end ``program("point")(..., task, state, sums) -> (sums, (metrics or table,
+    diagnostics))``; whole intervals ``program("intervals", m)(..., task, state) -> (state, (metrics or tables
+    [R, m, ...], diagnostics [R, m]))``; with stacked evaluation ``program("final")(seeds, hypers, tables
+    [R, E + 1, ...])`` evaluates every point at the end, as ``train`` does. ``R`` = runs (conditions x seeds
+    x arms, in ``train``'s order)."""
+
+    steps: int
+    eval_every: int
+    program: Any

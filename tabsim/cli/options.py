@@ -61,7 +61,11 @@ def guarded(out: Path):
         kept = ""
         if stage.is_dir():
             n = len(list((stage / "chunks").glob("*.parquet"))) if (stage / "chunks").is_dir() else 0
-            kept = f"; {n} finished chunk(s) kept in {stage}: rerun the same command with --resume to continue"
+            seg = stage / "chunks" / "segments"
+            part = len(list(seg.glob("*.npz"))) if seg.is_dir() else 0
+            also = f" and {part} chunk(s) saved at their last segment" if part else ""
+            kept = (f"; {n} finished chunk(s){also} kept in {stage}: rerun the same command with --resume to "
+                    "continue")
         click.echo(f"interrupted: {out} is unchanged{kept}", err=True)
         sys.exit(130)
 

@@ -279,3 +279,62 @@ def local_executor(chunk_bytes: int | None = None) -> LocalExecutor:
 
         threads = max(1, min(threads, (available_bytes() - RUNTIME_BYTES) // max(chunk_bytes, 1)))
     return LocalExecutor(threads=threads)
+
+
+# ------------------------------------------------------------------------------------------------
+# Segments: a long chunk cut in time
+
+# Work units per segment (runs x (sampled tokens + policy-table entries) per step, summed over the
+# segment's steps): about 0.35 s on one core of a 2-core x86-64 CPU (the paper preset, 32 runs,
+# ran 7e7 units/s), so Ctrl-C stops a run within about a second and a checkpoint is never far behind.
+SEGMENT_UNITS = 25_000_000
+SEGMENTED_ABOVE = 4 * SEGMENT_UNITS  # a chunk with less work runs in one call, as before
+
+
+def step_units(cfg: Config, per: int, n_seeds: int) -> tuple[int, int]:
+    """``(work units of one training step, of one evaluation point)`` of a chunk of ``per`` conditions x
+    ``n_seeds`` seeds: the sampled tokens of an update (x epochs) and the policy-table entries it touches."""
+    tr = cfg.train
+    runs = per * n_seeds * len(cfg.arms.arms)
+    table, _, _ = _table(cfg)
+    depth = _depth(cfg) if cfg.task.env == "tree" else 1
+    step = runs * (tr.batch_size * tr.group_size * depth * cfg.algo.epochs + table)
+    return step, runs * table * 4
+
+
+def steps_per_segment(cfg: Config, per: int, n_seeds: int) -> int | None:
+    """Training steps per call of a chunk of ``per`` conditions x ``n_seeds`` seeds: ``None`` (the whole run
+    in one call) when the chunk's work is under :data:`SEGMENTED_ABOVE`, else about :data:`SEGMENT_UNITS`
+    of work per call, in whole evaluation intervals when one interval is smaller than that, and at least
+    one step. The numbers are the same bits whatever the cut (:func:`tabsim.engine.make_segments`)."""
+    if getattr(cfg.train, "dynamics", "sampled") != "sampled":  # the expected flow is one call
+        return None
+    steps = cfg.train.steps
+    every = cfg.train.eval_every or steps
+    step, point = step_units(cfg, per, n_seeds)
+    total = steps * step + (steps // every + 1) * point
+    if total <= SEGMENTED_ABOVE:
+        return None
+    ideal = max(1, int(SEGMENT_UNITS // max(step + point / every, 1)))
+    if ideal >= every:  # whole intervals per call: a divisor of their number, else a remainder call
+        return _near_divisor(steps // every, ideal // every) * every
+    return _near_divisor(every, ideal)
+
+
+def _near_divisor(n: int, ideal: int) -> int:
+    """The largest divisor of ``n`` in ``[ideal / 2, ideal]`` (calls of one length: one compiled program),
+    else ``ideal`` (the last call of each round is shorter)."""
+    ideal = max(1, min(n, ideal))
+    for d in range(ideal, max(1, ideal // 2) - 1, -1):
+        if n % d == 0:
+            return d
+    return ideal
+
+
+def describe_seconds(seconds: float) -> str:
+    """``about 40 s``, ``about 12 min``, ``about 3.4 h``."""
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"

@@ -7,6 +7,7 @@ static configuration for the life of the process.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -20,17 +21,17 @@ from tqdm.auto import tqdm
 from tabsim.algos import AlgoSpec
 from tabsim.arms import OFFLINE_ARMS
 from tabsim.config import Config, resolve
-from tabsim.engine import Schedule, make_train
+from tabsim.engine import Schedule, make_segments, make_train
 from tabsim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
 from tabsim.envs import ENVS
 from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
-from tabsim.runtime import executables, planning
+from tabsim.runtime import executables, planning, segments
 from tabsim.runtime.cache import apply_default as _apply_default_cache
-from tabsim.runtime.executors import Executor
-from tabsim.runtime.store import RunStore, execute, job_key, writing_into
+from tabsim.runtime.executors import Executor, LocalExecutor
+from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
 
 _CACHE: dict = {}
 _apply_default_cache()  # the on-disk compilation cache, before anything compiles (tabsim.runtime.cache)
@@ -93,6 +94,14 @@ def compiled_train(cfg: Config):
 
 
 
+def compiled_segments(cfg: Config):
+    """The cached segment programs (:func:`tabsim.engine.make_segments`) for ``cfg``'s static structure."""
+    key = ("segments",) + static_key(cfg)
+    if key not in _CACHE:
+        _CACHE.setdefault(key, make_segments(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
+    return _CACHE[key]
+
+
 def call_program(key, program, *args):
     """``program(*args)`` through its compiled executable (:func:`tabsim.runtime.executables.run`: loaded from
     disk without tracing when a process ran it before; compiled once when threads start together)."""
@@ -110,11 +119,23 @@ class _NoProgress:
         pass
 
 
-def _progress(total: int, enabled: bool, desc: str):
+def _progress(total: int, enabled: bool, desc: str, unit: str = "chunk"):
     if not enabled:  # tqdm.auto is not even imported (it warns in notebooks without widgets)
         return _NoProgress()
 
-    return tqdm(total=total, desc=desc, unit="chunk", leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+
+class _ReusedChunks:
+    """The run store's progress calls of a run in segments: a chunk reused whole counts its ``n_calls``
+    segments; a chunk computed here ticked its segments already (``hooks``), one on a cluster did not."""
+
+    def __init__(self, bar, n_calls: int, hooks):
+        self.bar, self.n_calls, self.hooks = bar, n_calls, hooks
+
+    def update(self, n: int = 1) -> None:
+        if self.hooks is None or not self.hooks.ticked:
+            self.bar.update(n * self.n_calls)
 
 
 @dataclasses.dataclass
@@ -190,9 +211,16 @@ class ConditionChunk:
 
     config: dict
     seeds: tuple[int, ...]
+    segment: int | None = None  # steps per call (tabsim.runtime.segments); None: the whole run in one call
 
-    def __call__(self, hp) -> dict[str, np.ndarray]:
+    def __call__(self, hp, hooks: "segments.Hooks | None" = None) -> dict[str, np.ndarray]:
         cfg = Config.model_validate(self.config)
+        if self.segment:
+            key = ("segments", static_key(cfg))
+            hist = segments.run_chunk(compiled_segments(cfg),
+                                      lambda name, n, prog, *args: call_program(key + (name, n), prog, *args),
+                                      seed_array(list(self.seeds)), hp, self.segment, hooks)
+            return {k: v.reshape((-1, len(self.seeds), len(cfg.arms.arms)) + v.shape[1:]) for k, v in hist.items()}
         return jax.device_get(call_program(("conditions", static_key(cfg)), compiled_train(cfg), seed_array(list(self.seeds)), hp))
 
 
@@ -231,13 +259,24 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     padded = values + [values[-1]] * (n_chunks * per - n_cond)
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
     chunks = [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
-    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds))
-    show = progress if progress is not None else n_chunks > 1
+    segment = planning.steps_per_segment(cfg, per, len(seeds))  # a long chunk runs in segments of steps
+    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=segment)
     if executor is None:
         executor = planning.local_executor(planning.estimate_bytes(cfg, per, len(seeds)))
-    with _progress(n_chunks, show, desc) as bar:
-        parts = execute(fn, chunks, executor=executor, store=store, job=job_key("run", cfg.digest(), per),
-                        progress=bar)
+    job = job_key("run", cfg.digest(), per)
+    n_calls = len(segments.calls(cfg.train.steps, cfg.train.eval_every or cfg.train.steps, segment)) if segment else 1
+    show = progress if progress is not None else n_chunks * n_calls > 1
+    with _progress(n_chunks * n_calls, show, desc, "segment" if segment else "chunk") as bar:
+        ticks = bar
+        if segment and isinstance(executor, LocalExecutor):  # checkpoints, ticks and the estimate in this process
+            where = store if store is not None else current_store()
+            hooks = segments.Hooks(where.dir / "chunks" / "segments" if where is not None else None, job,
+                                   tick=bar.update, chunks=n_chunks, parallel=min(executor.threads, n_chunks),
+                                   announce=bool(show), desc=desc)
+            fn, ticks = functools.partial(fn, hooks=hooks), _ReusedChunks(bar, n_calls, hooks)
+        elif segment:
+            ticks = _ReusedChunks(bar, n_calls, None)
+        parts = execute(fn, chunks, executor=executor, store=store, job=job, progress=ticks)
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
     ev = cfg.train.eval_every or cfg.train.steps
     steps = list(range(0, cfg.train.steps + 1, ev))

@@ -1,0 +1,258 @@
+"""A long chunk run in segments of steps, with its state carried (and checkpointed) between them.
+
+A chunk whose work exceeds :data:`tabsim.runtime.planning.SEGMENTED_ABOVE` is not one call of the compiled
+``train`` but a loop over the programs of :func:`tabsim.engine.make_segments`, each advancing every run of
+the chunk by about :data:`tabsim.runtime.planning.SEGMENT_UNITS` of work (a fraction of a second). Between
+two calls the host:
+
+* lets Ctrl-C through (Python sees a signal only between two calls into XLA): a run stops within about
+  a second instead of at the end of a chunk that may take hours;
+* keeps a checkpoint of the carried state (the policy tables, the optimizer's moments, the step, the
+  diagnostics' sums and the evaluation points so far) in the run store's staging folder: written at once
+  when the run is interrupted, and every :data:`CHECKPOINT_SECONDS` otherwise (or less often when
+  writing it takes long), so ``--resume`` continues from the last segment, not from the chunk's start;
+* ticks the progress bar and, once the first segments are timed, says how long the run will take when
+  that is more than a minute.
+
+The numbers are the bits of the uncut program (the draws are addressed by ``(seed, step, tag)``; see
+:func:`tabsim.engine.make_segments` and ``tests/runtime/test_segments.py``).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from tabsim.files.atomic import atomic_path
+from tabsim.runtime.planning import describe_seconds
+
+CHECKPOINT_SECONDS = 30.0  # between two checkpoints of a running chunk (at least 20x the time one takes)
+ANNOUNCE_ABOVE = 60.0  # seconds: longer runs say how long they will take
+FORMAT = "tabsim.segments/1"
+
+STOP = threading.Event()  # set by an interrupted executor: chunks in other threads checkpoint and stop
+
+
+class Interrupted(KeyboardInterrupt):
+    """A chunk stopped between two segments because the run was interrupted (its state was checkpointed)."""
+
+
+def calls(steps: int, every: int, segment: int) -> list[tuple[str, int]]:
+    """The calls that run ``steps`` steps evaluated every ``every`` in segments of ``segment`` steps:
+    ``("advance", n)`` (n steps inside an interval), ``("point", 0)`` (an interval's evaluation point) and
+    ``("intervals", m)`` (m whole intervals)."""
+    n_evals = steps // every
+    if segment >= every:
+        m = segment // every
+        out = [("intervals", m)] * (n_evals // m)
+        return out + ([("intervals", n_evals % m)] if n_evals % m else [])
+    one = [("advance", segment)] * (every // segment) + ([("advance", every % segment)] if every % segment else [])
+    return (one + [("point", 0)]) * n_evals
+
+
+class Hooks:
+    """What a chunk run in this process does between segments: checkpoints in ``folder`` (None: none),
+    progress ticks (``tick(n)``) and the time estimate of the whole run (``chunks`` chunks, ``parallel``
+    at a time)."""
+
+    def __init__(self, folder: Path | None, job: str, *, tick=None, chunks: int = 1, parallel: int = 1,
+                 announce: bool = False, desc: str = "tabsim run"):
+        self.folder, self.job, self._tick = (Path(folder) if folder else None), job, tick
+        self.ticked = False
+        self.chunks, self.parallel, self.announce, self.desc = chunks, max(1, parallel), announce, desc
+        self.lock = threading.Lock()
+        self.announced = False
+        self.resumed = 0  # segments continued from checkpoints
+
+    def tick(self, n: int) -> None:
+        self.ticked = True
+        if self._tick is not None:
+            self._tick(n)
+
+    def path(self, hp_digest: str) -> Path | None:
+        return None if self.folder is None else self.folder / f"{self.job}-{hp_digest}.npz"
+
+    def estimate(self, per_call: float, n_calls: int) -> None:
+        with self.lock:
+            if self.announced or not self.announce:
+                return
+            self.announced = True
+        left = per_call * n_calls * -(-self.chunks // self.parallel)
+        if left > ANNOUNCE_ABOVE:
+            print(f"{self.desc}: {describe_seconds(left)} to go ({self.chunks} chunk(s) of {n_calls} segments); "
+                  "Ctrl-C stops within about a second and --resume continues from the last segment",
+                  file=sys.stderr, flush=True)
+
+
+def digest_arrays(tree) -> str:
+    """SHA-256 (16 hex digits) of a pytree of arrays: names a chunk by its hyperparameters."""
+    h = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves(tree):
+        a = np.asarray(leaf)
+        h.update(a.dtype.str.encode() + str(a.shape).encode() + a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _save(path: Path, meta: dict, arrays: dict) -> None:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        h.update(name.encode() + arrays[name].tobytes())
+    meta = {**meta, "sha256": h.hexdigest()}
+    buf = io.BytesIO()
+    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_bytes(buf.getvalue())
+
+
+def _load(path: Path, meta: dict) -> tuple[int, dict] | None:
+    """``(position, arrays)`` of a checkpoint written for ``meta`` (job, cut), or None (foreign, damaged)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            got = json.loads(bytes(z["__meta__"]).decode())
+            arrays = {k: z[k] for k in z.files if k != "__meta__"}
+    except Exception:  # a truncated or foreign file is recomputed, never trusted
+        return None
+    if any(got.get(k) != v for k, v in meta.items()):
+        return None
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        h.update(name.encode() + arrays[name].tobytes())
+    if got.get("sha256") != h.hexdigest() or not isinstance(got.get("pos"), int):
+        return None
+    return got["pos"], arrays
+
+
+def _flat(prefix: str, tree) -> dict:
+    return {f"{prefix}/{i}": np.asarray(x) for i, x in enumerate(jax.tree_util.tree_leaves(tree))}
+
+
+def _unflat(prefix: str, like, arrays: dict):
+    leaves, treedef = jax.tree_util.tree_flatten(like)
+    new = []
+    for i, x in enumerate(leaves):
+        a = arrays.get(f"{prefix}/{i}")
+        if a is None or a.shape != np.shape(x) or a.dtype != np.asarray(x).dtype:
+            raise ValueError(prefix)
+        new.append(a)
+    return jax.tree_util.tree_unflatten(treedef, new)
+
+
+def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -> dict[str, np.ndarray]:
+    """The chunk's history ``{metric: [R, E + 1]}`` (runs in ``train``'s order) computed in segments.
+
+    ``segs``: :class:`tabsim.engine.Segments`; ``call(name, length, program, *args)`` runs a program (through
+    the executable store); ``hooks``: checkpoints, progress and the estimate (None: none of them)."""
+    plan = calls(segs.steps, segs.eval_every, segment)
+    init = segs.program("init")
+    task, state, sums, first = call("init", 0, init, seeds, hp)
+    stacked = not isinstance(first, dict)
+    outs: list = []  # evaluation points so far (metrics, or tables when evaluated together at the end)
+    diags: list = []
+    pos = 0
+    path = hooks.path(digest_arrays(hp)) if hooks is not None else None
+    meta = {"format": FORMAT, "job": hooks.job if hooks else "", "segment": segment, "calls": len(plan),
+            "steps": segs.steps}
+    if path is not None and path.is_file():
+        loaded = _load(path, meta)
+        try:
+            if loaded is not None and 0 < loaded[0] < len(plan):
+                at, got = loaded
+                n_out = int(got["n_points"])
+                new = (_unflat("state", state, got), _unflat("sums", sums, got),
+                       [_unflat("outs", _like(first, n_out), got)] if n_out else [],
+                       [{k[6:]: v for k, v in got.items() if k.startswith("diags/")}] if n_out else [])
+                if n_out != sum(1 for c in plan[:at] if c[0] == "point") + sum(c[1] for c in plan[:at]
+                                                                               if c[0] == "intervals"):
+                    raise ValueError("points")
+                state, sums, outs, diags = new
+                pos = at
+        except (ValueError, KeyError):
+            pos = 0  # a checkpoint that does not fit this chunk: started again
+        if pos and hooks is not None:
+            hooks.resumed += pos
+            hooks.tick(pos)
+    snap = (pos, state, sums, len(outs))
+    last_save, save_cost = time.perf_counter(), 0.0
+    timed: list = []
+
+    def checkpoint(snapshot) -> None:
+        nonlocal last_save, save_cost
+        if path is None:
+            return
+        t0 = time.perf_counter()
+        p, st, sm, n = snapshot
+        arrays = {**_flat("state", jax.device_get(st)), **_flat("sums", jax.device_get(sm))}
+        points = _merge(outs[:n], diags[:n]) if n else None
+        arrays["n_points"] = np.asarray(0 if points is None else points[2])
+        if points is not None:
+            arrays.update(_flat("outs", points[0]))
+            arrays.update({f"diags/{k}": v for k, v in points[1].items()})
+        _save(path, {**meta, "pos": p}, arrays)
+        last_save = time.perf_counter()
+        save_cost = last_save - t0
+
+    try:
+        while pos < len(plan):
+            t0 = time.perf_counter()
+            name, n = plan[pos]
+            if name == "advance":
+                state, sums = call(name, n, segs.program(name, n), seeds, hp, task, state, sums)
+                jax.block_until_ready(state)
+            elif name == "point":
+                sums, (o, d) = jax.device_get(call(name, 0, segs.program(name), seeds, hp, task, state, sums))
+                outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:, None], o))
+                diags.append({k: np.asarray(v)[:, None] for k, v in d.items()})
+            else:
+                state, od = call(name, n, segs.program(name, n), seeds, hp, task, state)
+                o, d = jax.device_get(od)
+                outs.append(jax.tree_util.tree_map(np.asarray, o))
+                diags.append({k: np.asarray(v) for k, v in d.items()})
+            pos += 1
+            snap = (pos, state, sums, len(outs))  # one assignment: what a checkpoint may save
+            if hooks is not None:
+                hooks.tick(1)
+                timed.append(time.perf_counter() - t0)
+                if len(timed) == 3:  # the first call compiles; two more give the pace
+                    hooks.estimate(min(timed[1:]), len(plan))
+            if path is not None and pos < len(plan) and \
+                    time.perf_counter() - last_save >= max(CHECKPOINT_SECONDS, 20 * save_cost):
+                checkpoint(snap)
+            if STOP.is_set():
+                raise Interrupted()
+    except KeyboardInterrupt:
+        checkpoint(snap)
+        raise
+    points = _merge(outs, diags)
+    out, diag, _ = points
+    if stacked:
+        out = jax.device_get(call("final", 0, segs.program("final"), seeds, hp,
+                                  np.concatenate([np.asarray(first)[:, None], out], axis=1)))
+    else:
+        out = {k: np.concatenate([np.asarray(first[k])[:, None], out[k]], axis=1) for k in first}
+    R = next(iter(diag.values())).shape[0]
+    nan = np.full((R, 1), np.nan, np.float32)
+    return {**out, **{k: np.concatenate([nan, v], axis=1) for k, v in diag.items()}}
+
+
+def _like(first, n: int):
+    """Zero arrays shaped like ``n`` evaluation points of ``first`` (``[R, ...]`` -> ``[R, n, ...]``)."""
+    return jax.tree_util.tree_map(lambda x: np.zeros((np.shape(x)[0], n) + np.shape(x)[1:], np.asarray(x).dtype),
+                                  first)
+
+
+def _merge(outs: list, diags: list):
+    """The evaluation points so far as ``(outs [R, n, ...], diags {k: [R, n]}, n)``."""
+    out = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=1), *outs)
+    diag = {k: np.concatenate([d[k] for d in diags], axis=1) for k in diags[0]}
+    return out, diag, next(iter(diag.values())).shape[1]
+
+
+__all__ = ["run_chunk", "calls", "Hooks", "STOP", "Interrupted", "CHECKPOINT_SECONDS", "digest_arrays"]

@@ -1,0 +1,227 @@
+"""Long runs cut in time: segments of steps give the bits of one call, Ctrl-C stops within about a second,
+and ``--resume`` continues from the last segment with the bytes of an uninterrupted run.
+
+The interrupt is real: the run is a subprocess (``python -m tabsim.cli``), the test waits until its
+progress bar shows finished segments and sends SIGINT.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+import tabsim as ts
+from tabsim.params import stack_hypers
+from tabsim.rng import seed_array
+from tabsim.runtime import planning, segments
+from tabsim.runtime.run import compiled_segments, compiled_train
+from tabsim.runtime.store import RunStore, staging_path
+
+
+def same_frames(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Column for column, the same dtype and the same bytes (NaN in the same places)."""
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return False
+    for c in a.columns:
+        x, y = np.asarray(a[c]), np.asarray(b[c])
+        if x.dtype != y.dtype:
+            return False
+        if x.dtype == object:
+            if list(x) != list(y):
+                return False
+        elif x.tobytes() != y.tobytes():
+            return False
+    return True
+
+
+def chunk_args(cfg):
+    values = [cfg.hyper_values(g) for g in cfg.grid()]
+    shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]
+    return seed_array(list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))), stack_hypers(values, shared)
+
+
+def segmented(cfg, segment: int, hooks=None) -> dict:
+    seeds, hp = chunk_args(cfg)
+    hist = segments.run_chunk(compiled_segments(cfg), lambda name, n, prog, *a: prog(*a), seeds, hp, segment, hooks)
+    return {k: v.reshape((-1, cfg.train.seeds, len(cfg.arms.arms)) + v.shape[1:]) for k, v in hist.items()}
+
+
+BASE = {"preset": "paper", "task": {"n_prompts": 12}, "train": {"steps": 12, "seeds": 2, "batch_size": 4}}
+CUTS = [
+    pytest.param({}, 5, id="inside-one-interval"),  # 5 + 5 + 2 steps, evaluated at the end
+    pytest.param({"train": {"eval_every": 2}}, 4, id="whole-intervals"),  # 2 intervals per call
+    pytest.param({"algo": {"optimizer": "adam"}, "sweep": {"lr": [0.01, 0.1]}, "train": {"eval_every": 6}}, 3,
+                 id="adam-sweep"),
+    pytest.param({"task": {"env": "tree", "n_prompts": 12, "tree": {"depth": 3, "branching": 3}},
+                  "train": {"eval_every": 4}}, 2, id="tree"),
+    pytest.param({"arms": {"arms": ["frozen", "majority_offline", "true"]},
+                  "train": {"eval_every": 6, "maj_k": [4], "pass_k": [4]}}, 4, id="offline-and-maj",
+                 marks=pytest.mark.heavy),
+    pytest.param({"preset": "dapo", "train": {"eval_every": 3}}, 1, id="dapo-step-by-step", marks=pytest.mark.heavy),
+    pytest.param({"preset": "gspo", "train": {"eval_every": 12}}, 12, id="gspo-one-segment", marks=pytest.mark.heavy),
+]
+
+
+@pytest.mark.parametrize("over, segment", CUTS)
+def test_segments_give_the_bits_of_one_call(over, segment):
+    data = {**BASE, **over, "train": {**BASE["train"], **over.get("train", {})}}
+    cfg = ts.resolve(data)
+    seeds, hp = chunk_args(cfg)
+    one = jax.device_get(compiled_train(cfg)(seeds, hp))
+    cut = segmented(cfg, segment)
+    assert set(cut) == set(one)
+    for k in one:
+        assert cut[k].dtype == one[k].dtype and cut[k].shape == one[k].shape, k
+        assert cut[k].tobytes() == one[k].tobytes(), k
+
+
+def test_not_stacked_evaluation_too(monkeypatch):
+    """Tables too many to keep are evaluated at each point, in both programs."""
+    import tabsim.engine as engine
+    from tabsim.runtime import run as api
+
+    monkeypatch.setattr(engine, "STACKED_EVAL_BYTES", 0)
+    monkeypatch.setattr(api, "_CACHE", {})
+    cfg = ts.resolve({**BASE, "train": {**BASE["train"], "eval_every": 4}})
+    seeds, hp = chunk_args(cfg)
+    one = jax.device_get(compiled_train(cfg)(seeds, hp))
+    cut = segmented(cfg, 3)
+    assert all(cut[k].tobytes() == one[k].tobytes() for k in one)
+
+
+def test_calls_cover_every_step_once():
+    for steps, every, seg in ((12, 12, 5), (12, 2, 4), (12, 2, 6), (10, 10, 10), (12, 4, 8), (9, 3, 1)):
+        plan = segments.calls(steps, every, seg)
+        done = sum(n for c, n in plan if c == "advance") + sum(n * every for c, n in plan if c == "intervals")
+        points = sum(1 for c, _ in plan if c == "point") + sum(n for c, n in plan if c == "intervals")
+        assert done == steps and points == steps // every, (steps, every, seg, plan)
+
+
+def test_long_runs_are_cut_short_runs_are_not():
+    long = ts.resolve({"preset": "paper", "train": {"steps": 10_000_000}})
+    seg = planning.steps_per_segment(long, 1, 8)
+    assert seg is not None and 10_000_000 % seg == 0
+    units, _ = planning.step_units(long, 1, 8)
+    assert seg * units <= planning.SEGMENT_UNITS  # about a third of a second per call
+    assert planning.steps_per_segment(ts.resolve({"preset": "paper"}), 1, 8) is None  # 200 steps: one call
+    every = ts.resolve({"preset": "paper", "train": {"steps": 10_000_000, "eval_every": 1000}})
+    assert planning.steps_per_segment(every, 1, 8) % 1000 == 0  # whole intervals per call
+
+
+def test_run_in_segments_equals_one_call_and_resumes_from_a_checkpoint(tmp_path, monkeypatch):
+    cfg = ts.resolve({**BASE, "train": {**BASE["train"], "steps": 40, "eval_every": 20},
+                      "sweep": {"lr": [0.05, 0.1]}})
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 3000)  # a few steps per call
+    monkeypatch.setattr(planning, "SEGMENTED_ABOVE", 0)
+    assert planning.steps_per_segment(cfg, 2, 2) < 20
+    with monkeypatch.context() as m:
+        m.setattr(planning, "steps_per_segment", lambda *a: None)
+        one = ts.run(cfg, progress=False).frame
+    assert same_frames(ts.run(cfg, progress=False).frame, one)
+
+    # stop after three segments (as Ctrl-C would), then resume from the checkpoint
+    n = {"calls": 0}
+    real = segments.Hooks.tick
+
+    def tick(self, k):
+        real(self, k)
+        n["calls"] += 1
+        if n["calls"] == 3:
+            segments.STOP.set()
+
+    monkeypatch.setattr(segments.Hooks, "tick", tick)
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(KeyboardInterrupt), RunStore(out, key=cfg.digest()):
+            ts.run(cfg, progress=False)
+    finally:
+        segments.STOP.clear()
+    saved = list((staging_path(out) / "chunks" / "segments").glob("*.npz"))
+    assert len(saved) == 1
+    monkeypatch.setattr(segments.Hooks, "tick", real)
+    with RunStore(out, key=cfg.digest(), resume=True) as store:
+        res = ts.run(cfg, progress=False)
+    assert store.published and same_frames(res.frame, one)
+    assert not (out / "chunks").exists()
+
+
+def test_a_damaged_checkpoint_is_recomputed(tmp_path, monkeypatch):
+    cfg = ts.resolve({**BASE, "train": {**BASE["train"], "steps": 12}})
+    hooks = segments.Hooks(tmp_path, "job")
+    one = segmented(cfg, 12)
+    n = {"k": 0}
+
+    def stop_after_two(self, k):
+        n["k"] += 1
+        if n["k"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(segments.Hooks, "tick", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        segmented(cfg, 3, hooks)
+    (path,) = tmp_path.glob("*.npz")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: the digest no longer matches
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(segments.Hooks, "tick", lambda self, k: None)
+    again = segmented(cfg, 3, hooks)
+    assert hooks.resumed == 0 and all(again[k].tobytes() == one[k].tobytes() for k in one)
+
+
+LONG = """\
+preset = "paper"
+[train]
+seeds = 2
+steps = 100000
+eval_every = 50000
+"""
+
+
+def _read_progress(stream, seen: list):
+    buf = ""
+    while True:
+        ch = stream.read(1)
+        if not ch:
+            return
+        buf = (buf + ch)[-200:]
+        if ch in "\r\n" and "segment" in buf:
+            seen.append(buf)
+
+
+def test_real_sigint_stops_within_a_second_and_resume_gives_the_same_bytes(tmp_path):
+    (tmp_path / "long.toml").write_text(LONG)
+    out = tmp_path / "out"
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    proc = subprocess.Popen([sys.executable, "-m", "tabsim.cli", "run", "long.toml", "--out", "out"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen: list = []
+    reader = threading.Thread(target=_read_progress, args=(proc.stderr, seen), daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 120 and not any(f" {k}/" in s for s in seen for k in (3, 4, 5, 6)):
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.05)
+    t1 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    stop = time.perf_counter() - t1
+    reader.join(timeout=5)
+    print(f"\nSIGINT to exit: {stop:.2f} s")
+    assert proc.returncode == 130
+    assert stop < 3.0  # about a second on a busy 2-core machine
+    saved = list((staging_path(out) / "chunks" / "segments").glob("*.npz"))
+    assert len(saved) == 1 and not out.exists()
+    done = subprocess.run([sys.executable, "-m", "tabsim.cli", "run", "long.toml", "--out", "out", "--resume", "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ref = ts.run(ts.load_config(tmp_path / "long.toml"), progress=False)
+    assert same_frames(pd.read_parquet(out / "results.parquet"), ref.frame)
