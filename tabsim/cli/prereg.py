@@ -51,7 +51,7 @@ def validate_cmd(file, public_key):
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg import locking as lk
     from tabsim.prereg.hashing import plan_hash
-    from tabsim.prereg.locking import verify
+    from tabsim.prereg.locking import PlanChangedError, verify
     from tabsim.prereg.schema import load_plan
     from tabsim.prereg.signing import SignatureError
 
@@ -70,16 +70,23 @@ def validate_cmd(file, public_key):
         rec = verify(file, public_key=pin)
     except SignatureError as err:
         click.echo(f"lock: BAD SIGNATURE -- {err}")
-        _fail(PreregError(f"{lk.lock_path(file)}: the lock's signature does not hold; a confirmatory run refuses it"))
-    except PreregError as err:
+        _fail(PreregError(f"{lk.lock_path(file)}: the lock's or an amendment's signature does not hold; a "
+                          f"confirmatory run refuses it"))
+    except PlanChangedError as err:
         click.echo(f"lock: DOES NOT MATCH -- {err}")
         _fail(PreregError(f"{lk.lock_path(file)}: the plan does not match its lock; a confirmatory run refuses it"))
-    for line in _lock_lines(file, rec, pin):
+    except PreregError as err:
+        click.echo(f"lock: REFUSED -- {err}")
+        _fail(PreregError(f"{lk.lock_path(file)}: the lock cannot be used; a confirmatory run refuses it"))
+    lines, problem = _lock_lines(file, rec, pin)
+    for line in lines:
         click.echo(line)
+    if problem:
+        _fail(PreregError(problem))
 
 
-def _lock_lines(file, rec: dict, pin) -> list[str]:
-    """What ``validate`` says about a matching lock: signature, code, git commit."""
+def _lock_lines(file, rec: dict, pin) -> tuple[list[str], str | None]:
+    """What ``validate`` says about a matching lock (signature, code, git commit), and why it must fail."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg import integrity
     from tabsim.prereg.signing import short
@@ -96,6 +103,13 @@ def _lock_lines(file, rec: dict, pin) -> list[str]:
     else:
         lines.append("warning: unsigned lock: its hashes guard against accidents only (anyone who edits the plan can "
                      "recompute them); `tabsim prereg lock --key` signs a lock")
+    stale = integrity.executed_code_problems()
+    if stale:
+        lines.append(f"code: BYTECODE DOES NOT MATCH THE SOURCE -- {stale[0]}"
+                     + (f" (and {len(stale) - 1} more)" if len(stale) > 1 else ""))
+        return lines, (f"{file}: the code Python runs is not the tabsim source the code digest covers; a confirmatory "
+                       f"run refuses it. Delete the __pycache__ folders under {integrity.code_root()} (or reinstall "
+                       f"tabsim)")
     if lock.get("code"):
         diff = integrity.code_changes(lock["code"], integrity.code_digest())
         if integrity.code_same(diff):
@@ -113,7 +127,7 @@ def _lock_lines(file, rec: dict, pin) -> list[str]:
     else:
         lines.append("git: not in a git repository; the check that the plan was committed before the results "
                      "cannot be made")
-    return lines
+    return lines, None
 
 
 @command.command("keygen")
@@ -160,17 +174,22 @@ def lock_cmd(file, key):
 @command.command("amend")
 @click.argument("file", type=_FILE)
 @click.option("--reason", required=True, help="Why the locked plan changed (appears in every report).")
-def amend_cmd(file, reason):
+@click.option("--key", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Sign the amendment with this private key; required, and it must be the lock's key, when the "
+                   "lock is signed.")
+def amend_cmd(file, reason, key):
     """Record a change to a locked FILE in FILE.amendments.json (reported as a deviation)."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.locking import amend
+    from tabsim.prereg.signing import short
 
     try:
-        rec = amend(file, reason)
+        rec = amend(file, reason, key=key)
     except PreregError as err:
         _fail(err)
+    signed = f"signed by key {short(rec['signature']['fingerprint'])}" if "signature" in rec else "unsigned"
     click.echo(f"amendment {rec['n']} of {file}: {rec['old_sha256'][:12]} -> {rec['new_sha256'][:12]}; changed "
-               f"{', '.join(rec['changed_fields'])}")
+               f"{', '.join(rec['changed_fields'])} ({signed})")
 
 
 @command.command("run")
@@ -219,14 +238,14 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, o
 @click.argument("dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--public-key", default=None, metavar="KEY", help=_PUBLIC_KEY_HELP)
 @click.option("--strict", is_flag=True,
-              help="Exit 1 (after writing the report) when an integrity check failed: changed code, a plan not "
-                   "committed before the run, a recorded commit that does not hold, results signed by another key "
-                   "than the lock.")
+              help="Exit 1 (after writing the report) on any deviation from the plan: changed code, a plan not "
+                   "committed before the run, a recorded commit that does not hold, a lock or amendment dated after "
+                   "the run, an amendment, a failed manipulation check, reused seeds, an unlocked run.")
 def report_cmd(dir, public_key, strict):
     """Write DIR/report.md and DIR/report.json for a complete run; refuses incomplete, altered or badly
     signed runs."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
-    from tabsim.prereg.report import INTEGRITY_KINDS, write_report
+    from tabsim.prereg.report import write_report
 
     pin = _pin(public_key)
     try:
@@ -237,6 +256,7 @@ def report_cmd(dir, public_key, strict):
     click.echo(f"{rep['title']}: {c['SUPPORTED']} supported, {c['NOT SUPPORTED']} not supported, "
                f"{c['INCONCLUSIVE']} inconclusive; {len(rep['deviations'])} deviation(s), "
                f"{len(rep['limitations'])} limitation(s) -> {dir}/report.md")
-    failed = [d for d in rep["deviations"] if d["kind"] in INTEGRITY_KINDS]
+    failed = rep["deviations"]
     if strict and failed:
-        _fail(PreregError(f"{dir}: integrity check failed: " + "; ".join(f"{d['kind']}: {d['text']}" for d in failed)))
+        _fail(PreregError(f"{dir}: --strict: integrity check failed: {len(failed)} deviation(s) from the plan: "
+                          + "; ".join(f"{d['kind']}: {d['text']}" for d in failed)))

@@ -6,6 +6,10 @@
   '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum | sha256sum``. The lock keeps each file's
   digest too, so a changed file can be named, and the versions of tabsim and its numerical
   libraries (jax, jaxlib, numpy, scipy, statsmodels).
+* **What runs.** Python may run cached bytecode instead of a source; :mod:`tabsim.prereg.bytecode`
+  refuses cached bytecode that was not compiled from the present source, and compiled files that
+  could be imported instead of one, so that the digest covers what executes (``lock`` and a
+  confirmatory ``run`` refuse such a tree, ``validate`` reports it).
 * **Plan commit.** The oldest commit (reachable from HEAD) in which the plan file has content that
   hashes to the locked hash; its commit time must precede the run. Outside a git repository the
   check cannot be made, and the record says so.
@@ -26,6 +30,7 @@ from typing import Optional
 
 import tabsim
 from tabsim.files.atomic import write_json
+from tabsim.prereg.bytecode import bytecode_problems
 from tabsim.prereg.hashing import plan_hash, read_json
 from tabsim.prereg.schema import PreregError, read_document
 
@@ -43,6 +48,22 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 def code_root() -> Path:
     """The folder of the installed tabsim package (its ``.py`` files are what the digest covers)."""
     return Path(tabsim.__file__).resolve().parent
+
+
+def executed_code_problems() -> list[str]:
+    """How the code this process runs differs from the sources of the tabsim it imported (cached bytecode
+    not compiled from them, compiled files importable instead of them): :func:`bytecode_problems`."""
+    return bytecode_problems(Path(tabsim.__file__).resolve().parent, "tabsim")
+
+
+def refuse_stale_code(what: str) -> None:
+    """Raise :class:`PreregError` when the code Python runs is not the source a code digest covers."""
+    problems = executed_code_problems()
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise PreregError(f"{what}: the code Python runs is not the tabsim source the code digest covers: "
+                          f"{problems[0]}{more}. Delete the __pycache__ folders under {code_root()} (or reinstall "
+                          f"tabsim) and try again")
 
 
 def library_versions() -> dict:

@@ -13,7 +13,12 @@ which only the key holder can make.
 
 A change after locking is legal only through an amendment (``FILE.amendments.json``): a chained,
 timestamped record of old and new hash, the changed fields and a reason, which every report lists
-as a deviation.
+as a deviation. The amendments of a signed lock are signed by the lock's key (each over its record
+and the digest of the record before it, the lock for the first): an unsigned amendment, or one
+signed by another key, is refused wherever the plan is read.
+
+Times are checked against the clock: a lock or amendment dated later than now (beyond
+:data:`CLOCK_SKEW`) is refused.
 """
 from __future__ import annotations
 
@@ -34,6 +39,11 @@ LOCK_SCHEMA = "tabsim.prereg.lock/2"
 # /1: hash, plan, time, commit and version only (no code digest, never signed); still read and reported
 LOCK_SCHEMAS = ("tabsim.prereg.lock/1", LOCK_SCHEMA)
 AMENDMENTS_SCHEMA = "tabsim.prereg.amendments/1"
+CLOCK_SKEW = _dt.timedelta(minutes=5)  # clocks of different machines may disagree by this much
+
+
+class PlanChangedError(PreregError):
+    """The plan no longer matches its lock (plus amendments); the message names every changed field."""
 
 
 def lock_path(path: str | Path) -> Path:
@@ -48,6 +58,26 @@ def amendments_path(path: str | Path) -> Path:
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def parse_time(value, where: str) -> _dt.datetime:
+    """A recorded UTC time (ISO 8601 with an offset); :class:`PreregError` naming ``where`` otherwise."""
+    try:
+        t = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        t = None
+    if t is None or t.tzinfo is None:
+        raise PreregError(f"{where}: {value!r} is not a UTC time with an offset (e.g. 2026-01-02T03:04:05+00:00)")
+    return t
+
+
+def refuse_future(value, where: str, what: str) -> None:
+    """Refuse a record dated later than now, beyond :data:`CLOCK_SKEW`."""
+    t, now = parse_time(value, where), _dt.datetime.now(_dt.timezone.utc)
+    if t > now + CLOCK_SKEW:
+        raise PreregError(f"{where}: the {what} is dated {value}, later than now ({now.isoformat(timespec='seconds')}) "
+                          f"by more than {int(CLOCK_SKEW.total_seconds() // 60)} minutes of clock skew; a record "
+                          f"from the future cannot show what preceded what")
 
 
 def _self_digest(record: dict) -> str:
@@ -147,7 +177,41 @@ def read_lock(path: str | Path) -> dict:
     if lock["schema"] == LOCK_SCHEMAS[0] and ("signature" in lock or "code" in lock):
         raise PreregError(f"{lp}: corrupted lock (schema {lock['schema']!r} has no signature or code fields)")
     verify_lock_signature(lock, str(lp))
+    refuse_future(lock["locked_at_utc"], str(lp), "lock")
     return lock
+
+
+def amendment_body(record: dict) -> dict:
+    """The part of an amendment its signature covers: all but the stored plan (covered through
+    ``new_sha256``), the signature and the self-digest; so a copy without its plan still verifies."""
+    return {k: v for k, v in record.items() if k not in ("normalized", "self_sha256", "signature")}
+
+
+def check_amendments(amendments: list[dict], lock: dict, where: str) -> None:
+    """The signatures and chain of amendments (full records or copies without their plans) of ``lock``.
+
+    A signed lock demands that every amendment is signed by the lock's key and names the digest of
+    the record before it (``after``: the lock's ``self_sha256`` for the first). Raises
+    :class:`signing.SignatureError` naming ``where`` otherwise.
+    """
+    lock_fp = (lock.get("signature") or {}).get("fingerprint")
+    prev = lock.get("self_sha256")
+    for i, a in enumerate(amendments, 1):
+        sig = a.get("signature")
+        if sig is not None:
+            fp = signing.verify(sig, signing.AMENDMENT_DOMAIN, amendment_body(a), f"{where} (amendment {i})")
+            if lock_fp is not None and fp != lock_fp:
+                raise signing.SignatureError(
+                    f"{where}: amendment {i} is signed by key {signing.short(fp)}, not by the lock's key "
+                    f"{signing.short(lock_fp)}; only the lock's key holder can amend the plan")
+            if a.get("after") != prev:
+                raise signing.SignatureError(f"{where}: amendment {i} was signed for another lock or history "
+                                             f"(it does not follow the record before it)")
+        elif lock_fp is not None:
+            raise signing.SignatureError(
+                f"{where}: amendment {i} is unsigned, but the lock is signed by key {signing.short(lock_fp)}; an "
+                f"amendment of a signed lock must be signed by the same key (`tabsim prereg amend --key`)")
+        prev = a.get("self_sha256")
 
 
 def read_amendments(path: str | Path, lock: dict) -> list[dict]:
@@ -166,7 +230,9 @@ def read_amendments(path: str | Path, lock: dict) -> list[dict]:
             raise PreregError(f"{ap}: corrupted amendments log (amendment {i} does not follow from the previous hash)")
         if plan_hash(a.get("normalized", {})) != a.get("new_sha256"):
             raise PreregError(f"{ap}: corrupted amendments log (amendment {i}'s plan does not hash to new_sha256)")
+        refuse_future(a.get("amended_at_utc"), f"{ap} (amendment {i})", "amendment")
         prev = a["new_sha256"]
+    check_amendments(data["amendments"], lock, str(ap))
     return data["amendments"]
 
 
@@ -187,6 +253,7 @@ def lock(path: str | Path, key: str | Path | None = None) -> dict:
                           f"`tabsim prereg amend {path} --reason ...`")
     private = signing.load_private_key(key) if key is not None else None
     _, doc = load_plan(path)
+    integrity.refuse_stale_code(f"{path}: cannot lock")
     sha = plan_hash(doc)
     record = {
         "schema": LOCK_SCHEMA,
@@ -212,8 +279,14 @@ def lock(path: str | Path, key: str | Path | None = None) -> dict:
     return record
 
 
-def amend(path: str | Path, reason: str) -> dict:
+def amend(path: str | Path, reason: str, key: str | Path | None = None) -> dict:
     """Record a change to a locked plan: old/new hash, changed fields, reason and UTC time.
+
+    Args:
+      path: the plan.
+      reason: why it changed (appears in every report).
+      key: the private key of the lock's signer; required when the lock is signed (an amendment by
+        anyone else is refused), optional for an unsigned lock.
 
     Returns:
       The amendment record appended to ``FILE.amendments.json``.
@@ -221,7 +294,13 @@ def amend(path: str | Path, reason: str) -> dict:
     path = Path(path)
     if not reason or not reason.strip():
         raise PreregError("--reason: an amendment needs a non-empty reason")
+    private = signing.load_private_key(key) if key is not None else None
     lk = read_lock(path)
+    lock_fp = (lk.get("signature") or {}).get("fingerprint")
+    if lock_fp is not None and (private is None or signing.key_fingerprint(private) != lock_fp):
+        given = "" if private is None else f" (the key given is {signing.short(signing.key_fingerprint(private))})"
+        raise PreregError(f"--key: the lock of {path} is signed by key {signing.short(lock_fp)}; only that key can "
+                          f"amend it: give its private key with --key{given}")
     history = read_amendments(path, lk)
     _, doc = load_plan(path)
     current = history[-1] if history else lk
@@ -240,7 +319,10 @@ def amend(path: str | Path, reason: str) -> dict:
         "amended_at_utc": _utc_now(),
         "git_commit": git_commit(path.resolve().parent),
         "tabsim_version": _tabsim_version(),
+        "after": history[-1]["self_sha256"] if history else lk["self_sha256"],
     }
+    if private is not None:
+        record["signature"] = signing.sign(private, signing.AMENDMENT_DOMAIN, amendment_body(record))
     record["self_sha256"] = _self_digest(record)
     write_json(amendments_path(path), {"schema": AMENDMENTS_SCHEMA, "file": path.name,
                                         "amendments": [*history, record]})
@@ -275,7 +357,7 @@ def verify(path: str | Path, public_key: str | None = None) -> dict:
         base = history[-1]["normalized"] if history else lk["normalized"]
         fields = changed_fields(base, normalise(doc))
         since = f"amendment {len(history)}" if history else f"the lock of {lk['locked_at_utc']}"
-        raise PreregError(
+        raise PlanChangedError(
             f"{path} changed since {since} (sha256 {recorded[:12]} -> {digest[:12]}); changed fields:\n  "
             + "\n  ".join(fields)
             + f"\nA confirmatory run needs the locked plan. Revert the change, or record it with "

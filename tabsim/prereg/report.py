@@ -18,12 +18,17 @@ from typing import Optional
 from tabsim.files.atomic import atomic_write_text, write_json
 from tabsim.prereg import integrity, signing
 from tabsim.prereg.hashing import file_sha256, read_json
-from tabsim.prereg.locking import verify_lock_signature
+from tabsim.prereg.locking import (
+    check_amendments,
+    lock_path,
+    parse_time,
+    read_amendments,
+    read_lock,
+    verify_lock_signature,
+)
+from tabsim.prereg.recheck import recheck_analysis
 from tabsim.prereg.schema import PreregError
 from tabsim.prereg.status import RESULTS, STATUS, read_status
-
-# deviations that say the record itself does not hold up (``tabsim prereg report --strict`` fails on them)
-INTEGRITY_KINDS = ("code change", "commit check", "signature")
 
 
 def load_complete(out: str | Path, public_key: str | None = None) -> dict:
@@ -42,7 +47,14 @@ def load_complete(out: str | Path, public_key: str | None = None) -> dict:
 
 
 def load_run(out: str | Path, public_key: str | None = None) -> tuple[dict, dict]:
-    """``(results, status)`` of a complete run folder, verified as :func:`load_complete` describes."""
+    """``(results, status)`` of a complete run folder, verified as :func:`load_complete` describes.
+
+    Besides the digests and signatures: a confirmatory run under a signed lock must be signed by the
+    lock's key (no downgrade to unsigned results); the amendments it records must be signed as
+    :func:`tabsim.prereg.locking.check_amendments` demands; its copy of the lock and amendments must
+    be those beside the plan, when the plan is found; and the analysis is recomputed from
+    ``data.parquet`` and must agree with ``results.json`` (:func:`tabsim.prereg.recheck.recheck_analysis`).
+    """
     out = Path(out)
     public_key = signing.parse_pin(public_key) if public_key else None
     status = read_status(out)
@@ -74,17 +86,56 @@ def load_run(out: str | Path, public_key: str | None = None) -> tuple[dict, dict
                           f"{str(results['prereg'].get('sha256'))[:12]} vs {str(status.get('prereg_sha256'))[:12]})")
     lock = results["prereg"].get("lock")
     if lock:
-        verify_lock_signature(lock, f"{out / RESULTS} (its copy of the lock)")
+        where = f"{out / RESULTS} (its copy of the lock)"
+        verify_lock_signature(lock, where)
+        amendments = results["prereg"].get("amendments") or []
+        check_amendments(amendments, lock, f"{out / RESULTS} (its copy of the amendments)")
         if results.get("mode") == "confirmatory":
-            signing.check_pin(lock.get("signature"), public_key, f"{out / RESULTS} (its copy of the lock)", "lock")
+            signing.check_pin(lock.get("signature"), public_key, where, "lock")
+            _no_downgrade(lock, sig, out)
+        _same_as_beside_the_plan(results, lock, amendments, out)
+    recheck_analysis(results, out)
     return results, status
+
+
+def _no_downgrade(lock: dict, sig, out: Path) -> None:
+    """A signed lock demands results signed by the same key."""
+    lock_fp = (lock.get("signature") or {}).get("fingerprint")
+    if lock_fp is None:
+        return
+    if not sig:
+        raise signing.SignatureError(f"{out / STATUS}: the results are unsigned, but the lock is signed by key "
+                                     f"{signing.short(lock_fp)}; a run under a signed lock must be signed by the same "
+                                     f"key (`tabsim prereg run --key`)")
+    if sig.get("fingerprint") != lock_fp:
+        raise signing.SignatureError(f"{out / STATUS}: the results are signed by key "
+                                     f"{signing.short(sig.get('fingerprint'))}, the lock by another key "
+                                     f"{signing.short(lock_fp)}; a run under a signed lock must be signed by the "
+                                     f"lock's key")
+
+
+def _same_as_beside_the_plan(results: dict, lock: dict, amendments: list, out: Path) -> None:
+    """The lock and amendments copied into ``results.json`` are those beside the plan (when it is found)."""
+    plan = _plan_file(results, out)
+    if plan is None or not lock_path(plan).is_file():
+        return
+    beside = read_lock(plan)
+    if {k: v for k, v in beside.items() if k != "normalized"} != lock:
+        raise PreregError(f"{out / RESULTS}: its copy of the lock is not {lock_path(plan)} (locked "
+                          f"{beside['locked_at_utc']}, self_sha256 {beside['self_sha256'][:12]}; the copy says "
+                          f"{lock.get('locked_at_utc')}, {str(lock.get('self_sha256'))[:12]})")
+    log = [a.get("self_sha256") for a in read_amendments(plan, beside)]
+    if [a.get("self_sha256") for a in amendments] != log[:len(amendments)]:
+        raise PreregError(f"{out / RESULTS}: its amendments are not those recorded beside the plan in "
+                          f"{plan.name}.amendments.json")
 
 
 def _plan_file(results: dict, out: Optional[Path]) -> Optional[Path]:
     """The plan file of a run, looked for beside the run folder, then at the recorded path."""
     recorded = Path(results["prereg"]["file"])
-    candidates = ([recorded] if recorded.is_absolute() else []) + \
-        ([out.parent / recorded.name] if out is not None else []) + [recorded]
+    # beside the run folder first: a study folder copied elsewhere (plan, lock, results) checks its own plan
+    candidates = ([out.parent / recorded.name] if out is not None else []) + \
+        ([recorded] if recorded.is_absolute() else []) + [recorded]
     return next((p for p in candidates if p.is_file()), None)
 
 
@@ -290,9 +341,14 @@ def deviations(results: dict, checks: Optional[dict] = None) -> list[dict]:
                     "text": f"amendment {a['n']} ({a['amended_at_utc']}): {a['reason']} -- changed "
                             f"{', '.join(a['changed_fields'])}"})
     lk = pre.get("lock")
-    if lk and lk["locked_at_utc"] >= results["started_utc"]:
+    started = parse_time(results["started_utc"], "results.json started_utc")
+    if lk and parse_time(lk["locked_at_utc"], "the lock's locked_at_utc") >= started:
         out.append({"kind": "timeline", "text": f"the lock ({lk['locked_at_utc']}) does not precede the run "
                                                 f"({results['started_utc']})"})
+    for a in pre.get("amendments") or []:
+        if parse_time(a["amended_at_utc"], f"amendment {a['n']}'s amended_at_utc") >= started:
+            out.append({"kind": "timeline", "text": f"amendment {a['n']} ({a['amended_at_utc']}) does not precede "
+                                                    f"the run ({results['started_utc']})"})
     for c in results["analysis"]["checks"]:
         if not c["passed"]:
             out.append({"kind": "failed check", "text": f"manipulation check {c['id']} failed: {c['rule']} "

@@ -100,6 +100,11 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
     sha = plan_hash(doc)
     if confirmatory:
         record = lock_mod.verify(path, public_key=pin)
+        lock_fp = (record["lock"].get("signature") or {}).get("fingerprint")
+        if lock_fp is not None and (private is None or signing.key_fingerprint(private) != lock_fp):
+            given = "" if private is None else f" (the key given is {signing.short(signing.key_fingerprint(private))})"
+            raise PreregError(f"--key: the lock of {path} is signed by key {signing.short(lock_fp)}, so the results "
+                              f"must be signed by the same key; give its private key with --key{given}")
     else:
         record = {"sha256": sha, "lock": None, "amendments": []}
         try:
@@ -129,11 +134,14 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
 
 def integrity_record(path: Path, doc: dict, sha: str, record: dict, *, confirmatory: bool,
                      allow_code_change: bool) -> dict:
-    """The code comparison, plan commit and earlier seeds of a run (refuses changed code unless allowed)."""
+    """The code comparison, plan commit and earlier seeds of a run (refuses changed code unless allowed, and
+    always bytecode that is not its source: the digest would not describe what runs)."""
+    if confirmatory:
+        integrity.refuse_stale_code(f"{path}: a confirmatory run refuses to start")
     code = integrity.code_digest()
     locked = (record.get("lock") or {}).get("code")
     entry = {"run": code, "locked_sha256": locked.get("sha256") if locked else None, "same_as_lock": None,
-             "changes": None, "allowed_change": False}
+             "changes": None, "allowed_change": False, "bytecode_checked": confirmatory}
     if locked:
         diff = integrity.code_changes(locked, code)
         entry["same_as_lock"] = integrity.code_same(diff)

@@ -8,7 +8,8 @@ in ``status.json`` reads::
     {"algorithm": "ed25519", "public_key": "<base64 of the 32 raw bytes>",
      "fingerprint": "sha256:<hex SHA-256 of the raw bytes>", "value": "<base64 signature>"}
 
-The signed message is a domain tag (``tabsim.prereg.lock``, ``tabsim.prereg.status``), a NUL byte
+The signed message is a domain tag (``tabsim.prereg.lock``, ``tabsim.prereg.amendment``,
+``tabsim.prereg.status``), a NUL byte
 and the canonical JSON of the signed content, so a lock signature cannot pass for a results one.
 A signature says nothing about *when*: a key holder can sign a backdated lock at any time.
 
@@ -37,6 +38,7 @@ ALGORITHM = "ed25519"
 PIN_VARIABLE = "TABSIM_PREREG_PUBKEY"
 LOCK_DOMAIN = "tabsim.prereg.lock"
 STATUS_DOMAIN = "tabsim.prereg.status"
+AMENDMENT_DOMAIN = "tabsim.prereg.amendment"
 _MAX_KEY_BYTES = 64 * 1024
 
 

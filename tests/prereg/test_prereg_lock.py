@@ -261,20 +261,20 @@ def test_attack_edited_results_rehashed_status_signature_stripped(forged):
     edit_results(forged["out"], _flip_verdict)
     rehash_status(forged["out"], strip=True)
     refused(cli("report", forged["out"], "--public-key", forged["pin"]), "status.json", "unsigned", "is pinned")
-    ok(cli("report", forged["out"]))                         # without a pin: reported as unsigned
-    rep = json.loads((forged["out"] / "report.json").read_text())
-    assert rep["integrity"]["results_signature"]["state"] == "unsigned"
-    assert "**unsigned results**" in (forged["out"] / "report.md").read_text()
+    # without a pin, too: a signed lock demands results signed by its key (no downgrade to unsigned)
+    for strict in ([], ["--strict"]):
+        refused(cli("report", forged["out"], *strict), "status.json", "the results are unsigned",
+                "the lock is signed by key")
 
 
 def test_attack_edited_results_resigned_with_another_key(forged):
     edit_results(forged["out"], _flip_verdict)
     rehash_status(forged["out"], key=forged["keys"] / "forger.key")
     refused(cli("report", forged["out"], "--public-key", forged["pin"]), "status.json", "not by the pinned key")
-    refused(cli("report", forged["out"], "--strict"), "integrity check failed", "signature")
-    rep = json.loads((forged["out"] / "report.json").read_text())
-    assert [d["kind"] for d in rep["deviations"]] == ["signature"]
-    # the forger also re-signs the lock's copy inside results.json: only the pinned key tells
+    refused(cli("report", forged["out"]), "status.json", "the lock by another key")
+    refused(cli("report", forged["out"], "--strict"), "status.json", "the lock by another key")
+    # the forger also re-signs the lock's copy inside results.json: the pinned key tells, and so does the
+    # lock beside the plan
     forger = signing.load_private_key(forged["keys"] / "forger.key")
 
     def resign_lock(results):
@@ -284,6 +284,7 @@ def test_attack_edited_results_resigned_with_another_key(forged):
     edit_results(forged["out"], resign_lock)
     rehash_status(forged["out"], key=forged["keys"] / "forger.key")
     refused(cli("report", forged["out"], "--public-key", forged["pin"]), "not by the pinned key")
+    refused(cli("report", forged["out"]), "its copy of the lock is not", "plan.yaml.lock.json")
 
 
 def test_attack_posthoc_plan_rehashed_backdated_and_committed_after_the_run(forged):
