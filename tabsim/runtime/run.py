@@ -16,6 +16,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pandas as pd
+from scipy.optimize import brentq
 from tqdm.auto import tqdm
 
 from tabsim.algos import AlgoSpec
@@ -26,7 +27,7 @@ from tabsim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_exp
 from tabsim.envs import ENVS
 from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
-from tabsim.params import stack_hypers
+from tabsim.params import HYPER_FIELDS, stack_hypers
 from tabsim.rng import seed_array
 from tabsim.runtime import executables, planning, segments
 from tabsim.runtime.cache import apply_default as _apply_default_cache
@@ -289,4 +290,50 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 
 
+# the partition's differences as (minuend arm, subtrahend arm)
+TERM_ARMS = {"d_null": ("random", "frozen"), "d_elicit": ("majority", "random"), "d_rd": ("true", "majority"),
+             "d_naive": ("true", "random"), "d_total": ("true", "frozen")}
 
+
+def expected_crossover(config: Config | dict | None = None, *, term: str = "d_elicit", bracket=(0.3, 0.6),
+                       task_seeds: int = 8, xtol: float = 1e-5, **overrides) -> float:
+    """The prior strength where the expected flow's ``term`` changes sign, by Brent's method.
+
+    The flow is deterministic (``train.dynamics = "expected"``), so the root has no sampling noise: each
+    evaluation runs the flow at one prior strength (one compiled program for all of them) and reads the
+    final pass@1 of the term's two arms (``d_elicit = acc(majority) - acc(random)``). A task draw (the
+    answer positions, which the majority's lowest-index tie rule reads) changes the flow a little, so
+    the term is averaged over the tasks of ``task_seeds`` seeds (``train.seed``, ``train.seed + 1``, ...),
+    as a many-seed Monte Carlo mean averages over its seeds' tasks.
+
+    Args:
+      config: a config or mapping (default: the ``paper`` preset); ``train.dynamics`` is set to
+        ``"expected"`` and the term's arms are added if missing.
+      term: one of :data:`TERM_ARMS`.
+      bracket: prior strengths whose terms have opposite signs.
+      task_seeds: task draws averaged (each runs the flow).
+      xtol: absolute tolerance on the root.
+
+    Raises:
+      ValueError: unknown term, or no sign change over ``bracket``.
+    """
+    if term not in TERM_ARMS:
+        raise ValueError(f"term: unknown term {term!r}; allowed: {', '.join(TERM_ARMS)}")
+    base = config.model_dump() if isinstance(config, Config) else dict(config or {"preset": "paper"})
+    cfg = resolve(base, **overrides)
+    arms = list(TERM_ARMS[term])
+    cfg = resolve(cfg.model_dump(), train={"dynamics": "expected"}, arms={"arms": arms}, sweep={})
+    program = compiled_train(cfg)
+    seeds = seed_array(range(cfg.train.seed, cfg.train.seed + task_seeds))
+
+    def f(p: float) -> float:
+        hp = stack_hypers([cfg.hyper_values({"prior_strength": float(p)})], shared=HYPER_FIELDS)
+        acc = np.asarray(jax.device_get(program(seeds, hp))["pass1"], np.float64)[0, :, :, -1].mean(0)
+        return float(acc[0] - acc[1])
+
+    lo, hi = bracket
+    f_lo, f_hi = f(lo), f(hi)
+    if f_lo * f_hi > 0:
+        raise ValueError(f"bracket: {term} has the same sign at prior_strength {lo} ({f_lo:+.4g}) and {hi} "
+                         f"({f_hi:+.4g}); give a bracket where it changes sign")
+    return float(brentq(f, lo, hi, xtol=xtol))

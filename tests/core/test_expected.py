@@ -248,3 +248,25 @@ def test_refusals_say_why_and_what_to_change(over, match):
     cfg = {**base, **over, "train": {**base["train"], **over.get("train", {})}}
     with pytest.raises(ValueError, match=match):
         ts.run(cfg)
+
+
+def test_expected_crossover_is_the_root_of_the_flows_d_elicit():
+    cfg = {"preset": "paper", "train": {"steps": 40, "eval_every": 40}}
+    root = expected_crossover(cfg, task_seeds=2, xtol=1e-6)
+
+    def d_elicit(p):
+        seeds = {"seed": 0}
+        out = []
+        for s in range(2):
+            seeds["seed"] = s
+            f = ts.run(cfg, train={"dynamics": "expected", **seeds, "steps": 40, "eval_every": 40},
+                       sweep={"prior_strength": [p]}).final().set_index("arm").pass1
+            out.append(f["majority"] - f["random"])
+        return np.mean(out)
+
+    assert 0.3 < root < 0.6
+    assert d_elicit(root - 0.01) < 0 < d_elicit(root + 0.01)
+    with pytest.raises(ValueError, match="term: unknown term 'd_x'"):
+        expected_crossover(cfg, term="d_x")
+    with pytest.raises(ValueError, match="same sign"):
+        expected_crossover(cfg, bracket=(0.6, 0.8), task_seeds=1)
