@@ -82,14 +82,27 @@ def open_store(out: Path, *, overwrite: bool, resume: bool, key: str | None, des
 
 
 
+def _oversubscribe(ctx, param, value: bool) -> None:
+    # kept in the context (not a parameter of every command): read by check_options and open_executor
+    ctx.meta["tabsim.oversubscribe"] = bool(value)
+
+
+def _oversubscribed() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get("tabsim.oversubscribe"))
+
+
 def executor_options(fn):
     """Add ``--executor``, ``--workers`` and ``--scheduler`` to a click command."""
     fn = click.option("--scheduler", metavar="tcp://HOST:PORT", default=None,
                       help="With --executor dask: run on the existing Dask cluster of this scheduler (left "
                            "running afterwards).")(fn)
+    fn = click.option("--oversubscribe", is_flag=True, expose_value=False, callback=_oversubscribe,
+                      help="With --workers N: start N workers even when N is more than the cores (by default a "
+                           "local cluster is capped at the cores).")(fn)
     fn = click.option("--workers", type=int, default=None, metavar="N",
                       help="With --executor dask: start a local cluster of N single-threaded worker processes "
-                           "(default: one per CPU core).")(fn)
+                           "(default: one per CPU core; at most one per core unless --oversubscribe).")(fn)
     fn = click.option("--executor", "executor", type=click.Choice(["local", "dask"]), default="local",
                       show_default=True,
                       help="Where chunks run: in this process, or on a Dask cluster (results are the same).")(fn)
@@ -100,6 +113,8 @@ def check_options(executor: str, workers: int | None, scheduler: str | None) -> 
     """Refuse bad combinations of the executor options with a :class:`click.UsageError` naming the option."""
     if workers is not None and workers < 1:
         raise click.UsageError(f"--workers: {workers} is not a number of workers (a whole number >= 1)")
+    if _oversubscribed() and workers is None:
+        raise click.UsageError("--oversubscribe: needs --executor dask --workers N (it lets N exceed the cores)")
     if executor != "dask":
         used = [f"--{n} {v}" for n, v in (("workers", workers), ("scheduler", scheduler)) if v is not None]
         if used:
@@ -133,7 +148,7 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
         return
     from tabsim.runtime.dask import DaskExecutor  # lazy: loads distributed's client, only when asked for
 
-    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet)
+    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet, oversubscribe=_oversubscribed())
     try:
         if scheduler is not None:
             ex.start()

@@ -37,17 +37,20 @@ import contextlib
 import importlib.util
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import dask
 from distributed import Client, KilledWorker, LocalCluster, as_completed
+from distributed.comm.core import CommClosedError
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from tabsim._host import cpu_count
 from tabsim.runtime.cache import enable_compilation_cache
 from tabsim.runtime.executors import ExecutorError, check_address, default_compilation_cache, numerics, source_digest
+from tabsim.runtime.health import CONNECT_SECONDS, LostWorkers, probe_scheduler, within
 
 # ------------------------------------------------------------------------------------------------
 # What a worker needs to compute the numbers the client would
@@ -168,6 +171,8 @@ class DaskExecutor:
         chunks a crash of the client can lose, and what keeps every worker busy between results.
       announce: print the dashboard link on stderr once, when there is a dashboard.
       dashboard: serve the dashboard of a local cluster (needs ``bokeh``) on a free port.
+      oversubscribe: start ``workers`` local workers even when they are more than the cores this process
+        may use (by default they are capped at the cores, with a note on stderr).
       pin: give each worker of a local cluster its own share of this machine's cores (see
         :func:`core_groups`), so that N workers do not each start an N-core XLA thread pool and
         fight over the cores; ``False`` leaves them unpinned. Workers of an existing cluster are not
@@ -179,7 +184,7 @@ class DaskExecutor:
 
     def __init__(self, workers: int | None = None, *, scheduler: str | None = None, client=None,
                  compile_cache: str | Path | bool | None = None, retries: int = 3, in_flight: int | None = None,
-                 announce: bool = True, dashboard: bool = True, pin: bool = True):
+                 announce: bool = True, dashboard: bool = True, pin: bool = True, oversubscribe: bool = False):
         given = [n for n, v in (("workers", workers), ("scheduler", scheduler), ("client", client)) if v is not None]
         if len(given) > 1:
             raise ValueError(f"DaskExecutor: give one of workers, scheduler and client, not {' and '.join(given)}")
@@ -191,6 +196,13 @@ class DaskExecutor:
             raise ValueError(f"retries: {retries!r} is not a whole number >= 0")
         if in_flight is not None and (not isinstance(in_flight, int) or in_flight < 1):
             raise ValueError(f"in_flight: {in_flight!r} is not a whole number >= 1")
+        if workers is not None and workers > cpu_count() and not oversubscribe:
+            # one single-threaded worker per core is what the machine runs at once; more only cost memory
+            # and start-up (1000 asked on 2 cores started 36 processes in 5 s before anything ran)
+            if announce:
+                print(f"--workers {workers}: capped at {cpu_count()}, the cores this process may use (pass "
+                      f"--oversubscribe to start {workers})", file=sys.stderr, flush=True)
+            workers = cpu_count()
         self.workers, self.scheduler, self.retries, self.in_flight = workers, scheduler, retries, in_flight
         self.announce, self.dashboard, self.pin = announce, dashboard, pin
         self._cpus: dict = {}
@@ -217,11 +229,13 @@ class DaskExecutor:
         if self.compile_cache:
             Path(self.compile_cache).mkdir(parents=True, exist_ok=True)
         if self.scheduler is not None:
+            probe_scheduler(self.scheduler)
             try:
-                self.client = Client(self.scheduler, timeout="10s")
-            except (OSError, TimeoutError) as err:
+                self.client = within(CONNECT_SECONDS + 5, f"--scheduler {self.scheduler}",
+                                      lambda: Client(self.scheduler, timeout=f"{CONNECT_SECONDS:g}s"))
+            except (OSError, TimeoutError, MemoryError, ValueError) as err:
                 raise ExecutorError(f"--scheduler {self.scheduler}: cannot connect to a Dask scheduler there "
-                                    f"({err})") from None
+                                    f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
         else:
             n = self.workers or cpu_count()
             self._cpus = core_groups(n) if self.pin else {}
@@ -244,7 +258,13 @@ class DaskExecutor:
                                             config={"distributed.worker.profile.enabled": False})
             self.client = Client(self.cluster)
         self._started = True
-        self._setup_workers()
+        try:
+            self._setup_workers()
+        except (OSError, CommClosedError, TimeoutError) as err:
+            self.close()
+            raise ExecutorError(f"dask: the workers could not be set up ({type(err).__name__}: "
+                                f"{str(err).splitlines()[0] if str(err) else 'no detail'}); a worker that dies as "
+                                "it starts cannot import tabsim or JAX, or has too little memory") from None
         return self
 
     def _worker_env(self) -> dict:
@@ -352,12 +372,19 @@ class DaskExecutor:
         for _ in range(window):
             if not submit():
                 break
+        lost = LostWorkers(self)
         try:
             try:
-                for fut, out in done:
+                while not done.is_empty():
+                    if not done.has_ready():
+                        time.sleep(0.02)
+                        lost.check()
+                        continue
+                    fut, out = next(done)
                     pos, _ = pending.pop(fut.key)
                     submit()
                     fut.release()
+                    lost.progress()
                     yield pos, out
             except KilledWorker as err:
                 raise ExecutorError(f"a chunk was lost with every worker that ran it ({err}); a worker that runs out "
