@@ -15,6 +15,10 @@
 # %% [markdown]
 # # 01 · One GRPO step on a bandit
 #
+# *Level: introductory · runs in about 12 s on 2 cores · reference: [GRPO-family
+# semantics](../docs/science.md#grpo-family-semantics), [algorithm
+# components](../docs/api.md#algorithm-components-tabsimalgos), [presets](../docs/presets.md)*
+#
 # **The idea.** GRPO has no value network. For a prompt it samples a *group* of `G` answers, scores
 # them, and uses the group itself as the baseline:
 #
@@ -31,6 +35,10 @@
 # advantage is divided by the group's standard deviation.
 
 # %%
+import io
+import time
+
+import ipywidgets as widgets
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -138,12 +146,12 @@ print("all correct:", np.asarray(advantage(np.ones(8))))
 
 
 # %%
-def one_step_gains(prior, correct, G, estimator, *, n_groups=4000, lr=0.5, seed=0):
+def one_step_gains(prior, correct, G, estimator, *, n_groups=4000, lr=0.5, seed=0, adv_fn=advantage):
     """Change of pass@1 after one step on each of ``n_groups`` sampled groups, and the zero-variance flags."""
     prior, correct = np.asarray(prior, float), np.asarray(correct, float)
     answers = np.random.default_rng(seed).choice(len(prior), size=(n_groups, G), p=prior)
     rewards = correct[answers]
-    adv = np.asarray(advantage(rewards, estimator))  # [n_groups, G], tabsim's estimator
+    adv = np.asarray(adv_fn(rewards, estimator))  # [n_groups, G], tabsim's estimator by default
     onehot = np.eye(len(prior))[answers]  # [n_groups, G, K]
     new = np.log(prior) + lr * (adv[..., None] * (onehot - prior)).mean(1)
     pi_new = np.exp(new) / np.exp(new).sum(-1, keepdims=True)
@@ -223,7 +231,63 @@ curve
 # Both curves peak in the middle (a prompt that is always right or always wrong yields few useful
 # groups), but the ratio is smallest near `p = 0.5` and grows toward both ends: the std
 # normalisation up-weights the prompts the policy almost always fails or almost always solves.
+
+# %% [markdown]
+# ## Explore: p and G
 #
+# In a running notebook the sliders redraw the figure: 4000 sampled groups of `G` answers for a
+# prompt whose pass@1 is `p`, one step on each, and the distribution of the change of pass@1 under
+# GRPO and Dr. GRPO. The spike at 0 is the wasted groups. (The sliders need `ipywidgets`, which the
+# `notebook` extra installs; on the documentation site the figure shows the default values.)
+
+
+# %%
+def np_advantage(rewards, estimator):
+    """The two estimators in NumPy: no JAX dispatch for each new shape, so a slider redraws quickly."""
+    centred = rewards - rewards.mean(-1, keepdims=True)
+    return centred / (rewards.std(-1, keepdims=True) + 1e-8) if estimator == "grpo" else centred
+
+
+check = np.random.default_rng(1).integers(0, 2, (64, 8)).astype(float)
+for est in ("grpo", "dr_grpo"):  # the same numbers as tabsim's estimators
+    assert np.allclose(np_advantage(check, est), advantage(check, est), atol=1e-5)
+
+
+def draw_one_step(p=0.2, G=8, show=True):
+    """Histogram of one step's change of pass@1 for GRPO and Dr. GRPO at pass@1 ``p`` and group size ``G``."""
+    pr = np.array([(1 - p) / 3, p, (1 - p) / 3, (1 - p) / 3])
+    fig, ax = plt.subplots(figsize=(5.8, 3.8))
+    for est in ("grpo", "dr_grpo"):
+        gain, wasted = one_step_gains(pr, correct, G, est, adv_fn=np_advantage)
+        ax.hist(gain, bins=40, histtype="step", lw=2, color=ALGO_COLORS[est],
+                label=f"{est}: mean {gain.mean():+.4f}")
+    ax.set(xlabel="change of pass@1 after one step", ylabel="groups", yscale="log",
+           title=f"p = {p:.2f}, G = {G}: {wasted.mean():.0%} of groups wasted")
+    ax.legend()
+    fig.tight_layout()
+    if show:
+        plt.show()
+    else:  # render as the notebook would, for timing
+        fig.savefig(io.BytesIO(), format="png")
+        plt.close(fig)
+
+
+widgets.interact(draw_one_step, p=widgets.FloatSlider(value=0.2, min=0.02, max=0.98, step=0.02),
+                 G=widgets.SelectionSlider(options=[2, 4, 8, 16, 32, 64], value=8), show=widgets.fixed(True));
+
+# %% [markdown]
+# How long a redraw takes (computing the 8000 steps and drawing), for a value not drawn before:
+
+
+# %%
+def redraw_seconds(draw, **values):
+    t0 = time.perf_counter()
+    draw(**values, show=False)
+    return time.perf_counter() - t0
+
+
+print(f"redraw: {redraw_seconds(draw_one_step, p=0.36, G=32):.2f} s")
+
 # %% [markdown]
 # ## The same step inside the engine
 #
@@ -255,3 +319,40 @@ pd.concat(rows, axis=1)
 # * Make the prompt easy (`prior` with 0.9 on answer 1) and redo the `G` table.
 # * In the engine cell, swap `"preset": "grpo"` for `"dr_grpo"`, or sweep the learning rate with
 #   `"sweep": {"lr": [0.2, 0.8, 3.2]}` (one compiled program for all three).
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each one before opening its answer.
+#
+# 1. A group of `G = 8` holds exactly one correct answer. What advantage does that answer get under
+#    Dr. GRPO, and under GRPO (population std, tiny `eps`)? Check with `advantage`.
+#
+# <details><summary>Answer</summary>
+#
+# The mean reward is 1/8, so Dr. GRPO gives `1 - 1/8 = 0.875` (and `-0.125` to each wrong answer).
+# The population std is `sqrt(1/8 * 7/8) = 0.331`, so GRPO gives `0.875 / 0.331 = 2.65` (that is
+# `sqrt(7)`) and `-0.378` to each wrong answer: a lone success in a hard prompt gets a push three
+# times larger than Dr. GRPO's.
+#
+# </details>
+#
+# 2. A prompt's pass@1 is 0.1. What share of its groups teaches nothing at `G = 8`, and at `G = 16`?
+#
+# <details><summary>Answer</summary>
+#
+# A group is wasted when all its rewards agree: `0.1^G + 0.9^G`, which is 0.43 at `G = 8` and 0.19
+# at `G = 16`.
+#
+# </details>
+#
+# 3. Why does the logit of an answer that no one in the group sampled not change at all in one step?
+#
+# <details><summary>Answer</summary>
+#
+# Its update is `lr (1/G) [sum of A_g over the answers equal to it - pi_j sum_g A_g]`. The first sum
+# is empty, and the second is 0 because a group's advantages sum to zero (the group mean is the
+# baseline, with or without the division by the std). Its probability still moves, through the
+# softmax's normalisation.
+#
+# </details>

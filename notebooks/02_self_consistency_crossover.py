@@ -15,6 +15,11 @@
 # %% [markdown]
 # # 02 · The self-consistency crossover
 #
+# *Level: introductory · runs in about 14 s on 2 cores · reference:
+# [estimands](../docs/science.md#estimands-and-the-telescoping-identity), [the
+# crossover](../docs/science.md#the-self-consistency-crossover),
+# [statistics](../docs/api.md#statistics-tabsimstats)*
+#
 # **The idea.** A *majority* reward pays an answer when it is the plurality answer of its own
 # sampled group (test-time RL). It knows nothing about correctness: it sharpens the policy toward
 # what the policy already says most often. So it helps when the base policy's favourite answer is
@@ -34,6 +39,11 @@
 # design; its bias is exactly `d_elicit`.
 
 # %%
+import functools
+import io
+import time
+
+import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -104,6 +114,67 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
+# ## Explore: the prior strength
+#
+# Move the slider in a running notebook to train the four arms at any prior strength. These runs
+# use the *expected-update dynamics* (`"train": {"dynamics": "expected"}`): each step applies the
+# exact expected update instead of a sampled one, so a run is deterministic, needs one seed, and
+# takes a fraction of a second once compiled. The dashed line marks the prior's mode switch
+# computed above. (The slider needs `ipywidgets`, from the `notebook` extra; on the documentation
+# site the figure shows the default value, and [the science page](../docs/science.md#the-self-consistency-crossover)
+# has a slider over a precomputed grid.)
+
+
+# %%
+@functools.lru_cache(maxsize=None)
+def expected_curves(p_s):
+    """Mean pass@1 per arm and step under the expected-update dynamics at prior strength ``p_s``."""
+    cfg = {"preset": "paper", "task": {"prior_strength": p_s},
+           "train": {"dynamics": "expected", "seeds": 1, "eval_every": 10}}
+    frame = ts.run(cfg, progress=False).frame
+    return frame.pivot_table(index="step", columns="arm", values="pass1", observed=True)
+
+
+def draw_prior(p_s=0.5, show=True):
+    curves = expected_curves(round(p_s, 3))
+    fig, ax = plt.subplots(figsize=(5.8, 3.8))
+    for arm in ("frozen", "random", "majority", "true"):
+        ls, marker = ARM_STYLES[arm]
+        ax.plot(curves.index, curves[arm], ls=ls, marker=marker, markevery=4, color=ARM_COLORS[arm],
+                label=arm, zorder=3 if arm == "frozen" else 2)
+    end = curves.iloc[-1]
+    d_elicit, d_rd = end["majority"] - end["random"], end["true"] - end["majority"]
+    side = "above" if p_s > mode_flip else "below"
+    ax.set(xlabel="step", ylabel="pass@1", ylim=(0, 1),
+           title=f"p_s = {p_s:.2f} ({side} the mode switch {mode_flip:.3f})\n"
+                 f"d_elicit = {d_elicit:+.3f}, d_rd = {d_rd:+.3f}")
+    ax.legend(ncols=2, loc="lower right")
+    fig.tight_layout()
+    if show:
+        plt.show()
+    else:  # render as the notebook would, for timing
+        fig.savefig(io.BytesIO(), format="png")
+        plt.close(fig)
+
+
+widgets.interact(draw_prior, p_s=widgets.FloatSlider(value=0.5, min=0.1, max=0.9, step=0.025),
+                 show=widgets.fixed(True));
+
+# %% [markdown]
+# How long a redraw takes (one expected-dynamics run of 4 arms x 200 steps, and the figure), for a
+# prior strength not drawn before:
+
+
+# %%
+def redraw_seconds(draw, **values):
+    t0 = time.perf_counter()
+    draw(**values, show=False)
+    return time.perf_counter() - t0
+
+
+print(f"redraw: {redraw_seconds(draw_prior, p_s=0.425):.2f} s")
+
+# %% [markdown]
 # ## The partition, per seed and with intervals
 #
 # `seed_partition` forms the terms on every seed (the arms of a seed are paired) and checks the
@@ -171,3 +242,41 @@ print(f"d_elicit changes sign at p_s = {cross.estimate:.3f} "
 # * Raise the format boost (`"task": {"format_boost": 1.0}`): the crossover moves to stronger priors.
 # * Add heterogeneity (`"task": {"heterogeneity": 5.0}`): prompts get their own p_s, and the sign
 #   change is smoothed over the grid.
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each one before opening its answer.
+#
+# 1. With the format boost raised to `f = 1.0` (`K = 8`, `k = 2`), where does a correct answer
+#    become the prior's mode? Use the [mode-switch
+#    formula](../docs/science.md#the-self-consistency-crossover).
+#
+# <details><summary>Answer</summary>
+#
+# `1 + f K = 9`, so `p* = k (1 + f K) / (K - k + k (1 + f K)) = 18 / 24 = 0.75`: the crossover moves
+# to much stronger priors (the third item of *What to try* shows it).
+#
+# </details>
+#
+# 2. Why does RANDOM stay on FROZEN in this notebook?
+#
+# <details><summary>Answer</summary>
+#
+# The `paper` preset is on-policy with no ratio and no clip, and a random reward does not depend on
+# the answer, so every answer's expected advantage is 0 and the expected update is 0; the KL term
+# pulls toward the prior, where the policy already is. What is left is sampling noise, which
+# averages out over seeds.
+#
+# </details>
+#
+# 3. At `p_s = 0.35`, `d_elicit < 0`. Is the reward-design fraction above or below 1, and what does
+#    that say about the naive reading `acc(TRUE) - acc(RANDOM)`?
+#
+# <details><summary>Answer</summary>
+#
+# `d_naive = d_elicit + d_rd < d_rd`, so `d_rd / d_naive > 1`. Below the crossover the naive reading
+# *understates* what the verifier adds: it must also undo the harm that sharpening toward a wrong
+# mode would do.
+#
+# </details>

@@ -15,6 +15,10 @@
 # %% [markdown]
 # # 04 · Length bias in a tree: GRPO vs Dr. GRPO
 #
+# *Level: intermediate · runs in about 15 s on 2 cores · reference: [GRPO-family
+# semantics](../docs/science.md#grpo-family-semantics), [the
+# tree-MDP](../docs/howto.md#use-the-tree-mdp), [presets](../docs/presets.md)*
+#
 # **The idea.** In a bandit every answer is one token, so how the loss is averaged over tokens does
 # not matter. With answers of different lengths it does. GRPO's original loss is
 # *seq-mean-token-mean*: each answer's token losses are averaged over **its own length**, then
@@ -153,3 +157,29 @@ at_equal
 # * Remove the length preference (`length_slope_wrong = length_slope_correct = 0`).
 # * Swap the token ratio for GSPO's sequence ratio (`"ratio": "sequence"` with tiny clip epsilons,
 #   the `gspo` preset).
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each one before opening its answer.
+#
+# 1. Under `seq-mean-token-mean`, how much does each token of an answer of length `L` weigh in the
+#    loss, and why does that lengthen wrong answers?
+#
+# <details><summary>Answer</summary>
+#
+# `1 / L` (the answer's token mean), times the answer's share of the batch. A long wrong answer
+# (negative advantage) is pushed down less per token than a short one, so among wrong answers the
+# long ones lose less mass and the wrong-answer length grows. `seq-mean-token-sum-norm` divides by a
+# constant (answers x maximum length), so every token weighs the same.
+#
+# </details>
+#
+# 2. Why does the notebook compare the two compositions at equal pass@1 rather than at equal step?
+#
+# <details><summary>Answer</summary>
+#
+# GRPO's std scaling makes its steps larger, so at the same step it is also further along in
+# accuracy; at equal pass@1 the comparison is about length alone.
+#
+# </details>

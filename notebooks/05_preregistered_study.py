@@ -15,6 +15,10 @@
 # %% [markdown]
 # # 05 · A pre-registered study, from lock to report
 #
+# *Level: intermediate · runs in about 13 s on 2 cores · reference:
+# [pre-registration](../docs/prereg.md), [`tabsim prereg`](../docs/cli.md#tabsim-prereg), [what the
+# intervals mean](../docs/science.md#what-the-intervals-mean)*
+#
 # **The idea.** "Pre-registered" means something only if anyone can check that the plan existed
 # before the data, that the analysis which ran is the one the plan named, and that every outcome was
 # reported. `tabsim.prereg` turns each of these into a file you can check:
@@ -26,7 +30,7 @@
 #    rule, whatever the outcome, and a report is refused for a run folder that was altered.
 #
 # The command line does the same (`tabsim prereg validate|lock|run|report|amend`, see
-# `docs/prereg.md`). Everything here is written to a temporary folder.
+# [pre-registration](../docs/prereg.md)). Everything here is written to a temporary folder.
 
 # %%
 import json
@@ -255,3 +259,31 @@ except prereg.PreregError as err:
 #   compiled program per level), and condition the hypotheses on it.
 # * Read the two shipped studies: `preregistration/reference_factorial` and
 #   `preregistration/clipping_null`, each with its lock and `results/report.md`.
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each one before opening its answer.
+#
+# 1. After locking, you fix a typo in a YAML *comment* of the plan. Will a confirmatory run accept
+#    it? And if you change `seeds` from 8 to 16?
+#
+# <details><summary>Answer</summary>
+#
+# The comment: yes, the lock's hash is taken over the normalised plan (the canonical JSON of the
+# parsed YAML), so comments and layout do not count. The seeds: no, every value counts; the run is
+# refused with the changed field named, and the legitimate route is an amendment, which every later
+# report lists as a deviation.
+#
+# </details>
+#
+# 2. H4 (on-policy random reward does nothing) is an equivalence test (TOST within 0.02), not "the
+#    interval contains 0". Why?
+#
+# <details><summary>Answer</summary>
+#
+# An interval that contains 0 only says the sign is not settled: a small, noisy study would
+# "support" no effect most easily. TOST asks the whole (90%) interval to lie inside +/-0.02, so it
+# supports "no effect larger than 0.02" only when the study is precise enough to show it.
+#
+# </details>

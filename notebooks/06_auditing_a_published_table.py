@@ -15,6 +15,10 @@
 # %% [markdown]
 # # 06 · Auditing a published table, with bounds for the missing arms
 #
+# *Level: intermediate · runs in about 23 s on 2 cores · reference: [audits](../docs/audit.md),
+# [`tabsim audit`](../docs/cli.md#tabsim-audit), [what the intervals
+# mean](../docs/science.md#what-the-intervals-mean)*
+#
 # **The idea.** The partition of notebook 02 needs four arms: FROZEN, RANDOM, MAJORITY and TRUE.
 # A paper reports accuracies, usually single runs on a fixed benchmark, and often not all four arms.
 # `tabsim.audit` takes such a table and returns
@@ -29,7 +33,8 @@
 #   with the reference study's rule beside it (its "elicitation share" includes `d_null`).
 #
 # Accuracies are in percentage points throughout. The shipped tables are under
-# `experiments/audits/` (format: `docs/audit.md`); anything this notebook writes goes to a temporary
+# `experiments/audits/` (format: [input format](../docs/audit.md#input-format)); anything this
+# notebook writes goes to a temporary
 # folder.
 
 # %%
@@ -251,3 +256,31 @@ display(Markdown(summary[:summary.index("\n## ", 1)]))
 #   small grid's (it takes longer the first time).
 # * Add the clipped-reuse family: `CalibrationGrid(families=(("paper", (0.03, 0.1, 0.3, 1.0, 3.0)),
 #   ("reuse", (0.1, 0.3, 1.0, 3.0, 10.0))))`.
+
+# %% [markdown]
+# ## Exercises
+#
+# Try each one before opening its answer.
+#
+# 1. A table reports (percent) base 50.0, random 52.0, majority 58.0, true 63.0. Give the three
+#    terms, the two-term shares and the reference rule's verdict.
+#
+# <details><summary>Answer</summary>
+#
+# `d_null = 2`, `d_elicit = 6`, `d_rd = 5`, `d_total = 13`. Elicitation share `(58 - 50) / 13 =
+# 0.62`, rd share `5 / 13 = 0.38`: ELICITATION_DOMINATED under the reference rule (0.62 > 0.60),
+# although the three-term shares (null 0.15, elicit 0.46, rd 0.38) show that no term dominates and
+# that 15% of the gain came from a reward with no information.
+#
+# </details>
+#
+# 2. The intervals here come from the number of benchmark items. What would they miss if the models
+#    had been trained again with another seed?
+#
+# <details><summary>Answer</summary>
+#
+# The seed-to-seed spread of training, which a single published run cannot show; `seed_sd` adds an
+# assumed spread to every trained arm ([what the intervals
+# mean](../docs/science.md#what-the-intervals-mean)).
+#
+# </details>

@@ -7,6 +7,8 @@
 * Each notebook page gets a bar at its top and bottom (previous and next notebook, the executed
   ``.ipynb`` to download, the ``.py`` source), its figures become files of the site that a click opens
   at full size, and links written for the repository (``../docs/science.md#...``) point at the pages.
+* An interactive figure (``<div class="tabsim-vega" data-grid="assets/FILE.json">``, drawn by
+  ``docs/assets/tabsim-vega.js``) gets its grid inlined after it, so it also works from disk.
 * ``notebooks/README.md`` and the repository ``README.md`` become pages (``notebooks/README.md``,
   ``readme.md``). Links written for the repository (``../README.md``, ``docs/cli.md``,
   ``notebooks/01_one_grpo_step.py``) are rewritten to the site's pages; a link to a repository file
@@ -18,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import os
 import posixpath
 import re
@@ -28,6 +31,7 @@ from mkdocs.structure.files import File
 
 LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
 HREF = re.compile(r'(<a\b[^>]*?\bhref=")([^"#:]*(?:#[^"]*)?)(")')
+GRID_DIV = re.compile(r'<div\b[^>]*\bclass="tabsim-vega"[^>]*\bdata-grid="([^"]+)"[^>]*>\s*</div>')
 PNG = re.compile(r'<img\b([^>]*?)\bsrc="data:image/png;base64,([^"]+)"([^>]*)>')
 
 
@@ -82,7 +86,9 @@ def _notebooks(config) -> list[tuple[Path, Path]]:
 def on_files(files, config):
     root = _root(config)
     site, urls = config["site_dir"], config["use_directory_urls"]
+    static = _build_dir(config).parent / "site_notebooks"
     for _, nb in _notebooks(config):
+        nb = _static_copy(nb, static)
         files.append(File(f"notebooks/{nb.name}", src_dir=str(nb.parent.parent), dest_dir=site, use_directory_urls=urls))
     readme = root / "notebooks" / "README.md"
     files.append(File("notebooks/README.md", src_dir=str(root), dest_dir=site, use_directory_urls=urls))
@@ -90,6 +96,46 @@ def on_files(files, config):
     files.append(_RenamedFile("readme.md", root / "README.md", site, urls))
     _FILES[:] = list(files)
     return files
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def _static_copy(nb_path: Path, out_dir: Path) -> Path:
+    """The executed notebook as the site shows it: each slider widget replaced by the figure it drew
+    when the notebook was executed, under a note naming its sliders (a static page runs no kernel)."""
+    nb = json.loads(nb_path.read_text())
+    state = nb.get("metadata", {}).pop("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    if not state:
+        return nb_path
+    for cell in nb["cells"]:
+        outputs = []
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get(WIDGET_VIEW)
+            outputs.extend([out] if view is None else _widget_outputs(view["model_id"], state))
+        cell["outputs"] = outputs
+    target = out_dir / "notebooks" / nb_path.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(nb))
+    return target
+
+
+def _widget_outputs(model_id: str, state: dict) -> list[dict]:
+    """The note and the stored outputs of one ``interact`` widget (its sliders and its Output child)."""
+    children = [state.get(c.removeprefix("IPY_MODEL_"), {}) for c in state.get(model_id, {}).get("state", {}).get("children", [])]
+    sliders, shown = [], []
+    for child in children:
+        s = child.get("state", {})
+        if child.get("model_name", "").endswith("SliderModel"):
+            value = s["_options_labels"][s["index"]] if "_options_labels" in s else s.get("value")
+            sliders.append(f"{s.get('description', '')} = {value}")
+        elif child.get("model_name") == "OutputModel":
+            shown.extend(s.get("outputs", []))
+    note = ("In a running notebook, sliders for " + ", ".join(sliders) +
+            " redraw the figure below; here it shows those values.")
+    return [{"output_type": "display_data", "metadata": {},
+             "data": {"text/html": f'<p class="tabsim-widget-note">{html.escape(note)}</p>', "text/plain": note}}] + shown
 
 
 class _RenamedFile(File):
@@ -196,8 +242,8 @@ def on_post_page(output, page, config):
     root, site = _root(config), Path(config["site_dir"])
     docs = Path(config["docs_dir"]).resolve()
     stem = Path(src).stem
-    stems = [s.stem for s, _ in _sources(config)]
     on_site = {f.src_uri for f in _FILES}
+    stems = sorted(Path(u).stem for u in on_site if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", u))
     titles = {s: f"{s[:2]} · {s[3:].replace('_', ' ')}" for s in stems}
 
     def fix_href(m):
@@ -232,6 +278,12 @@ def on_post_page(output, page, config):
 _FILES: list = []  # the site's files, kept by on_files for on_post_page
 
 
-def _sources(config) -> list[tuple[Path, Path]]:
-    root, build = _root(config), _build_dir(config)
-    return [(src, build / f"{src.stem}.ipynb") for src in sorted((root / "notebooks").glob("[0-9][0-9]_*.py"))]
+def on_page_content(html_text, page, config, files):
+    """Inline the grid of each interactive figure (browsers do not let a page read files from disk)."""
+    docs = Path(config["docs_dir"]).resolve()
+
+    def inline(m):
+        data = (docs / m.group(1)).read_text().strip().replace("</", "<\\/")
+        return m.group(0) + f'<script type="application/json" class="tabsim-vega-data">{data}</script>'
+
+    return GRID_DIV.sub(inline, html_text)

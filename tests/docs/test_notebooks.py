@@ -61,3 +61,53 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
 
 def _strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# ---- the notebooks woven into the site (static checks of the sources: nothing is executed) ----
+
+DOCS = NOTEBOOKS.parent / "docs"
+MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _markdown(path: Path) -> list[str]:
+    """The text of the markdown cells of a jupytext notebook (comment markers removed)."""
+    return [c.source for c in jupytext.read(path).cells if c.cell_type == "markdown"]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_notebook_states_level_runtime_and_the_reference_pages_it_uses(path):
+    intro = _markdown(path)[0]
+    assert re.search(r"Level: (introductory|intermediate|advanced)", intro), f"{path.name}: no level in the intro"
+    assert re.search(r"runs in about \d+ s", intro), f"{path.name}: no runtime in the intro"
+    pages = [t for t in MD_LINK.findall(intro) if t.startswith("../docs/")]
+    assert pages, f"{path.name}: the intro links no reference page"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_reference_pages_link_back_to_the_notebooks_that_use_them(path):
+    intro = _markdown(path)[0]
+    missing = []
+    for target in {t.split("#")[0] for t in MD_LINK.findall(intro) if t.startswith("../docs/")}:
+        page = (NOTEBOOKS / target).resolve()
+        assert page.is_file(), f"{path.name}: links {target}, which does not exist"
+        if f"../notebooks/{path.name}" not in page.read_text():
+            missing.append(page.name)
+    assert not missing, f"{path.name} links {missing}, which do not link back to ../notebooks/{path.name}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_notebook_ends_with_exercises_whose_answers_a_reader_opens(path):
+    text = "\n".join(_markdown(path))
+    assert "## Exercises" in text, f"{path.name}: no exercises"
+    exercises = text[text.index("## Exercises"):]
+    n_open, n_close = exercises.count("<details>"), exercises.count("</details>")
+    assert n_open >= 2 and n_open == n_close, f"{path.name}: {n_open} answers (<details>), {n_close} closed"
+    assert "## What to try" in text, f"{path.name}: keep the 'What to try' list beside the exercises"
+
+
+def test_overview_links_every_notebook_with_level_and_runtime():
+    readme = (NOTEBOOKS / "README.md").read_text()
+    for path in PATHS:
+        row = next((ln for ln in readme.splitlines() if f"]({path.name})" in ln), None)
+        assert row is not None, f"notebooks/README.md does not link {path.name}"
+        assert re.search(r"\| (introductory|intermediate|advanced) \| about \d+ s \|", row), row

@@ -92,3 +92,36 @@ def test_html_check_finds_an_unrendered_fence_and_a_dangling_anchor(tmp_path):
     assert any("Markdown bold" in p and "other.html" in p for p in problems), problems
     assert any("../docs/science.md goes to no file" in p for p in problems), problems
     assert len(problems) == 6, problems  # nothing in code, and the resolving anchor #run, is reported
+
+
+def _crossover_grid_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("crossover_grid", ROOT / "experiments" / "crossover_grid.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_crossover_grid_matches_the_simulator():
+    """The interactive figure's grid (experiments/crossover_grid.py) is what ts.run gives at two of its priors."""
+    import json
+
+    grid_mod = _crossover_grid_module()
+    stored = json.loads((ROOT / "docs" / "assets" / "crossover_grid.json").read_text())
+    assert stored["config"] == grid_mod.config(), "the grid was computed with another configuration: rerun the script"
+    assert sorted({r["p_s"] for r in stored["rows"]}) == grid_mod.PRIORS
+    assert abs(stored["mode_switch"] - grid_mod.mode_switch()) < 1e-4
+    priors = [0.3, 0.6]  # one below the crossover, one above
+    fresh = {(r["p_s"], r["arm"], r["step"]): r["pass1"] for r in grid_mod.rows(priors)}
+    old = {(r["p_s"], r["arm"], r["step"]): r["pass1"] for r in stored["rows"] if r["p_s"] in priors}
+    assert old.keys() == fresh.keys()
+    worst = max(abs(old[k] - fresh[k]) for k in fresh)
+    assert worst < 1e-4, f"the stored grid differs from the simulator by {worst:.2e}: rerun experiments/crossover_grid.py"
+
+
+def test_science_page_carries_the_interactive_figure_and_its_data(site):
+    html = (site / "science.html").read_text()
+    assert 'class="tabsim-vega"' in html and 'class="tabsim-vega-data"' in html
+    for js in ("assets/vega/vega.min.js", "assets/vega/vega-lite.min.js", "assets/tabsim-vega.js"):
+        assert js in html and (site / js).is_file(), js
