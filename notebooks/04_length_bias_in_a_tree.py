@@ -149,6 +149,51 @@ at_equal
 # control with no length preference in the prior, wrong answers also lengthen under Dr. GRPO, so
 # part of the growth comes from the tree itself rather than from the loss.
 #
+# ## Said exactly: the expected dynamics
+#
+# Eight seeds leave noise in these tables. A small tree's exact expected update takes it out:
+# `tabsim.expected.expected_update` enumerates every group of G leaves of each prompt by its counts
+# and applies the engine's loss to each, so iterating it gives the path of the mean update with no
+# seed at all ([expected dynamics](../docs/expected.md#length-bias-said-exactly)). The same task at
+# depth 3 (15 leaves), groups of G = 4 (3,060 per prompt, every one of them every step), learning
+# rate 20, 30 steps:
+
+# %%
+from tabsim.config import resolve
+from tabsim.expected import expected_update
+from tabsim.params import Hyper
+from tabsim.rng import seed_array
+from tabsim.runtime.run import algo_spec, make_env, schedule
+
+
+def exact_lengths(cell, steps=30):
+    """E[length | wrong], E[length | correct] and pass@1 before and after ``steps`` exact expected steps."""
+    cfg = resolve(config(cell), task={**TASK, "tree": {**TASK["tree"], "depth": 3}}, algo={"lr": 20.0},
+                  train={"group_size": 4, "seeds": 1, "steps": steps, "eval_every": steps}, sweep={})
+    env, algo, sched, hp = make_env(cfg), algo_spec(cfg), schedule(cfg), Hyper(**cfg.hyper_values())
+    task = env.init_task(seed_array([0])[0], hp)
+    z = task.prior_logits
+    before = env.evaluate(z, task, hp)
+    for _ in range(steps):
+        z = expected_update(env, algo, sched, "true", task, z, hp)
+    after = env.evaluate(z, task, hp)
+    return {"pass@1": float(after["pass1"]),
+            "change of len_wrong": float(after["len_wrong"] - before["len_wrong"]),
+            "change of len_correct": float(after["len_correct"] - before["len_correct"])}
+
+
+exact = pd.DataFrame({name: exact_lengths(cell) for name, cell in CELLS.items()}).T
+exact
+
+# %% [markdown]
+# With no seed noise the reading is plain: GRPO's aggregation lengthens wrong answers more (about
+# +0.23 tokens in 30 steps), Dr. GRPO's lengthens them less (about +0.08) but not to zero, and correct
+# answers get shorter under both. Run with no length preference in the prior
+# (`experiments/tree_length_bias/expected.py`), wrong answers still lengthen, by +0.46 under GRPO and
+# +0.22 under Dr. GRPO: part of the lengthening comes from the tree's shared prefixes (a prefix that
+# leads to a correct answer is pushed up and takes its longer wrong continuations with it), not from
+# the loss.
+#
 # ## What to try
 #
 # * Separate the two ingredients: add a cell `{"estimator": "grpo", "aggregation":
