@@ -426,3 +426,26 @@ def test_an_honest_report_says_nothing_new(unsigned):
     before = (unsigned / "results" / "report.json").read_bytes()
     ok(cli("report", unsigned / "results"))
     assert (unsigned / "results" / "report.json").read_bytes() == before
+
+
+# ----------------------------------------------------------------------------- the shipped signed study
+
+
+def test_the_signed_shipped_study_passes_strict_with_its_pinned_key(tmp_path):
+    """preregistration/clipping_priors: plan and signed lock committed before the run, results signed by the
+    same key; its report holds with the key pinned and no deviation (read from a copy, rewritten there)."""
+    root = Path(__file__).resolve().parents[2] / "preregistration" / "clipping_priors"
+    pin = root / "owner.key.pub"
+    out = ok(cli("validate", root / "plan.yaml", "--public-key", pin))
+    assert "lock: matches" in out and "signature: verified" in out and "(the pinned key)" in out
+    copy = tmp_path / "clipping_priors"
+    shutil.copytree(root, copy)
+    ok(cli("report", copy / "results", "--public-key", pin, "--strict"))
+    rep = json.loads((copy / "results" / "report.json").read_text())
+    assert rep["deviations"] == [] and rep["integrity"]["code"]["state"] == "same"
+    assert [h["verdict"] for h in rep["hypotheses"]] == ["SUPPORTED", "SUPPORTED"]
+    fp = signing.parse_pin(str(pin))
+    assert rep["integrity"]["lock_signature"]["fingerprint"] == rep["integrity"]["results_signature"]["fingerprint"] == fp
+    shipped = json.loads((root / "results" / "report.json").read_text())
+    assert rep["hypotheses"] == shipped["hypotheses"] and shipped["deviations"] == []
+    assert shipped["integrity"]["plan_commit"]["state"] == "before the run"  # checked in this repository
