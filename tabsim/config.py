@@ -335,6 +335,18 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+SECTIONS = ("task", "arms", "algo", "train", "sweep")
+
+
+def _check_sections(data: dict, where: str) -> None:
+    """A section left empty (YAML ``train:`` with nothing under it reads as null) is refused, not read as
+    the defaults."""
+    for k in SECTIONS:
+        if k in data and data[k] is None:
+            raise ConfigError(f"{where}{k}: the section is empty (nothing under {k}:); give its fields, indented "
+                              f"under it, or remove the line")
+
+
 def _check_keys(x, where: str = "") -> None:
     """Every mapping key is a name (YAML turns ``true:``, ``~:`` or ``1:`` into other types)."""
     if isinstance(x, dict):
@@ -432,6 +444,7 @@ def resolve(data: dict | None = None, **overrides) -> Config:
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"config: expected a mapping of sections (task, arms, algo, train, sweep), "
                           f"got {type(data).__name__}")
+    _check_sections(data or {}, "")
     data = _plain(_deep_merge(dict(data or {}), overrides))
     _check_keys(data)
     name = data.get("preset")
@@ -493,4 +506,5 @@ def read_config_file(path: str | Path) -> dict:
         hint = " (TOML written in a YAML file? name it .toml)" if isinstance(data, str) and " = " in data else ""
         raise ConfigError(f"{path}: the top level must be a table/mapping of sections, got "
                           f"{type(data).__name__}{hint}")
+    _check_sections(data, f"{path}: ")
     return data

@@ -33,6 +33,7 @@ ENTRY_FIELDS = ("model", "benchmark", "train_set", "n_items", "n_items_override"
 # The largest evaluation sets hold about 10^5 - 10^6 items; 10^7 is beyond any real benchmark, so a
 # larger count is a typo (or a token count) and would make every interval look impossibly precise.
 MAX_ITEMS = 10_000_000
+MIN_ITEMS = 2  # one item gives 0% or 100%: no reported accuracy comes from it
 MAX_SAMPLES = 1_000_000  # samples per item (avg@k)
 # A cell in (0, 1) beside values above 1 is read as a fraction among percentages when 100x it is
 # within this factor of the median of its row's other values (a real 0.8% base beside 12.3% is kept).
@@ -321,10 +322,14 @@ def _resolve_items(data, bench_name, where, probs):
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         if reg is not None:
             return reg.n_items, "registry"
-        probs.add(where, f"n_items: missing; an integer >= 1 is required (a benchmark of the registry fills it: "
+        probs.add(where, f"n_items: missing; an integer >= {MIN_ITEMS} is required (a benchmark of the registry fills it: "
                          f"{bm.names()})")
         return None, ""
     n = parse_int(raw, where, "n_items", probs)
+    if n is not None and n < MIN_ITEMS:
+        probs.add(where, f"n_items: {n} item(s) cannot give a reported accuracy (a score on one item is 0% or "
+                         f"100%); an integer >= {MIN_ITEMS} is required")
+        return None, ""
     if n is not None and n > MAX_ITEMS:
         probs.add(where, f"n_items: {n:g} items is more than any benchmark holds (the largest evaluation sets have "
                          f"about 10^5 - 10^6 items); at most {MAX_ITEMS} (10^7)")

@@ -128,6 +128,10 @@ def _parse_yaml(path: Path, probs: Problems) -> list[Entry]:
         if raw.get("source") is not None:
             src = _check_source({**(doc.get("source") or {}), **raw["source"]}, where, probs) \
                 if isinstance(raw["source"], dict) else _check_source(raw["source"], where, probs)
+        if isinstance(data.get("n_items"), str):  # a CSV's cells are text; a YAML file can write numbers
+            probs.add(where, f"n_items: {data['n_items']!r} is a string; strings are not counts: write the number "
+                             "unquoted (an integer >= 2)")
+            continue
         items.append(({k: v for k, v in data.items() if k != "source"}, src, where))
     return _build_all(items, file, probs)
 
@@ -188,11 +192,14 @@ def _parse_csv(path: Path, probs: Problems) -> list[Entry]:
         ok = False
     if not ok:
         return []
+    if len(rows) == 1:
+        probs.add(file, "a header row and no data rows; expected one row per model x benchmark under the header")
+        return []
     items = []
     for i, row in zip(line_nos[1:], rows[1:]):
-        row = row + [""] * (len(header) - len(row))
-        if len(row) > len(header):
-            probs.add(f"{file}: line {i}", f"{len(row)} cells but {len(header)} columns")
+        if len(row) != len(header):  # a missing cell would shift nothing but leave a column empty unseen
+            probs.add(f"{file}: line {i}", f"{len(row)} cells but {len(header)} columns; every row has one cell per "
+                                           "column (an empty cell is written as nothing between two commas)")
             continue
         cell = {h: row[j].strip() for h, j in seen.items()}
         src = {v: cell.get(k, "") for k, v in CSV_SOURCE_COLUMNS.items()}
@@ -260,6 +267,8 @@ def load_entries(paths) -> list[Entry]:
                                "(give each table of a paper its train_set)")
         else:
             first[e.key] = e.label
+    if not entries and not probs.items:
+        probs.add("input", "no entries; expected at least one model x benchmark")
     if probs.items:
         raise AuditInputError(probs.items)
     return entries

@@ -38,6 +38,19 @@ def output_options(fn):
     return fn
 
 
+def check_out(out) -> None:
+    """Refuse an ``--out`` that names no folder of its own: empty (``--out ''`` reads as the current folder),
+    ``.``, ``..`` or a root, which a run cannot be published into (its staging folder would sit beside it
+    as ``..staging``)."""
+    if out is None:
+        return
+    text = str(out)
+    if not text.strip() or Path(text).name in ("", ".", ".."):
+        shown = "''" if not text.strip() else repr(text)
+        raise click.UsageError(f"--out {shown}: not an output folder; give the name of a folder to publish into "
+                               "(created if missing), e.g. --out results/run1")
+
+
 @contextlib.contextmanager
 def guarded(out: Path):
     """Turn output errors, OS errors and Ctrl-C inside the block into one-line messages and exit codes.
@@ -49,6 +62,7 @@ def guarded(out: Path):
     from tabsim.config import ConfigError
     from tabsim.runtime.store import OutputError, staging_path
 
+    check_out(out)
     try:
         yield
     except (OutputError, ConfigError) as err:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from tabsim.cli.options import check_options, executor_options, fail as _fail, open_executor, open_store, output_options
+from tabsim.cli.options import (check_options, check_out, executor_options, fail as _fail, open_executor, open_store,
+                                output_options)
 from tabsim.plotting import helper as figure_helper
 from tabsim.plotting.helper import warm_up
 from tabsim.presets import PRESETS
@@ -71,12 +72,14 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, 
       tabsim run experiments/configs/paper_sweep.toml --out results/paper
     """
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
-    from tabsim.config import ConfigError, load_config
+    from tabsim.config import ConfigError, load_config, read_config_file
     from tabsim.runtime.planning import check_run
 
     check_options(executor, workers, scheduler)
+    check_out(out)
     over = {"train": {k: v for k, v in (("seeds", seeds), ("steps", steps)) if v is not None}}
     try:
+        _note_seed(read_config_file(config), seeds)
         cfg = load_config(config, **over)
         check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
     except ConfigError as err:
@@ -104,6 +107,30 @@ def _parse_levels(spec: str):
             _fail(f"--vary {spec!r}: {name}'s level {x!r} is not a finite number")
         out.append(v)
     return name, out
+
+
+def _parse_arms(spec: str) -> list[str]:
+    """``--arms a,b,c`` -> ``[a, b, c]``: none empty (as ``--vary`` refuses an empty level)."""
+    # lazy: `tabsim sweep --help` loads no JAX (tabsim.arms imports it)
+    from tabsim.arms import ARMS
+
+    names = [a.strip() for a in spec.split(",")]
+    if not spec.strip():
+        _fail(f"--arms '': no arms; give comma-separated arms from: {', '.join(ARMS)}")
+    if any(not a for a in names):
+        _fail(f"--arms {spec!r}: an empty arm name (two commas, or a trailing comma); give comma-separated arms "
+              f"from: {', '.join(ARMS)}")
+    return names
+
+
+def _note_seed(data: dict, seeds_option) -> None:
+    """A file that sets ``train.seed`` (the first seed) but not ``train.seeds`` (how many) runs the preset's
+    number of seeds from it: say so, since ``seed = 2`` is easily read as two seeds."""
+    train = data.get("train") if isinstance(data, dict) else None
+    if (isinstance(train, dict) and "seed" in train and "seeds" not in train and seeds_option is None
+            and train.get("dynamics", "sampled") == "sampled"):
+        click.echo(f"note: train.seed = {train['seed']} is the first seed, not the number of seeds; the run uses "
+                   "the preset's train.seeds from it (set train.seeds, or --seeds, to choose how many)", err=True)
 
 
 def _parse_vary(specs) -> dict:
@@ -150,10 +177,12 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     from tabsim.runtime.planning import check_run
 
     check_options(executor, workers, scheduler)
+    check_out(out)
     try:
         data = read_config_file(config) if config else {}
     except ConfigError as err:
         _fail(str(err))
+    _note_seed(data, seeds)
     over: dict = {"train": {}}
     if preset is not None or "preset" not in data:  # an explicit --preset wins; else the file's
         over["preset"] = preset or "paper"
@@ -165,8 +194,8 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
         over["train"]["seeds"] = seeds
     if steps is not None:
         over["train"]["steps"] = steps
-    if arms:
-        over["arms"] = {"arms": [a.strip() for a in arms.split(",") if a.strip()]}
+    if arms is not None:
+        over["arms"] = {"arms": _parse_arms(arms)}
     try:
         cfg = resolve(data, **over)
         check_run(cfg)  # a run that cannot fit in memory is refused before anything is written

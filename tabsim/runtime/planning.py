@@ -151,10 +151,37 @@ def check_memory(cfg: Config, per: int, n_seeds: int, available: int | None = No
                           f"{_gib(avail)} is available; set train.chunk_conditions = {fit} (or fewer) to run "
                           f"the grid in smaller chunks")
     seeds_fit = max(0, int((avail - RUNTIME_BYTES) // max(estimate_bytes(cfg, 1, 1), 1)))
+    if seeds_fit < 1:  # not even one seed: say what would fit
+        single = estimate_bytes(cfg, 1, 1) + RUNTIME_BYTES
+        n1, n_all = _prompts_that_fit(cfg, 1, avail), _prompts_that_fit(cfg, n_seeds, avail)
+        head = (f"memory: one condition x {n_seeds} seeds x {len(cfg.arms.arms)} arms needs about {_gib(one)} "
+                f"({t.n_prompts} prompts), {_gib(avail)} is available, and even one seed needs {_gib(single)}")
+        if not n1:
+            raise ConfigError(f"{head}; not even one prompt of one seed fits (the runtime alone takes "
+                              f"{_gib(RUNTIME_BYTES)}): free memory or use a machine with more")
+        also = f", <= {n_all} with {n_seeds} seeds" if n_all else ""
+        raise ConfigError(f"{head}; use fewer prompts (task.n_prompts <= {n1} fit with one seed{also}), fewer "
+                          "arms or fewer eval points" + (f", or a smaller tree ({big})" if t.env == "tree" else ""))
     raise ConfigError(f"memory: one condition x {n_seeds} seeds x {len(cfg.arms.arms)} arms needs about "
                       f"{_gib(one)} ({t.n_prompts} prompts), {_gib(avail)} is available; use fewer seeds "
                       f"(train.seeds <= {seeds_fit} fit), fewer prompts ({big}), fewer arms or fewer eval points; "
                       f"train.chunk_conditions cannot help below one condition")
+
+
+def _prompts_that_fit(cfg: Config, n_seeds: int, avail: int) -> int:
+    """The most prompts with which one condition x ``n_seeds`` seeds fits ``avail`` bytes (0: not even one)."""
+    def need(n: int) -> int:
+        return estimate_bytes(cfg.model_copy(update={"task": cfg.task.model_copy(update={"n_prompts": n})}), 1,
+                              n_seeds) + RUNTIME_BYTES
+
+    lo, hi = 0, cfg.task.n_prompts
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if need(mid) <= avail:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def check_run(cfg: Config, available: int | None = None) -> None:

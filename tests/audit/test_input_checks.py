@@ -186,3 +186,35 @@ def test_a_bare_dash_in_block_yaml_says_the_fix(tmp_path):
                                   "scale: percents}\nentries:\n  - {model: M, arms: {base: 40.0, true: 50.0}}\n")
     msg = errors_of(q)
     assert "scale: 'percents' is not allowed; allowed: percent, fraction" in msg and "not declared" not in msg
+
+
+# ------------------------------------------------------------------------------- silent accepts refused
+CSV_HEAD = "source_id,paper,table,model,benchmark,n_items,samples_per_item,values,gamma,base,random,true\n"
+
+
+def test_one_item_is_not_an_evaluation_set(tmp_path):
+    body = "  - {model: M, n_items: 1, arms: {base: 49.4, true: 60.1}}\n"
+    msg = errors_of(yaml_table(tmp_path, body, defaults="benchmark: B, samples_per_item: greedy, values: absolute"))
+    assert "n_items: 1 item(s) cannot give a reported accuracy" in msg and ">= 2" in msg
+
+
+def test_a_count_written_as_a_string_is_refused(tmp_path):
+    body = '  - {model: M, n_items: "500", arms: {base: 49.4, true: 60.1}}\n'
+    msg = errors_of(yaml_table(tmp_path, body, defaults="benchmark: B, samples_per_item: greedy, values: absolute"))
+    assert "n_items: '500' is a string" in msg and "not counts" in msg
+    ok = write(tmp_path, "ok.csv", CSV_HEAD + "t,P,T1,M,B,500,greedy,absolute,0.5,40.0,41.0,50.0\n")
+    assert load_entries(ok)[0].n_items == 500  # a CSV's cells are text: its counts are read as numbers
+
+
+def test_a_csv_row_one_cell_short_is_refused_naming_the_line(tmp_path):
+    p = write(tmp_path, "short.csv", CSV_HEAD + "t,P,T1,M,B,500,greedy,absolute,0.5,40.0,41.0,50.0\n"
+                                                "t,P,T1,M2,B,500,greedy,absolute,0.5,40.0,41.0\n")
+    msg = errors_of(p)
+    assert "line 3" in msg and "11 cells but 12 columns" in msg
+
+
+def test_a_csv_with_a_header_and_no_rows_is_refused(tmp_path):
+    msg = errors_of(write(tmp_path, "head.csv", CSV_HEAD))
+    assert "no data rows" in msg
+    msg = errors_of(write(tmp_path, "head2.csv", "# a comment\n" + CSV_HEAD + "\n# nothing else\n"))
+    assert "no data rows" in msg

@@ -353,6 +353,29 @@ CASES = [
          ("percent",), AUDIT_CSV_HEAD + "t,P,T1,M,B,500,greedy,absolute,0.5,0.494,51.0,60.1\n", ".csv"),
     Case("audit-csv-n_items-huge", ["audit", "{f}", "--out", "{out}", "--no-calibration"], ("n_items",),
          AUDIT_CSV_HEAD + "t,P,T1,M,B,1e12,greedy,absolute,0.5,40.0,41.0,50.0\n", ".csv"),
+    Case("audit-n_items-1", ["audit", "{f}", "--out", "{out}", "--no-calibration"], ("n_items", ">= 2"),
+         audit_yaml(n_items="1"), ".yaml"),
+    Case("audit-n_items-string", ["audit", "{f}", "--out", "{out}", "--no-calibration"], ("n_items", "string"),
+         audit_yaml(n_items='"500"'), ".yaml"),
+    Case("audit-csv-row-one-cell-short", ["audit", "{f}", "--out", "{out}", "--no-calibration"],
+         ("line 2", "11 cells but 12 columns"), AUDIT_CSV_HEAD + "t,P,T1,M,B,500,greedy,absolute,0.5,40.0,41.0\n", ".csv"),
+    Case("audit-csv-header-only", ["audit", "{f}", "--out", "{out}", "--no-calibration"], ("no data rows",),
+         AUDIT_CSV_HEAD, ".csv"),
+    Case("audit-csv-n_items-1", ["audit", "{f}", "--out", "{out}", "--no-calibration"], ("n_items",),
+         AUDIT_CSV_HEAD + "t,P,T1,M,B,1,greedy,absolute,0.5,40.0,41.0,50.0\n", ".csv"),
+    # -- outputs and options that name nothing ----------------------------------------------------------
+    Case("out-empty", ["run", "{f}", "--out", "", "-q"], ("--out", "not an output folder"), toml()),
+    Case("out-dot", ["run", "{f}", "--out", ".", "-q"], ("--out", "not an output folder"), toml()),
+    Case("sweep-out-empty", ["sweep", "--config", "{f}", "--out", "", "-q"], ("--out", "not an output folder"), toml()),
+    Case("audit-out-empty", ["audit", "{f}", "--out", "", "--no-calibration"], ("--out", "not an output folder"),
+         audit_yaml(), ".yaml"),
+    Case("reproduce-out-empty", ["reproduce", "--out", "", "-q"], ("--out", "not an output folder"), toml()),
+    Case("arms-empty", sweep_case("--arms", ""), ("--arms", "no arms"), toml()),
+    Case("arms-empty-item", sweep_case("--arms", "frozen,,true"), ("--arms", "empty arm"), toml()),
+    Case("arms-trailing-comma", sweep_case("--arms", "frozen,true,"), ("--arms", "empty arm"), toml()),
+    Case("yaml-empty-section", R, ("train", "empty"), "preset: paper\ntask:\n  n_prompts: 8\ntrain:\n", ".yaml"),
+    Case("yaml-empty-section-sweep", sweep_case(), ("train", "empty"), "preset: paper\ntrain:\n", ".yaml"),
+    Case("yaml-empty-task", R, ("task", "empty"), "preset: paper\ntask:\ntrain:\n  steps: 2\n", ".yaml"),
     # -- pre-registration plans -----------------------------------------------------------------------
     Case("prereg-alias-bomb", ["prereg", "validate", "{f}"], ("alias",), alias_bomb(), ".yaml"),
     Case("prereg-deep", ["prereg", "validate", "{f}"], ("deep",), _deep_yaml, ".yaml"),
@@ -385,6 +408,41 @@ def test_bad_input_is_refused_cleanly(case, tmp_path, monkeypatch):
     for name in case.names:
         assert name in out, f"{name!r} not named in:\n{out}"
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "wrote output"
+
+
+@pytest.mark.parametrize("out", ["", ".", ".."])
+def test_an_out_that_names_no_folder_leaves_nothing(out, tmp_path, monkeypatch):
+    """``--out ''`` was read as the current folder and left ``..staging`` beside it."""
+    from tabsim.cli import main
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (work / "c.toml").write_text(toml())
+    res = CliRunner().invoke(main, ["run", "c.toml", "--out", out, "-q"])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["c.toml", "work"], "left files behind"
+
+
+def test_seed_without_seeds_says_how_many_seeds_run(tmp_path, monkeypatch):
+    """``seed = 2`` without ``seeds`` runs the preset's seeds from 2: a note says so (the run goes on)."""
+    from tabsim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text(toml(drop=("train.seeds",), train={"seed": "2"}))
+    res = CliRunner().invoke(main, ["run", "c.toml", "--out", "o", "-q"])
+    assert res.exit_code == 0, res.output
+    assert "note: train.seed = 2 is the first seed" in res.output and "train.seeds" in res.output
+    (tmp_path / "d.toml").write_text(toml(train={"seed": "2"}))  # seeds given too: nothing to say
+    res = CliRunner().invoke(main, ["run", "d.toml", "--out", "o2", "-q"])
+    assert res.exit_code == 0 and "note:" not in res.output
+
+
+def test_resolve_refuses_an_empty_section():
+    import tabsim as ts
+
+    with pytest.raises(ts.ConfigError, match="train: the section is empty"):
+        ts.resolve({"preset": "paper", "train": None})
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.slow], ids=[c.id for c in CASES if c.slow])
@@ -525,6 +583,19 @@ def test_check_memory_names_the_estimate_and_the_knobs():
         check_memory(cfg, 1, 8, available=RUNTIME_BYTES + one // 2)
     msg = str(err.value)
     assert "train.seeds" in msg and "task.n_prompts" in msg and "available" in msg
+    # not even one seed fits: the message says how many prompts would (it advised "train.seeds <= 0 fit")
+    single = estimate_bytes(cfg, 1, 1)
+    with pytest.raises(ts.ConfigError) as err:
+        check_memory(cfg, 1, 8, available=RUNTIME_BYTES + single // 2)
+    msg = str(err.value)
+    assert "<= 0" not in msg and "even one seed needs" in msg
+    n = int(msg.split("task.n_prompts <= ")[1].split(" ")[0])
+    assert 0 < n < 20000
+    small = ts.resolve({"preset": "paper", "task": {"n_prompts": n}})
+    assert estimate_bytes(small, 1, 1) <= single // 2 < estimate_bytes(
+        ts.resolve({"preset": "paper", "task": {"n_prompts": n + 1}}), 1, 1)
+    with pytest.raises(ts.ConfigError, match="runtime alone"):
+        check_memory(cfg, 1, 8, available=RUNTIME_BYTES // 2)
 
 
 def test_run_is_refused_before_compiling_and_chunks_shrink_to_fit(monkeypatch):
