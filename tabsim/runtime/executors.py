@@ -14,6 +14,7 @@ import os
 import queue
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
@@ -30,6 +31,12 @@ SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
 
 
 _ADDRESS = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(?P<port>[0-9]{1,5})/?$")
+
+
+# Set when a run that computes chunks in threads is interrupted: chunks running in segments
+# (tabsim.runtime.segments) checkpoint their state and stop at their next segment.
+INTERRUPTED = threading.Event()
+INTERRUPT_WAIT = 3.0  # seconds the interrupted caller waits for those checkpoints
 
 
 class ExecutorError(RuntimeError):
@@ -153,8 +160,10 @@ def _threaded_map(fn, chunks: list, n_threads: int):
                 done.put((i, False, err))
                 return
 
-    for k in range(n_threads):
-        threading.Thread(target=work, name=f"tabsim-chunk-{k}", daemon=True).start()
+    INTERRUPTED.clear()
+    threads = [threading.Thread(target=work, name=f"tabsim-chunk-{k}", daemon=True) for k in range(n_threads)]
+    for t in threads:
+        t.start()
     ready: dict = {}
     try:
         for want in range(len(chunks)):
@@ -164,6 +173,16 @@ def _threaded_map(fn, chunks: list, n_threads: int):
                     raise value
                 ready[i] = value
             yield ready.pop(want)
+    except KeyboardInterrupt:
+        # Ctrl-C reaches this thread only: chunks in segments checkpoint before the process exits
+        INTERRUPTED.set()
+        end = time.monotonic() + INTERRUPT_WAIT
+        try:
+            for t in threads:
+                t.join(max(0.0, end - time.monotonic()))
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+            pass
+        raise
     finally:
         stop.set()
 

@@ -31,13 +31,14 @@ import jax
 import numpy as np
 
 from tabsim.files.atomic import atomic_path
+from tabsim.runtime.executors import INTERRUPTED
 from tabsim.runtime.planning import describe_seconds
 
 CHECKPOINT_SECONDS = 30.0  # between two checkpoints of a running chunk (at least 20x the time one takes)
 ANNOUNCE_ABOVE = 60.0  # seconds: longer runs say how long they will take
 FORMAT = "tabsim.segments/1"
 
-STOP = threading.Event()  # set by an interrupted executor: chunks in other threads checkpoint and stop
+STOP = INTERRUPTED  # set by an interrupted executor: chunks in other threads checkpoint and stop
 
 
 class Interrupted(KeyboardInterrupt):

@@ -225,3 +225,35 @@ def test_real_sigint_stops_within_a_second_and_resume_gives_the_same_bytes(tmp_p
     assert done.returncode == 0, done.stderr
     ref = ts.run(ts.load_config(tmp_path / "long.toml"), progress=False)
     assert same_frames(pd.read_parquet(out / "results.parquet"), ref.frame)
+
+
+def test_an_interrupt_checkpoints_the_chunks_running_in_threads(tmp_path, monkeypatch):
+    """Ctrl-C reaches the main thread only: chunks running in segments in other threads checkpoint too."""
+    from tabsim.runtime.executors import LocalExecutor
+
+    cfg = ts.resolve({**BASE, "train": {**BASE["train"], "steps": 40, "chunk_conditions": 1},
+                      "sweep": {"lr": [0.05, 0.1]}})
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 1500)
+    monkeypatch.setattr(planning, "SEGMENTED_ABOVE", 0)
+    real = segments.Hooks.tick
+    n = {"k": 0}
+
+    def tick(self, k):
+        real(self, k)
+        n["k"] += 1
+        if n["k"] == 4:  # a real SIGINT, from a chunk's thread: Python raises it in the main thread
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(segments.Hooks, "tick", tick)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt), RunStore(out, key=cfg.digest()):
+        ts.run(cfg, progress=False, executor=LocalExecutor(threads=2))
+    saved = list((staging_path(out) / "chunks" / "segments").glob("*.npz"))
+    assert len(saved) == 2  # both chunks were mid-run and saved their last segment
+    monkeypatch.setattr(segments.Hooks, "tick", real)
+    with monkeypatch.context() as m:
+        m.setattr(planning, "steps_per_segment", lambda *a: None)
+        one = ts.run(cfg, progress=False).frame
+    with RunStore(out, key=cfg.digest(), resume=True):
+        res = ts.run(cfg, progress=False, executor=LocalExecutor(threads=2))
+    assert same_frames(res.frame, one)
