@@ -15,7 +15,7 @@
 # %% [markdown]
 # # 01 · One GRPO step on a bandit
 #
-# *Level: introductory · runs in about 12 s on 2 cores · reference: [GRPO-family
+# *Level: introductory · runs in about 20 s on 2 cores · reference: [GRPO-family
 # semantics](../docs/science.md#grpo-family-semantics), [algorithm
 # components](../docs/api.md#algorithm-components-tabsimalgos), [presets](../docs/presets.md)*
 #
@@ -35,10 +35,8 @@
 # advantage is divided by the group's standard deviation.
 
 # %%
-import io
-import time
-
 import ipywidgets as widgets
+from IPython.display import display
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -253,7 +251,7 @@ for est in ("grpo", "dr_grpo"):  # the same numbers as tabsim's estimators
     assert np.allclose(np_advantage(check, est), advantage(check, est), atol=1e-5)
 
 
-def draw_one_step(p=0.2, G=8, show=True):
+def draw_one_step(p=0.2, G=8):
     """Histogram of one step's change of pass@1 for GRPO and Dr. GRPO at pass@1 ``p`` and group size ``G``."""
     pr = np.array([(1 - p) / 3, p, (1 - p) / 3, (1 - p) / 3])
     fig, ax = plt.subplots(figsize=(5.8, 3.8))
@@ -265,28 +263,13 @@ def draw_one_step(p=0.2, G=8, show=True):
            title=f"p = {p:.2f}, G = {G}: {wasted.mean():.0%} of groups wasted")
     ax.legend()
     fig.tight_layout()
-    if show:
-        plt.show()
-    else:  # render as the notebook would, for timing
-        fig.savefig(io.BytesIO(), format="png")
-        plt.close(fig)
+    plt.show()
 
 
-widgets.interact(draw_one_step, p=widgets.FloatSlider(value=0.2, min=0.02, max=0.98, step=0.02),
-                 G=widgets.SelectionSlider(options=[2, 4, 8, 16, 32, 64], value=8), show=widgets.fixed(True));
+explore = widgets.interactive(draw_one_step, p=widgets.FloatSlider(value=0.2, min=0.02, max=0.98, step=0.02),
+                              G=widgets.SelectionSlider(options=[2, 4, 8, 16, 32, 64], value=8))
+display(explore)
 
-# %% [markdown]
-# How long a redraw takes (computing the 8000 steps and drawing), for a value not drawn before:
-
-
-# %%
-def redraw_seconds(draw, **values):
-    t0 = time.perf_counter()
-    draw(**values, show=False)
-    return time.perf_counter() - t0
-
-
-print(f"redraw: {redraw_seconds(draw_one_step, p=0.36, G=32):.2f} s")
 
 # %% [markdown]
 # ## The same step inside the engine

@@ -15,7 +15,7 @@
 # %% [markdown]
 # # 02 · The self-consistency crossover
 #
-# *Level: introductory · runs in about 14 s on 2 cores · reference:
+# *Level: introductory · runs in about 20 s on 2 cores · reference:
 # [estimands](../docs/science.md#estimands-and-the-telescoping-identity), [the
 # crossover](../docs/science.md#the-self-consistency-crossover),
 # [statistics](../docs/api.md#statistics-tabsimstats)*
@@ -40,10 +40,9 @@
 
 # %%
 import functools
-import io
-import time
 
 import ipywidgets as widgets
+from IPython.display import display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -135,7 +134,7 @@ def expected_curves(p_s):
     return frame.pivot_table(index="step", columns="arm", values="pass1", observed=True)
 
 
-def draw_prior(p_s=0.5, show=True):
+def draw_prior(p_s=0.5):
     curves = expected_curves(round(p_s, 3))
     fig, ax = plt.subplots(figsize=(5.8, 3.8))
     for arm in ("frozen", "random", "majority", "true"):
@@ -150,29 +149,12 @@ def draw_prior(p_s=0.5, show=True):
                  f"d_elicit = {d_elicit:+.3f}, d_rd = {d_rd:+.3f}")
     ax.legend(ncols=2, loc="lower right")
     fig.tight_layout()
-    if show:
-        plt.show()
-    else:  # render as the notebook would, for timing
-        fig.savefig(io.BytesIO(), format="png")
-        plt.close(fig)
+    plt.show()
 
 
-widgets.interact(draw_prior, p_s=widgets.FloatSlider(value=0.5, min=0.1, max=0.9, step=0.025),
-                 show=widgets.fixed(True));
+explore = widgets.interactive(draw_prior, p_s=widgets.FloatSlider(value=0.5, min=0.1, max=0.9, step=0.025))
+display(explore)
 
-# %% [markdown]
-# How long a redraw takes (one expected-dynamics run of 4 arms x 200 steps, and the figure), for a
-# prior strength not drawn before:
-
-
-# %%
-def redraw_seconds(draw, **values):
-    t0 = time.perf_counter()
-    draw(**values, show=False)
-    return time.perf_counter() - t0
-
-
-print(f"redraw: {redraw_seconds(draw_prior, p_s=0.425):.2f} s")
 
 # %% [markdown]
 # ## The partition, per seed and with intervals

@@ -15,7 +15,7 @@
 # %% [markdown]
 # # 03 · Why random rewards can move a policy: clipping bias and off-policy reuse
 #
-# *Level: intermediate · runs in about 12 s on 2 cores · reference: [what a faithful simulator
+# *Level: intermediate · runs in about 25 s on 2 cores · reference: [what a faithful simulator
 # shows](../docs/science.md#what-a-faithful-simulator-shows), [presets and
 # reuse](../docs/presets.md#notes-on-the-mapping),
 # [statistics](../docs/api.md#statistics-tabsimstats)*
@@ -42,10 +42,9 @@
 
 # %%
 import functools
-import io
-import time
 
 import ipywidgets as widgets
+from IPython.display import display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -194,7 +193,7 @@ def null_drift(gamma, eps, epochs):
     return wide["random"] - wide["frozen"], clip_frac
 
 
-def draw_null(gamma=0.2, eps=0.2, epochs=4, show=True):
+def draw_null(gamma=0.2, eps=0.2, epochs=4):
     d, clip_frac = null_drift(round(gamma, 3), round(eps, 3), epochs)
     fig, ax = plt.subplots(figsize=(5.8, 3.6))
     for i, f in enumerate((0.2, 4.0)):
@@ -208,30 +207,14 @@ def draw_null(gamma=0.2, eps=0.2, epochs=4, show=True):
     ax.set(ylabel="d_null (pass@1)", xlim=(-0.6, 1.6),
            title=f"gamma = {gamma:.2f}, clip eps = {eps:.2f}, {epochs} epoch{'s' * (epochs > 1)}")
     fig.tight_layout()
-    if show:
-        plt.show()
-    else:  # render as the notebook would, for timing
-        fig.savefig(io.BytesIO(), format="png")
-        plt.close(fig)
+    plt.show()
 
 
-widgets.interact(draw_null, gamma=widgets.FloatSlider(value=0.2, min=0.0, max=1.0, step=0.05),
-                 eps=widgets.FloatSlider(value=0.2, min=0.02, max=1.0, step=0.02),
-                 epochs=widgets.SelectionSlider(options=[1, 2, 4, 8], value=4), show=widgets.fixed(True));
+explore = widgets.interactive(draw_null, gamma=widgets.FloatSlider(value=0.2, min=0.0, max=1.0, step=0.05),
+                              eps=widgets.FloatSlider(value=0.2, min=0.02, max=1.0, step=0.02),
+                              epochs=widgets.SelectionSlider(options=[1, 2, 4, 8], value=4))
+display(explore)
 
-# %% [markdown]
-# How long a redraw takes (16 runs of 100 steps and the figure) for new values of `gamma` and the
-# clip, once the number of epochs has been compiled:
-
-
-# %%
-def redraw_seconds(draw, **values):
-    t0 = time.perf_counter()
-    draw(**values, show=False)
-    return time.perf_counter() - t0
-
-
-print(f"redraw: {redraw_seconds(draw_null, gamma=0.35, eps=0.1, epochs=4):.2f} s")
 
 # %% [markdown]
 # So "random rewards help strong-prior models through clipping" is true in this simulator only for

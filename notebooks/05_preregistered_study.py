@@ -15,7 +15,7 @@
 # %% [markdown]
 # # 05 · A pre-registered study, from lock to report
 #
-# *Level: intermediate · runs in about 13 s on 2 cores · reference:
+# *Level: intermediate · runs in about 12 s on 2 cores · reference:
 # [pre-registration](../docs/prereg.md), [`tabsim prereg`](../docs/cli.md#tabsim-prereg), [what the
 # intervals mean](../docs/science.md#what-the-intervals-mean)*
 #

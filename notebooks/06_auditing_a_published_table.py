@@ -15,7 +15,7 @@
 # %% [markdown]
 # # 06 · Auditing a published table, with bounds for the missing arms
 #
-# *Level: intermediate · runs in about 23 s on 2 cores · reference: [audits](../docs/audit.md),
+# *Level: intermediate · runs in about 18 s on 2 cores · reference: [audits](../docs/audit.md),
 # [`tabsim audit`](../docs/cli.md#tabsim-audit), [what the intervals
 # mean](../docs/science.md#what-the-intervals-mean)*
 #

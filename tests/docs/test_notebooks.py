@@ -10,6 +10,7 @@ publishes it without executing it a second time.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -111,3 +112,47 @@ def test_overview_links_every_notebook_with_level_and_runtime():
         row = next((ln for ln in readme.splitlines() if f"]({path.name})" in ln), None)
         assert row is not None, f"notebooks/README.md does not link {path.name}"
         assert re.search(r"\| (introductory|intermediate|advanced) \| about \d+ s \|", row), row
+
+
+# ---- the sliders (ipywidgets) of notebooks 01-03 redraw their figure quickly in a running kernel ----
+
+# slider moves made in the kernel after the notebook has run: (slider, new value, must redraw in < FAST s)
+SLIDER_MOVES = {
+    "01_one_grpo_step": [("p", 0.5, True), ("G", 32, True), ("p", 0.84, True)],
+    "02_self_consistency_crossover": [("p_s", 0.425, True), ("p_s", 0.7, True)],
+    # a new number of epochs compiles its program once (seconds); later moves at it are fast
+    "03_random_rewards_and_clipping": [("gamma", 0.5, True), ("eps", 0.1, True), ("epochs", 2, False),
+                                       ("gamma", 0.3, True)],
+}
+FAST = 1.0  # seconds for one redraw: the computation and the rendered figure
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("stem", sorted(SLIDER_MOVES))
+def test_sliders_redraw_the_figure_quickly(stem, tmp_path, monkeypatch):
+    import nbformat
+
+    nb = jupytext.read(NOTEBOOKS / f"{stem}.py")
+    probe = f"""
+import json as _json, time as _time
+_sliders = {{w.description: w for w in explore.children if hasattr(w, "description") and w.description}}
+_times = []
+for _name, _value, _fast in {SLIDER_MOVES[stem]!r}:
+    _t0 = _time.perf_counter()
+    _sliders[_name].value = _value  # the interactive widget redraws its figure before this returns
+    _times.append([_name, _value, _fast, _time.perf_counter() - _t0])
+print("SLIDER_TIMES " + _json.dumps(_times))
+"""
+    nb.cells.append(nbformat.v4.new_code_cell(probe))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv("TABSIM_CACHE", str(tmp_path / "cache"))
+    nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
+    times = json.loads(text.split("SLIDER_TIMES ", 1)[1])
+    print(f"{stem}: " + ", ".join(f"{n}={v}: {t:.2f} s" for n, v, _, t in times))
+    slow = [(n, v, round(t, 2)) for n, v, fast, t in times if fast and t > FAST]
+    assert not slow, f"{stem}: redraws slower than {FAST} s: {slow}"
+    widget_outputs = [o for c in nb.cells for o in c.get("outputs", []) if "application/vnd.jupyter.widget-view+json"
+                      in o.get("data", {})]
+    assert widget_outputs, f"{stem}: no slider widget displayed"
