@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -273,7 +274,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
             where = store if store is not None else current_store()
             hooks = segments.Hooks(where.dir / "chunks" / "segments" if where is not None else None, job,
                                    tick=bar.update, chunks=n_chunks, parallel=min(executor.threads, n_chunks),
-                                   announce=bool(show), desc=desc)
+                                   announce=bool(show), desc=desc,
+                                   say=lambda msg: tqdm.write(msg, file=sys.stderr))  # above the bar
             fn, ticks = functools.partial(fn, hooks=hooks), _ReusedChunks(bar, n_calls, hooks)
         elif segment:
             ticks = _ReusedChunks(bar, n_calls, None)

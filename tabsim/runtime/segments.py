@@ -64,13 +64,14 @@ class Hooks:
     at a time)."""
 
     def __init__(self, folder: Path | None, job: str, *, tick=None, chunks: int = 1, parallel: int = 1,
-                 announce: bool = False, desc: str = "tabsim run"):
+                 announce: bool = False, desc: str = "tabsim run", say=None):
         self.folder, self.job, self._tick = (Path(folder) if folder else None), job, tick
         self.ticked = False
         self.chunks, self.parallel, self.announce, self.desc = chunks, max(1, parallel), announce, desc
         self.lock = threading.Lock()
         self.announced = False
         self.resumed = 0  # segments continued from checkpoints
+        self.say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def tick(self, n: int) -> None:
         self.ticked = True
@@ -80,16 +81,18 @@ class Hooks:
     def path(self, hp_digest: str) -> Path | None:
         return None if self.folder is None else self.folder / f"{self.job}-{hp_digest}.npz"
 
-    def estimate(self, per_call: float, n_calls: int) -> None:
+    def estimate(self, per_call: float, left_calls: int, n_calls: int) -> None:
+        """Say how long the run will take (once, when more than :data:`ANNOUNCE_ABOVE`): ``left_calls`` of this
+        chunk's ``n_calls`` segments to go, and as many for each chunk still to start."""
         with self.lock:
             if self.announced or not self.announce:
                 return
             self.announced = True
-        left = per_call * n_calls * -(-self.chunks // self.parallel)
+        rounds = -(-self.chunks // self.parallel)  # chunks one after another in each thread
+        left = per_call * (left_calls + (rounds - 1) * n_calls)
         if left > ANNOUNCE_ABOVE:
-            print(f"{self.desc}: {describe_seconds(left)} to go ({self.chunks} chunk(s) of {n_calls} segments); "
-                  "Ctrl-C stops within about a second and --resume continues from the last segment",
-                  file=sys.stderr, flush=True)
+            self.say(f"{self.desc}: {describe_seconds(left)} to go ({self.chunks} chunk(s) of {n_calls} segments); "
+                     "Ctrl-C stops within about a second and --resume continues from the last segment")
 
 
 def digest_arrays(tree) -> str:
@@ -222,7 +225,7 @@ def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -
                 hooks.tick(1)
                 timed.append(time.perf_counter() - t0)
                 if len(timed) == 3:  # the first call compiles; two more give the pace
-                    hooks.estimate(min(timed[1:]), len(plan))
+                    hooks.estimate(min(timed[1:]), len(plan) - pos, len(plan))
             if path is not None and pos < len(plan) and \
                     time.perf_counter() - last_save >= max(CHECKPOINT_SECONDS, 20 * save_cost):
                 checkpoint(snap)
