@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.plotting import ARM_COLORS, PAGE_RC
+from tabsim.plotting import ARM_COLORS, PAGE_RC, TERM_COLORS
 from tabsim.runtime.run import expected_crossover
 
 pd.set_option("display.precision", 4)
@@ -110,10 +110,10 @@ mode_switch = 2 * (1 + 0.2 * 8) / (6 + 2 * (1 + 0.2 * 8))  # where a correct ans
 print(f"crossover of the flow: {root:.4f}; the prior's mode switch: {mode_switch:.4f}")
 
 fig, ax = plt.subplots(figsize=(5.8, 3.2))
-ax.plot(d_elicit.index, d_elicit, marker=".", color="k", label="d_elicit of the flow (task of seed 0)")
+ax.plot(d_elicit.index, d_elicit, marker=".", color=TERM_COLORS["d_elicit"], label="d_elicit of the flow (task of seed 0)")
 ax.axhline(0, color="0.6", lw=0.8)
-ax.axvline(root, color="C3", label=f"crossover {root:.3f} (Brent)")
-ax.axvline(mode_switch, color="C0", ls=":", label=f"mode switch {mode_switch:.3f}")
+ax.axvline(root, color="k", label=f"crossover {root:.3f} (Brent)")
+ax.axvline(mode_switch, color="grey", ls=":", label=f"mode switch {mode_switch:.3f}")
 ax.set(xlabel="prior strength p_s", ylabel="d_elicit")
 ax.legend(fontsize=9)
 fig.tight_layout()

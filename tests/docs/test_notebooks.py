@@ -156,3 +156,35 @@ print("SLIDER_TIMES " + _json.dumps(_times))
     widget_outputs = [o for c in nb.cells for o in c.get("outputs", []) if "application/vnd.jupyter.widget-view+json"
                       in o.get("data", {})]
     assert widget_outputs, f"{stem}: no slider widget displayed"
+
+
+# ---- one colour per arm, term and algorithm: figures name their colours from tabsim.plotting ----
+
+PLOT_CALLS = {"plot", "bar", "barh", "errorbar", "hist", "scatter", "fill_between", "step", "axvline", "axhline",
+              "axvspan", "axhspan", "hlines", "vlines"}
+NEUTRAL = re.compile(r"^(k|black|grey|gray|white|w|0?\.\d+)$")  # reference lines and rules, not data
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_figures_take_their_colours_from_the_palette_by_name(path):
+    """Every plotting call names its colour: a palette entry (``ARM_COLORS[arm]``, ...) or a neutral grey
+    for a rule; never matplotlib's colour cycle (which is how an arm changed colour between figures),
+    a hex code or a colour word."""
+    import ast
+
+    src = "\n".join(c.source for c in jupytext.read(path).cells if c.cell_type == "code")
+    bad = []
+    for node in ast.walk(ast.parse("\n".join(ln for ln in src.splitlines() if not ln.startswith(("%", "!"))))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PLOT_CALLS):
+            continue
+        kw = {k.arg: k.value for k in node.keywords}
+        fmts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if any(re.match(r"^[bgrcmyw]", f) for f in fmts):
+            bad.append(f"line {node.lineno}: a colour in the format string {fmts}")
+        elif "color" not in kw and "c" not in kw and None not in kw and not any(f.startswith("k") for f in fmts):
+            bad.append(f"line {node.lineno}: no color= (matplotlib's cycle would pick one): {ast.unparse(node)[:70]}")
+        else:
+            value = kw.get("color", kw.get("c"))
+            if isinstance(value, ast.Constant) and not NEUTRAL.match(str(value.value)):
+                bad.append(f"line {node.lineno}: colour {value.value!r} is not a palette name or a neutral grey")
+    assert not bad, f"{path.name}:\n  " + "\n  ".join(bad)
