@@ -64,7 +64,7 @@ def _refuse(msg: str):
 def n_outcomes(env, algo: AlgoSpec, schedule: Schedule, arms) -> int:
     """Group outcomes enumerated per prompt and step (the largest over ``arms``)."""
     G, K = schedule.group_size, env.n_answers
-    if linear_path(algo):
+    if linear_path(algo, schedule):
         return n_compositions(G, K)
     symbols = 2 * K if any(a in NOISE_ARMS for a in arms) else K
     return n_compositions(G, symbols) * (K if "majority" in arms and env.tie == "random" else 1)
@@ -73,13 +73,16 @@ def n_outcomes(env, algo: AlgoSpec, schedule: Schedule, arms) -> int:
 def expected_bytes(env, algo: AlgoSpec, schedule: Schedule, arms) -> int:
     """Bytes one condition's flow holds at its peak: the per-prompt outcome tables and probabilities of
     every arm (linear path: about six ``[N, O]`` float32 arrays per arm; general: the outcomes' gradients)."""
-    per_arm = 6 if linear_path(algo) else 4 * env.n_answers * max(1, algo.epochs)
+    per_arm = 6 if linear_path(algo, schedule) else 4 * env.n_answers * max(1, algo.epochs)
     return max(1, len(arms) * env.n_prompts * n_outcomes(env, algo, schedule, arms) * per_arm * 4)
 
 
-def linear_path(algo: AlgoSpec) -> bool:
-    """One on-policy update per batch and rewards that do not read the policy."""
-    return algo.epochs * algo.minibatches == 1 and algo.kl_placement != "reward"
+def linear_path(algo: AlgoSpec, schedule: Schedule) -> bool:
+    """Every prompt updated once, on policy, with rewards that do not read the policy: one pass
+    (minibatches update disjoint prompts, whose rows nothing else moves; with replacement a prompt
+    may sit in two minibatches, so only one minibatch) and no KL in the reward."""
+    once = algo.epochs == 1 and (algo.minibatches == 1 or not schedule.replacement)
+    return once and algo.kl_placement != "reward"
 
 
 def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
@@ -102,7 +105,7 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
                 "in turn, which the exact flow does not enumerate; set train.replacement = false or algo.epochs = 1")
     n = n_outcomes(env, algo, schedule, arms)
     if n > MAX_OUTCOMES:
-        what = "answers" if linear_path(algo) else "(answer, reward) symbols"
+        what = "answers" if linear_path(algo, schedule) else "(answer, reward) symbols"
         _refuse(f"a group of G = {schedule.group_size} over K = {env.n_answers} {what} has {n:,} outcomes per "
                 f"prompt (at most {MAX_OUTCOMES:,}); reduce train.group_size or task.n_answers (merge symmetric "
                 "answers into classes), or use dynamics = 'sampled'")
@@ -464,7 +467,7 @@ def expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, log
     if getattr(env, "name", None) == "bandit":
         check(env, algo, schedule, (arm,))
     G = schedule.group_size
-    if getattr(env, "name", None) == "bandit" and linear_path(algo):
+    if getattr(env, "name", None) == "bandit" and linear_path(algo, schedule):
         counts_np = compositions(G, env.n_answers)
         _, lmc, credit = majority_tables(G, env.n_answers, env.tie)
         maj = (jnp.asarray(credit), jnp.asarray(counts_np.max(1)))
@@ -496,7 +499,7 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
         raise ValueError(f"algo.minibatches: must divide batch_size={schedule.batch_size}, got {algo.minibatches}")
     n_evals = schedule.steps // schedule.eval_every
     G, K, N = schedule.group_size, env.n_answers, env.n_prompts
-    lin = linear_path(algo)
+    lin = linear_path(algo, schedule)
     if lin:
         counts_np = compositions(G, K)
         counts = jnp.asarray(counts_np, jnp.float32)

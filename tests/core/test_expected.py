@@ -22,6 +22,7 @@ from tabsim.engine import Schedule
 from tabsim.envs.bandit import BanditEnv
 from tabsim.params import Hyper
 from tabsim.rng import seed_array
+from tabsim.runtime.run import expected_crossover
 
 
 # -- a plain NumPy enumeration ------------------------------------------------------------------

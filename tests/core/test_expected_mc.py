@@ -114,3 +114,21 @@ def test_many_step_flow_matches_a_large_monte_carlo_mean_within_the_jensen_gap()
     stats = mc.groupby(["prior_strength", "arm"], observed=True).pass1.agg(["mean", "sem"])
     gap = (stats["mean"] - mean_flow).abs()
     assert (gap <= 0.005 + 4 * stats["sem"]).all(), gap
+
+
+@pytest.mark.parametrize("train,algo", [({"batch_size": 4, "replacement": True}, {}),
+                                        ({"batch_size": 4}, {"minibatches": 2})],
+                         ids=["replacement", "two-minibatches"])
+def test_batch_draws_one_step_equals_monte_carlo_mean(train, algo):
+    """Prompts drawn with replacement (the other slots' kept count is binomial) and two minibatches
+    (each prompt's normaliser is its minibatch's), with the filter on."""
+    cfg = resolve({"preset": "dapo", "task": {"n_prompts": 5, "n_answers": 3, "n_correct": 1},
+                   "arms": {"arms": ["true", "majority"]},
+                   "train": {"steps": 1, "group_size": 3, "seed": 4, **train}, "algo": {"lr": 2.0, **algo}})
+    prior = make_env(cfg).init_task(jnp.asarray(seed_array([4])[0]), Hyper(**cfg.hyper_values())).prior_logits
+    logits = prior + jax.random.normal(jax.random.key(10), prior.shape) * 0.5
+    sampled, env, algo_, sched, task, hp = _mc_one_step(cfg, logits, range(N_MC))
+    for a, arm in enumerate(cfg.arms.arms):
+        want = np.asarray(E.expected_update(env, algo_, sched, arm, task, logits, hp))
+        mean, se = sampled[:, a].mean(0), sampled[:, a].std(0, ddof=1) / math.sqrt(N_MC)
+        assert np.all(np.abs(mean - want) <= 5 * se + 1e-6), (arm, np.abs(mean - want).max())
