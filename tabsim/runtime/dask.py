@@ -199,9 +199,8 @@ class DaskExecutor:
         if workers is not None and workers > cpu_count() and not oversubscribe:
             # one single-threaded worker per core is what the machine runs at once; more only cost memory
             # and start-up (1000 asked on 2 cores started 36 processes in 5 s before anything ran)
-            if announce:
-                print(f"--workers {workers}: capped at {cpu_count()}, the cores this process may use (pass "
-                      f"--oversubscribe to start {workers})", file=sys.stderr, flush=True)
+            print(f"--workers {workers}: capped at {cpu_count()}, the cores this process may use (pass "
+                  f"--oversubscribe to start {workers})", file=sys.stderr, flush=True)  # with -q too: not what was asked
             workers = cpu_count()
         self.workers, self.scheduler, self.retries, self.in_flight = workers, scheduler, retries, in_flight
         self.announce, self.dashboard, self.pin = announce, dashboard, pin
