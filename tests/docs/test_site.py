@@ -53,6 +53,31 @@ def test_site_publishes_every_notebook_executed_with_figures(site):
         assert "data:image/png;base64" in html or "<img" in html, f"{src.name}: no figure on its page"
 
 
+def test_notebook_pages_open_figures_full_size_and_link_their_neighbours(site):
+    """Figures are files a click opens; each page has the bar (previous, next, the .ipynb to download)."""
+    import re
+    import struct
+
+    stems = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))]
+    for i, stem in enumerate(stems):
+        html = (site / "notebooks" / f"{stem}.html").read_text()
+        assert not re.search(r'<img[^>]*src="data:image/png', html), f"{stem}: a figure left inline"
+        figures = re.findall(r'<a class="tabsim-figure" href="(figures/[^"]+\.png)"', html)
+        shown = re.findall(r'<img[^>]*src="figures/', html)
+        assert len(figures) == len(shown), f"{stem}: {len(shown)} figures, {len(figures)} open full size"
+        for fig in figures:
+            png = (site / "notebooks" / fig).read_bytes()
+            width = struct.unpack(">I", png[16:20])[0]
+            # the column is 584-688 px at a desktop width: a figure no wider keeps its 12 pt text at body size
+            assert width <= 600, f"{stem}: {fig} is {width} px wide; stack its panels (tabsim.plotting.PAGE_RC)"
+        assert 'class="tabsim-nb-bar"' in html and f'href="{stem}.ipynb" download' in html, stem
+        assert (site / "notebooks" / f"{stem}.ipynb").is_file(), stem
+        if i > 0:
+            assert f'href="{stems[i - 1]}.html"' in html, f"{stem}: no link to the previous notebook"
+        if i + 1 < len(stems):
+            assert f'href="{stems[i + 1]}.html"' in html, f"{stem}: no link to the next notebook"
+
+
 def test_strict_build_fails_on_a_broken_link(tmp_path):
     """The same configuration on a copy of docs/ whose index links to a page that does not exist."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
