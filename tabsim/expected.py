@@ -510,39 +510,47 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
         symbols = {noise: symbol_table(env, noise) for noise in (False, True)}
         tables = {a: outcome_table(env, a, G, symbols[a in NOISE_ARMS]) for a in arms if a != "frozen"}
 
+    frozen = {"reward_mean": 0.0, "kept_frac": None, "clip_frac": 0.0}  # the engine's record of a frozen arm
+    # the two-class arms of the linear path share one vmapped step (one copy of its code to compile)
+    classed = [a for a in arms if a not in ("frozen", "majority")] if lin else []
+
     def train_one(seed, hp: Hyper):
         task = env.init_task(seed, hp)
         ref = task.prior_logits
-        lin_tables = {a: linear_tables(a, env, task, algo, G, hp, counts, maj) for a in arms if a != "frozen"} \
-            if lin else None
+        if lin:
+            maj_table = linear_tables("majority", env, task, algo, G, hp, counts, maj) if "majority" in arms else None
+            cls_tables = [linear_tables(a, env, task, algo, G, hp, counts, maj) for a in classed]
+            cls_stack = tuple(jnp.stack([t[i] for t in cls_tables]) for i in (1, 2)) if classed else None
 
         def step(zs, _):
-            new, diags = [], []
-            for a, z in zip(arms, zs):
-                if a == "frozen":  # never updated; its diagnostics as the engine records them
-                    new.append(z)
-                    diags.append({"reward_mean": jnp.float32(0.0), "kept_frac": 1.0 - hp.filter,
-                                  "clip_frac": jnp.float32(0.0)})
-                    continue
-                if lin:
-                    z2, d = linear_step(algo, schedule, counts, lmc, z, ref, lin_tables[a], hp, N)
-                else:
-                    z2, d = general_step(env, algo, schedule, a, symbols[a in NOISE_ARMS], tables[a], z, ref, task, hp)
-                new.append(z2)
-                diags.append(d)
-            return tuple(new), {k: jnp.stack([jnp.asarray(d[k], jnp.float32) for d in diags]) for k in DIAG_KEYS}
+            new, diags = [None] * len(arms), [None] * len(arms)
+            if classed:
+                pos = [arms.index(a) for a in classed]
+                z2, d2 = jax.vmap(lambda z, c, T: linear_step(algo, schedule, counts, lmc, z, ref, ("class", c, T), hp,
+                                                              N))(zs[jnp.asarray(pos)], *cls_stack)
+                for j, i in enumerate(pos):
+                    new[i], diags[i] = z2[j], {k: v[j] for k, v in d2.items()}
+            for i, a in enumerate(arms):
+                if a == "frozen":
+                    new[i], diags[i] = zs[i], {**frozen, "kept_frac": 1.0 - hp.filter}
+                elif a == "majority" and lin:
+                    new[i], diags[i] = linear_step(algo, schedule, counts, lmc, zs[i], ref, maj_table, hp, N)
+                elif not lin:
+                    new[i], diags[i] = general_step(env, algo, schedule, a, symbols[a in NOISE_ARMS], tables[a], zs[i],
+                                                    ref, task, hp)
+            return jnp.stack(new), {k: jnp.stack([jnp.asarray(d[k], jnp.float32) for d in diags]) for k in DIAG_KEYS}
 
         def chunk(zs, _):
             zs, diag = jax.lax.scan(step, zs, None, length=schedule.eval_every)
-            metrics = [env.evaluate(z, task, hp) for z in zs]
-            out = {k: jnp.stack([m[k] for m in metrics]) for k in metrics[0]}
-            return zs, {**out, **{k: v.mean(0) for k, v in diag.items()}}
+            return zs, (zs, {k: v.mean(0) for k, v in diag.items()})
 
-        z0 = tuple(ref for _ in arms)
-        first = [env.evaluate(z, task, hp) for z in z0]
-        _, hist = jax.lax.scan(chunk, z0, None, length=n_evals)
+        z0 = jnp.stack([ref for _ in arms])
+        _, (tables_e, hist) = jax.lax.scan(chunk, z0, None, length=n_evals)
+        # every eval point's tables evaluated together: one copy of the evaluation in the program
+        all_tables = jnp.concatenate([z0[None], tables_e])  # [E + 1, A, N, K]
+        metrics = jax.vmap(jax.vmap(lambda z: env.evaluate(z, task, hp)))(all_tables)
+        out = {k: v.T for k, v in metrics.items()}
         nan = jnp.full((len(arms), 1), jnp.nan, jnp.float32)
-        out = {k: jnp.concatenate([jnp.stack([f[k] for f in first])[:, None], hist[k].T], axis=1) for k in first[0]}
         out.update({k: jnp.concatenate([nan, hist[k].T], axis=1) for k in DIAG_KEYS})
         return out  # metric -> [A, E + 1]
 
