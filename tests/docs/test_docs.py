@@ -51,6 +51,7 @@ SKIP_PREFIXES = (
     "python experiments/",  # benchmarks and study scripts: minutes of CPU, run by their authors
     "jupytext",  # notebook conversion; tests/docs/test_notebooks.py runs the notebooks
     "git ",  # inspecting history (docs/prereg.md: how to verify a study)
+    "lint-imports",  # the import contracts: .ci/run and tests/test_floors.py run them
 )
 FENCE = re.compile(r"^(`{3,})([^`\n]*)$")
 
