@@ -118,7 +118,7 @@ plt.show()
 
 # %% [markdown]
 # GRPO also climbs faster at the same learning rate (its std scaling enlarges the steps), so a
-# comparison at equal *step* mixes two things. The right panel and the table below compare the two
+# comparison at equal *step* mixes two things. The bottom panel and the table below compare the two
 # at equal **pass@1**: the wrong-answer length when the policy first reaches a given accuracy.
 
 # %%

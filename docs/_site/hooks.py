@@ -244,7 +244,10 @@ def on_post_page(output, page, config):
     stem = Path(src).stem
     on_site = {f.src_uri for f in _FILES}
     stems = sorted(Path(u).stem for u in on_site if re.fullmatch(r"notebooks/\d\d_\w+\.ipynb", u))
-    titles = {s: f"{s[:2]} · {s[3:].replace('_', ' ')}" for s in stems}
+    # the titles the navigation gives the notebooks ("2. The self-consistency crossover")
+    titles = {Path(p.file.src_uri).stem: p.title for p in (page.previous_page, page.next_page)
+              if p is not None and p.file is not None}
+    titles = {s: titles.get(s, f"{s[:2]} · {s[3:].replace('_', ' ')}") for s in stems}
 
     def fix_href(m):
         target = html.unescape(m.group(2))
