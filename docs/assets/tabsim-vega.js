@@ -29,9 +29,9 @@
       params: [{name: "p_s", value: start,
                 bind: {input: "range", min: priors[0], max: priors[priors.length - 1], step: step,
                        name: "prior strength p_s "}}],
-      config: {font: "inherit", axis: {labelFontSize: font, titleFontSize: font, titlePadding: 8, tickCount: 5,
+      config: {font: "Helvetica, Arial, sans-serif", axis: {labelFontSize: font, titleFontSize: font, titlePadding: 8, tickCount: 5,
                                         labelOverlap: true},
-               legend: {labelFontSize: font, titleFontSize: font, orient: "bottom", columns: width < 420 ? 2 : 4},
+               legend: {labelFontSize: font, titleFontSize: font, orient: "bottom", columns: width < 420 ? 2 : 4, columnPadding: 16},
                title: {fontSize: font + 1, anchor: "start"}, view: {stroke: null}},
       vconcat: [
         {

@@ -150,3 +150,13 @@ def test_science_page_carries_the_interactive_figure_and_its_data(site):
     assert 'class="tabsim-vega"' in html and 'class="tabsim-vega-data"' in html
     for js in ("assets/vega/vega.min.js", "assets/vega/vega-lite.min.js", "assets/tabsim-vega.js"):
         assert js in html and (site / js).is_file(), js
+
+
+def test_slider_widgets_show_on_the_site_as_the_figure_they_drew(site):
+    """The site runs no kernel: a notebook's sliders become a note naming them above the figure they drew."""
+    for stem in ("01_one_grpo_step", "02_self_consistency_crossover", "03_random_rewards_and_clipping"):
+        html = (site / "notebooks" / f"{stem}.html").read_text()
+        assert "interactive(children=" not in html, f"{stem}: the widget's text stands in for its figure"
+        assert 'class="tabsim-widget-note"' in html, f"{stem}: no note for its sliders"
+        note = html[html.index('class="tabsim-widget-note"'):]
+        assert '<img' in note[:20000], f"{stem}: no figure after the sliders' note"
