@@ -10,6 +10,7 @@ publishes it without executing it a second time.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import pytest
 
 jupytext = pytest.importorskip("jupytext")
 nbclient = pytest.importorskip("nbclient")
+nbformat = pytest.importorskip("nbformat")
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
@@ -51,8 +53,6 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
         failure = _strip_ansi(str(err))
     if failure is not None:  # outside the except block: report the cell's traceback, not ours
         pytest.fail(f"{path.name}: a cell failed\n{failure}", pytrace=False)
-    import nbformat
-
     BUILD.mkdir(parents=True, exist_ok=True)
     tmp = BUILD / f"{path.stem}.ipynb.tmp"
     nbformat.write(nb, tmp)
@@ -130,8 +130,6 @@ FAST = 1.0  # seconds for one redraw: the computation and the rendered figure
 @pytest.mark.heavy
 @pytest.mark.parametrize("stem", sorted(SLIDER_MOVES))
 def test_sliders_redraw_the_figure_quickly(stem, tmp_path, monkeypatch):
-    import nbformat
-
     nb = jupytext.read(NOTEBOOKS / f"{stem}.py")
     probe = f"""
 import json as _json, time as _time
@@ -170,8 +168,6 @@ def test_figures_take_their_colours_from_the_palette_by_name(path):
     """Every plotting call names its colour: a palette entry (``ARM_COLORS[arm]``, ...) or a neutral grey
     for a rule; never matplotlib's colour cycle (which is how an arm changed colour between figures),
     a hex code or a colour word."""
-    import ast
-
     src = "\n".join(c.source for c in jupytext.read(path).cells if c.cell_type == "code")
     bad = []
     for node in ast.walk(ast.parse("\n".join(ln for ln in src.splitlines() if not ln.startswith(("%", "!"))))):

@@ -8,7 +8,11 @@ copy would be executed by the hook (docs/_site/hooks.py).
 """
 from __future__ import annotations
 
+import importlib.util
+import json
+import re
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -55,9 +59,6 @@ def test_site_publishes_every_notebook_executed_with_figures(site):
 
 def test_notebook_pages_open_figures_full_size_and_link_their_neighbours(site):
     """Figures are files a click opens; each page has the bar (previous, next, the .ipynb to download)."""
-    import re
-    import struct
-
     stems = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))]
     for i, stem in enumerate(stems):
         html = (site / "notebooks" / f"{stem}.html").read_text()
@@ -120,8 +121,6 @@ def test_html_check_finds_an_unrendered_fence_and_a_dangling_anchor(tmp_path):
 
 
 def _crossover_grid_module():
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("crossover_grid", ROOT / "experiments" / "crossover_grid.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -130,8 +129,6 @@ def _crossover_grid_module():
 
 def test_crossover_grid_matches_the_simulator():
     """The interactive figure's grid (experiments/crossover_grid.py) is what ts.run gives at two of its priors."""
-    import json
-
     grid_mod = _crossover_grid_module()
     stored = json.loads((ROOT / "docs" / "assets" / "crossover_grid.json").read_text())
     assert stored["config"] == grid_mod.config(), "the grid was computed with another configuration: rerun the script"
