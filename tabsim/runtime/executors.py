@@ -37,6 +37,7 @@ _ADDRESS = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-
 # (tabsim.runtime.segments) checkpoint their state and stop at their next segment.
 INTERRUPTED = threading.Event()
 INTERRUPT_WAIT = 3.0  # seconds the interrupted caller waits for those checkpoints
+UNSAVED: set = set()  # threads whose chunk has segments not yet checkpointed (the only ones waited for)
 
 
 class ExecutorError(RuntimeError):
@@ -131,6 +132,11 @@ class LocalExecutor:
 
     def map(self, fn, chunks):
         chunks = list(chunks)
+        if getattr(fn, "interruptible", False) and 1 <= len(chunks) and (self.threads == 1 or len(chunks) < 2):
+            # a long chunk computes in a helper thread: Ctrl-C reaches this thread at once, even while one
+            # call into XLA (a first evaluation of a large table) takes a minute
+            yield from _threaded_map(fn, chunks, 1)
+            return
         if self.threads == 1 or len(chunks) < 2:
             for c in chunks:
                 yield fn(c)
@@ -179,7 +185,8 @@ def _threaded_map(fn, chunks: list, n_threads: int):
         end = time.monotonic() + INTERRUPT_WAIT
         try:
             for t in threads:
-                t.join(max(0.0, end - time.monotonic()))
+                while t.is_alive() and t.ident in UNSAVED and time.monotonic() < end:
+                    t.join(0.02)
         except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
             pass
         raise

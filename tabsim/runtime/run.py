@@ -277,6 +277,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
                                    announce=bool(show), desc=desc,
                                    say=lambda msg: tqdm.write(msg, file=sys.stderr))  # above the bar
             fn, ticks = functools.partial(fn, hooks=hooks), _ReusedChunks(bar, n_calls, hooks)
+            fn.interruptible = True  # computed in a helper thread, so that Ctrl-C is seen at once
         elif segment:
             ticks = _ReusedChunks(bar, n_calls, None)
         parts = execute(fn, chunks, executor=executor, store=store, job=job, progress=ticks)

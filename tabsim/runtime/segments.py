@@ -20,7 +20,6 @@ The numbers are the bits of the uncut program (the draws are addressed by ``(see
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import sys
 import threading
@@ -31,7 +30,7 @@ import jax
 import numpy as np
 
 from tabsim.files.atomic import atomic_path
-from tabsim.runtime.executors import INTERRUPTED
+from tabsim.runtime.executors import INTERRUPTED, UNSAVED
 from tabsim.runtime.planning import describe_seconds
 
 CHECKPOINT_SECONDS = 30.0  # between two checkpoints of a running chunk (at least 20x the time one takes)
@@ -109,11 +108,9 @@ def _save(path: Path, meta: dict, arrays: dict) -> None:
     for name in sorted(arrays):
         h.update(name.encode() + arrays[name].tobytes())
     meta = {**meta, "sha256": h.hexdigest()}
-    buf = io.BytesIO()
-    np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        Path(tmp).write_bytes(buf.getvalue())
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:  # a file object: np.savez adds no suffix
+        np.savez(fh, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
 
 
 def _load(path: Path, meta: dict) -> tuple[int, dict] | None:
@@ -184,12 +181,13 @@ def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -
             hooks.resumed += pos
             hooks.tick(pos)
     snap = (pos, state, sums, len(outs))
+    saved_at = [pos]
     last_save, save_cost = time.perf_counter(), 0.0
     timed: list = []
 
     def checkpoint(snapshot) -> None:
         nonlocal last_save, save_cost
-        if path is None:
+        if path is None or snapshot[0] in (0, saved_at[0]):  # nothing new since the start or the last save
             return
         t0 = time.perf_counter()
         p, st, sm, n = snapshot
@@ -200,6 +198,9 @@ def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -
             arrays.update(_flat("outs", points[0]))
             arrays.update({f"diags/{k}": v for k, v in points[1].items()})
         _save(path, {**meta, "pos": p}, arrays)
+        saved_at[0] = p
+        if p == snap[0]:
+            UNSAVED.discard(threading.get_ident())
         last_save = time.perf_counter()
         save_cost = last_save - t0
 
@@ -221,6 +222,8 @@ def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -
                 diags.append({k: np.asarray(v) for k, v in d.items()})
             pos += 1
             snap = (pos, state, sums, len(outs))  # one assignment: what a checkpoint may save
+            if path is not None:
+                UNSAVED.add(threading.get_ident())  # an interrupted executor waits for its checkpoint
             if hooks is not None:
                 hooks.tick(1)
                 timed.append(time.perf_counter() - t0)
@@ -234,6 +237,8 @@ def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -
     except KeyboardInterrupt:
         checkpoint(snap)
         raise
+    finally:
+        UNSAVED.discard(threading.get_ident())
     points = _merge(outs, diags)
     out, diag, _ = points
     if stacked:

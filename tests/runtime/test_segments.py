@@ -257,3 +257,26 @@ def test_an_interrupt_checkpoints_the_chunks_running_in_threads(tmp_path, monkey
     with RunStore(out, key=cfg.digest(), resume=True):
         res = ts.run(cfg, progress=False, executor=LocalExecutor(threads=2))
     assert same_frames(res.frame, one)
+
+
+def test_ctrl_c_is_seen_during_a_long_first_call(tmp_path, monkeypatch):
+    """The first evaluation of a large table is one call into XLA that can take a minute (10^6 prompts):
+    a chunk in segments computes in a helper thread, so a real SIGINT ends the run at once."""
+    cfg = ts.resolve({**BASE, "train": {**BASE["train"], "steps": 40}})
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 1500)
+    monkeypatch.setattr(planning, "SEGMENTED_ABOVE", 0)
+    real = segments.run_chunk
+
+    def slow_start(segs, call, *args, **kw):
+        def slow(name, n, prog, *a):
+            if name == "init":
+                time.sleep(8)  # stands for a minute-long first call
+            return call(name, n, prog, *a)
+        return real(segs, slow, *args, **kw)
+
+    monkeypatch.setattr(segments, "run_chunk", slow_start)
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt), RunStore(tmp_path / "out", key=cfg.digest()):
+        ts.run(cfg, progress=False)
+    assert time.perf_counter() - t0 < 5  # not the 8 s of the call
