@@ -308,3 +308,17 @@ def test_commands_hand_the_executor_to_the_runner(command, runner, tmp_path, mon
     assert isinstance(res.exception, _Reached), res.output
     ex = seen["executor"]
     assert isinstance(ex, DaskExecutor) and ex.workers == 2 and ex.client is None  # closed, never started
+
+
+def test_a_run_in_segments_on_the_cluster_equals_the_local_one(cluster, monkeypatch):
+    """A long chunk runs in segments inside the worker's task (no checkpoints there): the same frame."""
+    from tabsim.runtime import planning
+
+    cfg = ts.resolve({"preset": "paper", "task": {"n_prompts": 12}, "sweep": {"lr": [0.05, 0.1]},
+                      "train": {"steps": 30, "seeds": 2, "batch_size": 4, "eval_every": 10}})
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 1500)
+    monkeypatch.setattr(planning, "SEGMENTED_ABOVE", 0)
+    assert planning.steps_per_segment(cfg, 2, 2) is not None
+    local = ts.run(cfg, progress=False).frame
+    remote = ts.run(cfg, progress=False, executor=cluster).frame
+    assert local.equals(remote)
