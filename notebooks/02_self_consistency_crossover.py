@@ -198,8 +198,9 @@ plt.show()
 #
 # ## Locating the crossover
 #
-# `locate_crossover` interpolates the first sign change of the mean `d_elicit` along the grid and
-# bootstraps seeds for an interval.
+# `locate_crossover` interpolates the first sign change of the mean `d_elicit` along the grid. Its
+# interval is every prior where a t test over the seeds does not reject "the mean curve is zero
+# here": a t band inverted at the root, which keeps its 95% coverage with few seeds.
 
 # %%
 cross = locate_crossover(per_seed, term="d_elicit", random_state=0)

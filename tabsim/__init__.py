@@ -46,7 +46,7 @@ _EXPORTS = {
     "Executor": "runtime.executors", "LocalExecutor": "runtime.executors",
     "DaskExecutor": "runtime.dask",
     "Result": "runtime.run", "compiled_train": "runtime.run", "make_env": "runtime.run",
-    "run": "runtime.run",
+    "run": "runtime.run", "expected_crossover": "runtime.run",
     "enable_compilation_cache": "runtime.cache", "disable_compilation_cache": "runtime.cache",
     "ARMS": "arms",
     "Config": "config", "ConfigError": "config", "load_config": "config",
@@ -60,7 +60,7 @@ _EXPORTS = {
 __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "make_train", "Schedule",
            "AlgoSpec", "policy_loss", "Hyper", "ARMS", "PRESETS", "ENVS", "BanditEnv", "Executor",
            "LocalExecutor", "DaskExecutor", "compiled_train", "enable_compilation_cache", "disable_compilation_cache",
-           "make_env", "Factor", "run_factorial"]
+           "make_env", "Factor", "run_factorial", "expected_crossover"]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)  # tabsim.audit etc. too

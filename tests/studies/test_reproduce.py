@@ -1,5 +1,6 @@
 """`tabsim reproduce`: a reduced run end to end, every promised file, the summary schema, safe writes."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -82,6 +83,7 @@ def test_report_sets_tabsim_beside_the_paper(reduced):
         assert f"**{row.label} differs**" in text
     assert "**This run changes the paper's settings** (steps 10 instead of 200" in text
     assert text.count("Reason: the settings differ from the paper's") == int(cmp["beyond_seed_noise"].sum())
+    assert not re.search(r"\{[A-Za-z_.]+\}", text), "a placeholder left unformatted"
     for section in ("## 1. Prior sweep", "## 2. The 2x2x2 factorial", "## 3. Points-vs-bounds pilot gate",
                     "## 4. Simulated families", "## 5. Power"):
         assert section in text
@@ -141,3 +143,5 @@ def test_default_reproduce_matches_the_paper_within_noise_in_15_seconds(tmp_path
     for q in ("interaction_ratio", "coef_AC", "elicitation_share_strong", "rd_share_weak", "rd_fraction_0.80"):
         assert not cmp.loc[q, "beyond_seed_noise"], cmp.loc[q].to_dict()
     assert np.isfinite(s["crossover"]["estimate"])
+    text = (tmp_path / "report.md").read_text()
+    assert "d_elicit is increasing through it" in text and not re.search(r"\{[A-Za-z_.]+\}", text)

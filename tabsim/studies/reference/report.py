@@ -129,8 +129,9 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
              "non-zero).\n")
     if np.isfinite(x.estimate):
         L.append(f"**Crossover** (first root of mean d_elicit on the grid {GRID_PRIORS[0]:.2f}..{GRID_PRIORS[-1]:.2f} "
-                 f"step 0.05, paired percentile bootstrap): p_s = {x.estimate:.3f}, CI {_ci(x.ci_low, x.ci_high)}; "
-                 f"{x.root_fraction:.0%} of resamples have a root on the grid. d_elicit is {x.direction} through it"
+                 f"step 0.05; the interval inverts a t band over paired seeds at the root): p_s = {x.estimate:.3f}, "
+                 f"CI {_ci(x.ci_low, x.ci_high)}; {x.root_fraction:.0%} of paired bootstrap resamples have a root "
+                 f"on the grid. d_elicit is {x.direction} through it"
                  + (" (negative below: majority reward amplifies a wrong mode there)" if x.direction == "increasing"
                     else "") + f". For reference, the prior's mode "
                  f"becomes a correct answer at p* = k(1+fK)/(k(1+fK)+K-k) = {a['mode_switch']:.3f}.\n")
