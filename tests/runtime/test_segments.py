@@ -280,3 +280,34 @@ def test_ctrl_c_is_seen_during_a_long_first_call(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt), RunStore(tmp_path / "out", key=cfg.digest()):
         ts.run(cfg, progress=False)
     assert time.perf_counter() - t0 < 5  # not the 8 s of the call
+
+
+def test_periodic_checkpoints_survive_a_crash(tmp_path, monkeypatch):
+    """A chunk that dies without an interrupt (a kill, a crash) resumes from its last periodic checkpoint."""
+    cfg = ts.resolve({**BASE, "train": {**BASE["train"], "steps": 40}})
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 1500)
+    monkeypatch.setattr(planning, "SEGMENTED_ABOVE", 0)
+    monkeypatch.setattr(segments, "CHECKPOINT_SECONDS", 0.0)  # after every segment
+    real = segments.Hooks.tick
+    n = {"k": 0}
+
+    def crash(self, k):
+        real(self, k)
+        n["k"] += 1
+        if n["k"] == 5:
+            raise RuntimeError("the machine went away")  # not a KeyboardInterrupt: no checkpoint at the end
+
+    monkeypatch.setattr(segments.Hooks, "tick", crash)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError), RunStore(out, key=cfg.digest()):
+        ts.run(cfg, progress=False)
+    assert list((staging_path(out) / "chunks" / "segments").glob("*.npz"))
+    ticks = []
+    monkeypatch.setattr(segments.Hooks, "tick", lambda self, k: ticks.append(k))
+    with monkeypatch.context() as m:
+        m.setattr(planning, "steps_per_segment", lambda *a: None)
+        one = ts.run(cfg, progress=False).frame
+    with RunStore(out, key=cfg.digest(), resume=True):
+        res = ts.run(cfg, progress=False)
+    assert 1 <= ticks[0] <= 4  # continued from its last periodic checkpoint, not from the start
+    assert same_frames(res.frame, one)
