@@ -18,7 +18,7 @@ neither read nor written):
   (a fresh machine); ``reproduce_warm_seconds``: the same once the cache holds its programs;
 * the ``_cold`` variants of the two sweeps run with an empty cache too (``_seconds`` are warm);
 * ``numpy_reference_seconds``: the same prior sweep as a plain NumPy loop over prompts (the reference
-  simulator of SPEC §3, ``bench_engine.numpy_paper_sweep``), in a fresh process, once;
+  simulator of docs/science.md, the reference simulator, ``bench_engine.numpy_paper_sweep``), in a fresh process, once;
 * with ``--reference PATH``: ``reference_sweep_seconds``, ``python PATH [--reference-arg ...]`` (the
   reference paper's harness running its prior sweep), once, and the ratios against it.
 

@@ -39,7 +39,7 @@ ARMS = ("frozen", "random", "majority", "true")
 
 
 def numpy_paper_sweep(seeds=8, steps=200, N=40, K=8, k=2, G=8, B=16, lr=0.05, beta=0.01, f=0.2):
-    """The reference simulator (SPEC §3) as a plain NumPy loop over prompts, arms, seeds and priors."""
+    """The reference simulator (docs/science.md) as a plain NumPy loop over prompts, arms, seeds and priors."""
     out = np.zeros((len(PRIORS), seeds, len(ARMS)))
     for pi_, p_s in enumerate(PRIORS):
         for s in range(seeds):

@@ -29,7 +29,7 @@ def _algo(**kw) -> dict:
 
 
 PRESETS: dict[str, dict] = {
-    # The reference simulator of arXiv 2606.05932 (SPEC §3).
+    # The reference simulator of arXiv 2606.05932 (docs/science.md, the reference simulator).
     "paper": PAPER,
     # DeepSeekMath GRPO (arXiv 2402.03300) as TRL loss_type="grpo": z-score with the Bessel std and
     # eps 1e-4, PPO clip 0.2, seq-mean-token-mean, k3 KL in the loss (beta 0.04).
@@ -58,7 +58,7 @@ PRESETS: dict[str, dict] = {
                            aggregation="seq-mean-token-mean")},
     # GPG (arXiv 2504.02546): -A logp with no ratio, no clip, no KL; its batch-rescaled group baseline.
     "gpg": {"algo": _algo(estimator="gpg", surrogate="reinforce")},
-    # The spurious-rewards recipe (arXiv 2506.10947; SPEC §4): 8 sequential clipped (0.2) updates per
+    # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through
     # the shared weights) become 8 passes over the whole batch: split over groups, each group would be

@@ -1,6 +1,6 @@
 """Study: the null term d_null = acc(RANDOM) - acc(FROZEN) with and without reuse and clipping.
 
-Question (SPEC §5): does a reward that knows nothing about correctness move pass@1 once each rollout
+Question (docs/science.md): does a reward that knows nothing about correctness move pass@1 once each rollout
 batch is reused for several clipped updates, and does the direction follow the prior's mode?
 
 Design: the ``spurious_rewards`` preset (z-score with the unbiased std, clip 0.2, token-mean, no KL,

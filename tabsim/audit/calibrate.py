@@ -34,7 +34,7 @@ from tabsim.runtime.run import run
 
 # Algorithm families of the calibration (a partial config each, and its learning-rate levels).
 FAMILY_CONFIGS = {
-    # The reference simulator (SPEC section 3): on-policy, no ratio and no clip, KL 0.01 in the loss.
+    # The reference simulator (docs/science.md): on-policy, no ratio and no clip, KL 0.01 in the loss.
     "paper": {"preset": "paper"},
     # Spurious-rewards style reuse: each rollout batch reused for 2 clipped (0.2) full-batch epochs,
     # no KL, token-mean loss, dynamic-sampling filter; clipping makes RANDOM drift toward the mode.

@@ -4,7 +4,7 @@ Static structure (shapes, which exact metrics to compute) lives on the stateless
 numeric knobs (prior strength, format boost, heterogeneity) are traced fields of the hyperparameter
 pytree, so one compiled program serves a whole grid of priors.
 
-Prior (SPEC §3): logit ``log(p_s / k)`` on each correct answer, ``log((1 - p_s) / (K - k))`` on each
+Prior (docs/science.md): logit ``log(p_s / k)`` on each correct answer, ``log((1 - p_s) / (K - k))`` on each
 wrong one, ``+ log(1 + f K)`` on the designated "format" answer (a wrong one), then normalised. With
 heterogeneity, each prompt's own ``p_s`` is drawn from ``Beta(m c, (1 - m) c)`` with mean ``m`` and
 concentration ``c``.

@@ -32,7 +32,7 @@ FACTORIAL_ESTIMANDS = ("interaction_ratio",)
 COEFFICIENT_PREFIX = "coefficient:"
 ESTIMANDS = PARTITION_ESTIMANDS + RATIO_ESTIMANDS + FACTORIAL_ESTIMANDS + (COEFFICIENT_PREFIX + "<TERM>",)
 PARTITION_ARMS = ("frozen", "random", "majority", "true")
-# arms each estimand compares (SPEC section 2)
+# arms each estimand compares (docs/science.md, estimands)
 ESTIMAND_ARMS = {"d_null": ("frozen", "random"), "d_elicit": ("random", "majority"), "d_rd": ("majority", "true"),
                  "d_naive": ("random", "true"), "d_total": ("frozen", "true"), "bias": ("random", "majority"),
                  "rd_fraction": ("random", "majority", "true"), "elicitation_share": PARTITION_ARMS,

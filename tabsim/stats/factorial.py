@@ -7,7 +7,7 @@ design every coefficient is half the high-minus-low contrast of its column::
 
     beta_T = (mean(y | x_T = +1) - mean(y | x_T = -1)) / 2
 
-so the "effect" of DOE textbooks is ``2 beta_T``. The reference study (SPEC section 3) reports
+so the "effect" of DOE textbooks is ``2 beta_T``. The reference study (docs/science.md, the reference simulator) reports
 coefficients, e.g. its AxC coefficient -0.089, with A = reward (TRUE +1 vs MAJORITY -1),
 B = filter (on/off), C = prior (0.80 vs 0.35).
 """
@@ -325,7 +325,7 @@ def interaction_ratio(
 ) -> InteractionRatioResult:
     """Interaction ratio of a factorial fit, with a bootstrap interval over seeds within cells.
 
-    ``ratio = max_{|T|>=2} |beta_T| / max_{|T|=1} |beta_T|`` (SPEC section 3). Each resample draws
+    ``ratio = max_{|T|>=2} |beta_T| / max_{|T|=1} |beta_T|`` (docs/science.md). Each resample draws
     the seeds of every cell with replacement and refits the same formula. The max of absolute
     values is biased upward when effects are near zero, so ``"additive"`` needs enough seeds for the
     upper bound to fall below the threshold.

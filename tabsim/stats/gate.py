@@ -3,7 +3,7 @@
 A term is a ``"point"`` when its interval excludes 0 and is narrower than a pre-set tolerance, a
 ``"sign"`` when it excludes 0 but is wider, and ``"bounds"`` when it includes 0. Each accuracy lies
 in [0, 1], so each difference term lies in [-1, 1]; the reported bounds are the interval intersected
-with that logical range. The reference study's gate (SPEC section 3) is reported beside it: points
+with that logical range. The reference study's gate (docs/science.md) is reported beside it: points
 iff the percentile bootstrap interval of ``d_elicit`` excludes 0.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The telescoping partition of the training gain, per seed and summarised over seeds.
 
-With ``acc`` the final expected pass@1 of an arm (SPEC section 2)::
+With ``acc`` the final expected pass@1 of an arm (docs/science.md, estimands)::
 
     d_null   = acc(random)   - acc(frozen)
     d_elicit = acc(majority) - acc(random)

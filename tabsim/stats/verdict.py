@@ -1,6 +1,6 @@
 """Verdict on what dominates the gain: elicitation, reward design, or a mix.
 
-SPEC section 3 rule on the shares of ``d_total``: elicitation share > 0.60 -> ELICITATION_DOMINATED;
+The reference study's rule (docs/science.md) on the shares of ``d_total``: elicitation share > 0.60 -> ELICITATION_DOMINATED;
 else rd share > 0.60 -> REWARD_DESIGN_DOMINATED; else MIXED. With intervals the same tree is
 walked on the bounds, and a deciding share whose interval straddles the threshold gives
 INCONCLUSIVE. Plain floats in, so published tables can be audited without a DataFrame.

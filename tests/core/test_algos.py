@@ -2,7 +2,7 @@
 
 Golden comparisons run in float64 (``with jax.enable_x64(True)``) on both sides and must agree to
 ``rtol = atol = 1e-6``; a float32 run would need ``rtol ~ 1e-5``. The references below are loops
-written from the formulas in SPEC §4 and the reference trainers' code, not from tabsim's code.
+written from the formulas in docs/science.md, GRPO-family semantics and the reference trainers' code, not from tabsim's code.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ PAPER_ALGO = AlgoSpec(estimator="grpo", surrogate="reinforce", aggregation="grou
 
 
 def np_tabular_update(logits, ref, answers, rewards, *, lr, beta, eps, filt):
-    """The reference simulator's update (SPEC §3), written with plain loops."""
+    """The reference simulator's update (docs/science.md, the reference simulator), written with plain loops."""
     new = logits.copy()
     B, G = answers.shape
     for b in range(B):

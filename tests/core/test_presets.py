@@ -20,7 +20,7 @@ from tabsim.presets import PRESETS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "presets.md"
 
-# The defining settings of each recipe (SPEC §4 and the issue), written independently of presets.py.
+# The defining settings of each recipe (docs/science.md and docs/presets.md), written independently of presets.py.
 EXPECTED = {
     "grpo": dict(estimator="grpo", ratio="token", surrogate="clip", eps_low=0.2, eps_high=0.2, std_ddof=1,
                  aggregation="seq-mean-token-mean", kl="k3", kl_placement="loss"),

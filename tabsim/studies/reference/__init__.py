@@ -1,4 +1,4 @@
-"""``tabsim reproduce``: the reference study (arXiv 2606.05932, SPEC section 3) rebuilt in one command.
+"""``tabsim reproduce``: the reference study (arXiv 2606.05932; docs/science.md) rebuilt in one command.
 
 Five studies on the ``paper`` preset, run as one packed job (every study's cells x seeds are units
 of one compiled program per static shape, shared units run once):

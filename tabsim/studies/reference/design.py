@@ -18,8 +18,8 @@ STRONG_PRIOR, WEAK_PRIOR, POWER_PRIOR = 0.80, 0.35, 0.50
 FAMILY_SEED0 = 100_000  # the families are fresh replications: their seeds differ from the sweep's
 # Pre-set decision constants (written down before any run, STYLE section 8).
 CI_LEVEL = 0.95
-ADDITIVITY_THRESHOLD = 0.20  # interaction ratio (SPEC section 3)
-SHARE_THRESHOLD = 0.60  # verdict rule (SPEC section 3)
+ADDITIVITY_THRESHOLD = 0.20  # interaction ratio (docs/science.md, the reference simulator)
+SHARE_THRESHOLD = 0.60  # verdict rule (docs/science.md, the reference simulator)
 GATE_TOLERANCE = 0.05  # widest interval (accuracy units) that still counts as a point
 TARGET_HALF_WIDTH = 0.02  # power: wanted CI half-width of d_elicit and d_rd
 POWER_SEEDS_GRID = (4, 8, 16, 32, 64, 128)
@@ -29,7 +29,7 @@ PAPER_SEEDS = 8  # seeds per condition in the reference study
 # tests/plotting/test_figures.py), so the reproduction uses t; the reference gate keeps the paper's percentile rule.
 INTERVAL_METHOD = "t"
 
-# The paper's headline numbers (SPEC section 3).
+# The paper's headline numbers (docs/science.md, the reference simulator).
 PAPER = {
     "rd_fraction_0.20": 1.39, "rd_fraction_0.80": 0.05, "interaction_ratio": 0.385, "coef_AC": -0.089,
     "elicitation_share_strong": 0.98, "rd_share_weak": 1.18,

@@ -49,7 +49,7 @@ def compare_with_paper(a: dict, s: Settings) -> pd.DataFrame:
 def compare_every_point(a: dict, s: Settings) -> pd.DataFrame:
     """Every point of the prior sweep and every factorial term beside what the paper reports or implies.
 
-    The paper (SPEC section 3) reports the rd fraction at p_s = 0.20 and 0.80, the sign change of
+    The paper (docs/science.md) reports the rd fraction at p_s = 0.20 and 0.80, the sign change of
     d_elicit at the crossover, the AxC coefficient and the interaction ratio, and describes an
     on-policy simulator with no clipping, where RANDOM cannot move the policy (``d_null = 0``). So:
 
@@ -154,14 +154,14 @@ def difference_reasons(cmp: pd.DataFrame, a: dict, s: Settings, cfg) -> dict[str
     changes = settings_changes(s, cfg)
     coefs = a["fit"].coefficients.set_index("term")
     exact = ("tabsim evaluates pass@1 exactly (the policy's mass on the correct answers), so its seed noise "
-             "is small; the paper sampled pass@1 (SPEC section 3), which adds evaluation noise that the noise SE "
+             "is small; the paper sampled pass@1 (docs/science.md), which adds evaluation noise that the noise SE "
              "here leaves out, and it reported rounded values")
     for row in cmp.itertuples():
         if not row.beyond_seed_noise:
             continue
         k = row.quantity
         if changes:
-            reasons[k] = "the settings differ from the paper's (see above; SPEC section 3 lists the paper's)"
+            reasons[k] = "the settings differ from the paper's (see above; docs/science.md lists the paper's settings)"
             continue
         rel = abs(row.difference) / abs(row.paper) if row.paper else float("nan")
         if k == "coef_AC":

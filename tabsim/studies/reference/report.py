@@ -171,7 +171,7 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     L += [n + "\n" for n in notes["gate"]]
 
     L.append("## 4. Simulated families and verdicts\n")
-    L.append(f"Rule (SPEC section 3): elicitation share > {SHARE_THRESHOLD} -> ELICITATION_DOMINATED, else rd share > "
+    L.append(f"Rule (the reference study's, docs/science.md): elicitation share > {SHARE_THRESHOLD} -> ELICITATION_DOMINATED, else rd share > "
              f"{SHARE_THRESHOLD} -> REWARD_DESIGN_DOMINATED, else MIXED; on the Fieller intervals a deciding share "
              f"that straddles {SHARE_THRESHOLD} gives INCONCLUSIVE. Families use fresh seeds "
              f"({FAMILY_SEED0}..{FAMILY_SEED0 + s.seeds - 1}).\n")
