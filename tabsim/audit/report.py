@@ -18,6 +18,7 @@ from tabsim.audit.core import AuditResult
 from tabsim.audit.estimate import TERM_HELP
 from tabsim.audit.figure import PLOT_TERMS, TERM_COLORS, plot_terms
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
+from tabsim.files.markdown import md
 from tabsim.files.provenance import provenance
 from tabsim.plotting.figures import save_figure
 from tabsim.runtime.store import RunStore, writing_into
@@ -38,13 +39,6 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
         if not pd.api.types.is_numeric_dtype(out[col]):
             out[col] = out[col].map(lambda x: "'" + x if isinstance(x, str) and x.startswith(FORMULA_LEAD) else x)
     return out
-
-
-def md(text) -> str:
-    """Text from the inputs, safe inside a Markdown table cell or a list item: ``|`` and line breaks escaped."""
-    s = "" if text is None else str(text)
-    s = s.replace("\\", "\\\\").replace("|", "\\|")
-    return " ".join(s.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
 
 def _num(x, nd=1) -> str:

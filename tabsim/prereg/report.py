@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from tabsim.files.atomic import atomic_write_text, write_json
+from tabsim.files.markdown import md
 from tabsim.prereg import integrity, signing
 from tabsim.prereg.hashing import file_sha256, read_json
 from tabsim.prereg.locking import (
@@ -437,8 +438,8 @@ def render_markdown(rep: dict) -> str:
                "|---|---|---|---|---|---|---|---|"]
         for h in hs:
             p = "n/a" if h["p_rule"] is None else f"{_p(h['p_rule'], h.get('p_floor', 0))} ({_p(h['p_adjusted'])})"
-            ln.append(f"| {h['id']} | {h['estimand']} | {_cond(h['condition'])} | {_f(h['estimate'])} | "
-                      f"{round(100 * h['ci_level'])}% [{_f(h['ci_low'])}, {_f(h['ci_high'])}] | {h['rule_text']} | "
+            ln.append(f"| {md(h['id'])} | {md(h['estimand'])} | {md(_cond(h['condition']))} | {_f(h['estimate'])} | "
+                      f"{round(100 * h['ci_level'])}% [{_f(h['ci_low'])}, {_f(h['ci_high'])}] | {md(h['rule_text'])} | "
                       f"{p} | **{h['verdict']}** |")
         ln.append("")
         for h in hs:
@@ -451,13 +452,13 @@ def render_markdown(rep: dict) -> str:
         ln += ["## Exploratory analyses (EXPLORATORY: not confirmatory, no correction)", "",
                "| id | estimand | condition | estimate | interval | description |", "|---|---|---|---|---|---|"]
         for e in rep["exploratory"]:
-            ln.append(f"| {e['id']} | {e['estimand']} | {_cond(e['condition'])} | {_f(e['estimate'])} | "
-                      f"{round(100 * e['ci_level'])}% [{_f(e['ci_low'])}, {_f(e['ci_high'])}] | {e['description']} |")
+            ln.append(f"| {md(e['id'])} | {md(e['estimand'])} | {md(_cond(e['condition']))} | {_f(e['estimate'])} | "
+                      f"{round(100 * e['ci_level'])}% [{_f(e['ci_low'])}, {_f(e['ci_high'])}] | {md(e['description'])} |")
         ln.append("")
     if rep["checks"]:
         ln += ["## Manipulation checks", "", "| id | condition | rule | observed | passed |", "|---|---|---|---|---|"]
         for ch in rep["checks"]:
-            ln.append(f"| {ch['id']} | {_cond(ch.get('condition', {}))} | {ch['rule']} | {_f(ch['value'])} | "
+            ln.append(f"| {md(ch['id'])} | {md(_cond(ch.get('condition', {})))} | {md(ch['rule'])} | {_f(ch['value'])} | "
                       f"{'yes' if ch['passed'] else '**NO**'} |")
         ln.append("")
     ln += ["## Deviations from the plan", ""]
@@ -477,10 +478,10 @@ def render_markdown(rep: dict) -> str:
     if rep["arm_means"]:
         keys = [k for k in rep["arm_means"][0] if k not in ("arm", "mean", "sem", "count")]
         ln += ["## Descriptive: final metric per condition and arm (mean +/- s.e. over seeds)", "",
-               "| " + " | ".join(keys + ["arm", "mean", "s.e.", "seeds"]) + " |",
+               "| " + " | ".join([md(k) for k in keys] + ["arm", "mean", "s.e.", "seeds"]) + " |",
                "|" + "---|" * (len(keys) + 4)]
         for r in rep["arm_means"]:
-            ln.append("| " + " | ".join([str(r[k]) for k in keys] + [r["arm"], _f(r["mean"]), _f(r["sem"], ".2g"),
+            ln.append("| " + " | ".join([md(r[k]) for k in keys] + [md(r["arm"]), _f(r["mean"]), _f(r["sem"], ".2g"),
                                                                       str(r["count"])]) + " |")
         ln.append("")
     return "\n".join(ln)

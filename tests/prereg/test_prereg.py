@@ -569,3 +569,20 @@ def test_shipped_studies_were_locked_before_their_results(study):
     plan_ids = [h["id"] for h in yaml.safe_load(plan.read_text())["hypotheses"]]
     assert [h["id"] for h in rep["hypotheses"]] == plan_ids
     assert all(h["verdict"] in ("SUPPORTED", "NOT SUPPORTED", "INCONCLUSIVE") for h in rep["hypotheses"])
+
+
+def test_plan_text_cannot_break_the_report_tables(complete_run):
+    """A ``|`` or a line break in a plan's text (a description, an id) stays inside its table cell."""
+    import re
+
+    from tabsim.prereg.report import build_report, render_markdown
+
+    _, out, _ = complete_run
+    results = json.loads((out / "results.json").read_text())
+    results["analysis"]["exploratory"][0]["description"] = "a | b\nc"
+    text = render_markdown(build_report(results))
+    table = [ln for ln in text.splitlines() if ln.startswith("| E1 ")]
+    assert len(table) == 1
+    header = next(ln for ln in text.splitlines() if ln.startswith("| id | estimand | condition | estimate | interval | desc"))
+    cells = lambda ln: len(re.split(r"(?<!\\)\|", ln))  # noqa: E731
+    assert cells(table[0]) == cells(header) and "a \\| b c" in table[0]
