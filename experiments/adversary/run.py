@@ -469,7 +469,8 @@ def audit_yaml(entry: dict | None = None, arms: dict | None = None, extra: str =
     return "\n".join(line for line in lines if line) + "\n"
 
 
-CSV_HEADER = "source_id,paper,table,model,benchmark,n_items,samples_per_item,values,base,random,majority,true\n"
+CSV_HEADER = ("source_id,paper,table,model,benchmark,n_items,samples_per_item,values,gamma,majority_kind,"
+              "base,random,majority,true\n")
 
 
 def audit_cases() -> list[Case]:
@@ -480,7 +481,7 @@ def audit_cases() -> list[Case]:
                         expect, files={"t." + ext: text}))
 
     add("good", audit_yaml(), "accept")
-    add("good-csv", CSV_HEADER + "t,P,T1,M,MATH-500,500,greedy,absolute,49.4,51.0,55.2,60.2\n", "accept", "csv")
+    add("good-csv", CSV_HEADER + "t,P,T1,M,MATH-500,500,greedy,absolute,0.5,online,49.4,51.0,55.2,60.2\n", "accept", "csv")
     for arm in AUDIT_ARMS:
         for label, v in [("negative", "-3"), ("above-100", "130"), ("string", '"high"'), ("nan", ".nan"),
                          ("nested-list", "[[50, 51]]"), ("fraction-among-percents", "0.5")]:
@@ -522,13 +523,13 @@ def audit_cases() -> list[Case]:
     add("formula-model-name", audit_yaml(entry={"model": '"=HYPERLINK(\\"http://x\\")"'}), "accept")
     add("pipe-newline-model-name", audit_yaml(entry={"model": '"a|b\\nc"'}), "accept")
     add("csv-header-only", CSV_HEADER, "refuse", "csv")
-    add("csv-row-short", CSV_HEADER + "t,P,T1,M,MATH-500,500,greedy,absolute,49.4,51.0,55.2\n", "refuse", "csv")
-    add("csv-row-long", CSV_HEADER + "t,P,T1,M,MATH-500,500,greedy,absolute,49.4,51.0,55.2,60.2,99\n", "refuse", "csv")
+    add("csv-row-short", CSV_HEADER + "t,P,T1,M,MATH-500,500,greedy,absolute,0.5,online,49.4,51.0,55.2\n", "refuse", "csv")
+    add("csv-row-long", CSV_HEADER + "t,P,T1,M,MATH-500,500,greedy,absolute,0.5,online,49.4,51.0,55.2,60.2,99\n", "refuse", "csv")
     add("csv-empty", "", "refuse", "csv")
     add("csv-binary", "\x00\x01,\x02\n", "refuse", "csv")
     add("csv-pass1-header", CSV_HEADER.replace("base,", "pass@1 base,") +
-        "t,P,T1,M,MATH-500,500,greedy,absolute,49.4,51.0,55.2,60.2\n", "any", "csv")
-    add("csv-gains-no-values", CSV_HEADER.replace(",values", "", 1) + "t,P,T1,M,MATH-500,500,greedy,49.4,-4.9,5.8,10.8\n",
+        "t,P,T1,M,MATH-500,500,greedy,absolute,0.5,online,49.4,51.0,55.2,60.2\n", "any", "csv")
+    add("csv-gains-no-values", CSV_HEADER.replace(",values", "", 1) + "t,P,T1,M,MATH-500,500,greedy,0.5,online,49.4,-4.9,5.8,10.8\n",
         "any", "csv")
     out.append(Case("audit", "missing-file", ["audit", "{d}/none.yaml", "--out", "{d}/o", "-q"]))
     out.append(Case("audit", "empty-folder", ["audit", "{d}/in", "--out", "{d}/o", "-q"], setup=lambda d: (d / "in").mkdir()))
