@@ -122,7 +122,7 @@ class _NoProgress:
 
 
 def _progress(total: int, enabled: bool, desc: str, unit: str = "chunk"):
-    if not enabled:  # tqdm.auto is not even imported (it warns in notebooks without widgets)
+    if not enabled:  # no bar at all (tqdm warns in notebooks without widgets)
         return _NoProgress()
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False)

@@ -138,9 +138,9 @@ def test_sweep_progress_bar_says_sweep(tmp_path, monkeypatch):
     seen = []
     real = api._progress
 
-    def spy(total, enabled, desc):
+    def spy(total, enabled, desc, *rest):
         seen.append(desc)
-        return real(total, False, desc)
+        return real(total, False, desc, *rest)
 
     monkeypatch.setattr(api, "_progress", spy)
     r = CliRunner().invoke(main, ["sweep", "--vary", "prior_strength=0.5", "--seeds", "2", "--steps", "2",
