@@ -293,15 +293,10 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
         the fields shared by every condition (see :func:`tabsim.params.stack_hypers`)."""
         # one flat vmap over (condition, seed, arm): cheaper to trace than three nested ones; every
         # arm of a seed gets the same seed words, hence the same draws (paired randomness)
-        leaves, treedef = jax.tree_util.tree_flatten(hypers)
-        swept = [x for x in leaves if jnp.ndim(x) > 0]
-        n_cond, n_seeds = (swept[0].shape[0] if swept else 1), seeds.shape[0]
-        s = jnp.repeat(jnp.tile(seeds, (n_cond, 1)), n_arms, axis=0)
-        a = jnp.tile(jnp.asarray(arm_ids), n_cond * n_seeds)
         # a shared field stays one scalar (no per-run copy); swept fields are laid out per run
-        per_run = [jnp.repeat(jnp.asarray(x, jnp.float32), n_seeds * n_arms) if jnp.ndim(x) else x for x in leaves]
-        axes = jax.tree_util.tree_unflatten(treedef, [0 if jnp.ndim(x) else None for x in leaves])
-        n_runs = s.shape[0]
+        s, a, per_run, axes, treedef = _run_layout(seeds, hypers, n_arms, arm_ids)
+        n_seeds, n_runs = seeds.shape[0], s.shape[0]
+        n_cond = n_runs // (n_seeds * n_arms)
         group = run_group(n_runs)
         # keep the E + 1 tables and evaluate them in one vmapped call when they fit in memory: half
         # the evaluation code to compile
@@ -310,7 +305,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
             out = jax.vmap(lambda s_, hp, a_: train_one(s_, hp, a_, stacked), in_axes=(0, axes, 0))(
                 s, jax.tree_util.tree_unflatten(treedef, per_run), a)
         else:  # a scan over groups of `group` vmapped runs (the last group may be smaller)
-            swept_at = [i for i, x in enumerate(leaves) if jnp.ndim(x)]
+            swept_at = [i for i, x in enumerate(per_run) if jnp.ndim(x)]
 
             def one(xs):
                 s_, a_, sw = xs

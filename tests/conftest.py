@@ -16,3 +16,32 @@ os.environ.setdefault("TABSIM_COMPILATION_CACHE", _JAX_CACHE)
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_JAX_CACHE, ignore_errors=True)
+
+
+# Ctrl-C as Python sets it up. Tests that send SIGINT (to themselves or to a subprocess, which inherits
+# an ignored or blocked SIGINT) need the default: a library used earlier in the same worker process can
+# leave SIGINT ignored or blocked (seen in a fresh clone's full run: every SIGINT test of one worker
+# failed, each passing alone). Each test starts with the default, and one that changes it is named.
+import signal  # noqa: E402
+import threading  # noqa: E402
+import warnings  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+def _sigint_state() -> tuple:
+    return signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+@pytest.fixture(autouse=True)
+def _default_sigint(request):
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    handler, blocked = _sigint_state()
+    if handler is not signal.default_int_handler or blocked:
+        warnings.warn(f"{request.node.nodeid} left SIGINT {'blocked' if blocked else ''} handler={handler!r}")
