@@ -168,20 +168,25 @@ def check_memory(cfg: Config, per: int, n_seeds: int, available: int | None = No
                       f"train.chunk_conditions cannot help below one condition")
 
 
+def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int:
+    """The largest ``n`` in ``[lo, hi]`` with ``fits(n)`` (``fits`` holds up to some size, then fails);
+    ``lo`` when none above it fits."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _prompts_that_fit(cfg: Config, n_seeds: int, avail: int) -> int:
     """The most prompts with which one condition x ``n_seeds`` seeds fits ``avail`` bytes (0: not even one)."""
     def need(n: int) -> int:
         return estimate_bytes(cfg.model_copy(update={"task": cfg.task.model_copy(update={"n_prompts": n})}), 1,
                               n_seeds) + RUNTIME_BYTES
 
-    lo, hi = 0, cfg.task.n_prompts
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if need(mid) <= avail:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return _largest(0, cfg.task.n_prompts, lambda n: need(n) <= avail)
 
 
 def check_run(cfg: Config, available: int | None = None) -> None:
@@ -221,14 +226,7 @@ def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: flo
     budget = fraction * limit - reserve
     if nbytes(per) <= budget:
         return per
-    lo, hi = 1, per  # nbytes grows with the size: the largest size under the budget
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if nbytes(mid) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return _largest(1, per, lambda n: nbytes(n) <= budget)  # nbytes grows with the size
 
 
 def fit_chunk(executor, cfg, per: int, n_seeds: int) -> int:
