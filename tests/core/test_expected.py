@@ -7,6 +7,7 @@ supports; and the run interface (tidy frame, refusals).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 import jax
@@ -16,9 +17,11 @@ import pytest
 
 import tabsim as ts
 from tabsim import expected as E
-from tabsim.algos import AlgoSpec
+from tabsim.algos import ESTIMATORS, AlgoSpec
 from tabsim.config import resolve
 from tabsim.engine import Schedule
+from tabsim.expected import batch
+from tabsim.expected.batch import BATCH_LEVEL
 from tabsim.envs.bandit import BanditEnv
 from tabsim.params import Hyper
 from tabsim.rng import seed_array
@@ -73,7 +76,21 @@ def np_group_draws(arm, pi, correct, hp, G, tie):
                     yield answers, bits, m, pb / len(modes)
 
 
-def np_expected_step(arm, z, ref, correct, fmt, label, hp, *, B, G, tie, agg, kl, epochs=1, surrogate="reinforce"):
+@functools.cache
+def batch_estimator(name):
+    """The package's own batch-level estimator on one batch (the reference reads its totals from it)."""
+    return jax.jit(lambda r, valid: ESTIMATORS[name](r, lengths=jnp.ones_like(r), valid=valid, hp=None))
+
+
+def np_advantages(estimator, rewards, kept, hp):
+    if estimator in BATCH_LEVEL:
+        return list(np.asarray(batch_estimator(estimator)(jnp.asarray(np.stack(rewards), jnp.float32),
+                                                          jnp.asarray(kept, jnp.float32)), np.float64))
+    return [np_grpo(r, hp["std_ddof"], hp["std_eps"]) for r in rewards]
+
+
+def np_expected_step(arm, z, ref, correct, fmt, label, hp, *, B, G, tie, agg, kl, epochs=1, surrogate="reinforce",
+                     estimator="grpo"):
     """``E[z after one step]`` by enumerating every batch (uniform B-subsets) and every joint outcome."""
     N, K = z.shape
     pis = np_softmax(z)
@@ -90,8 +107,7 @@ def np_expected_step(arm, z, ref, correct, fmt, label, hp, *, B, G, tie, agg, kl
             kept = [1.0 - hp["filter"] * float(r.max() == r.min()) for r in rewards]
             n_kept = max(sum(kept), 1.0)
             new = z.copy()
-            for i, (answers, _, _, _), r, k in zip(S, joint, rewards, kept):
-                A = np_grpo(r, hp["std_ddof"], hp["std_eps"])
+            for i, (answers, _, _, _), r, k, A in zip(S, joint, rewards, kept, np_advantages(estimator, rewards, kept, hp)):
                 w = k / G if agg == "group-sum" else k / (G * n_kept)
                 zi, old = z[i].copy(), np.log(pis[i])
                 for _ in range(epochs):
@@ -191,9 +207,39 @@ def test_linear_and_general_paths_agree():
         np.testing.assert_allclose(lin, gen, atol=3e-6)
 
 
+def np_others(F0, F1, b, replacement):
+    """``P(M, S)`` of the other b members of each prompt's batch, by enumerating every batch and outcome."""
+    N, s_max = len(F0), F1.shape[1] - 1
+    out = np.zeros((N, b + 1, b * s_max + 1))
+    options = [[(0, 0, F0[j])] + [(1, s, F1[j, s]) for s in range(s_max + 1)] for j in range(N)]
+    for i in range(N):
+        if replacement:
+            batches = [(sel, N ** -b) for sel in itertools.product(range(N), repeat=b)]
+        else:
+            subsets = list(itertools.combinations([j for j in range(N) if j != i], b))
+            batches = [(sel, 1 / len(subsets)) for sel in subsets]
+        for sel, p_sel in batches:
+            for res in itertools.product(*(options[j] for j in sel)):
+                out[i, sum(r[0] for r in res), sum(r[1] for r in res)] += p_sel * np.prod([r[2] for r in res])
+    return out
+
+
+@pytest.mark.parametrize("N,b,replacement", [(5, 2, False), (7, 3, False), (5, 3, False), (4, 3, False),
+                                             (4, 2, True), (6, 0, False)])
+def test_rest_of_the_batch_matches_enumeration(N, b, replacement):
+    """The distribution of the others' kept count and summed statistic, by deconvolution (2b <= N - 1),
+    one prompt at a time (larger b) and with replacement, against enumerating every batch and outcome."""
+    F = np.random.default_rng(N * 10 + b).dirichlet(np.ones(4), size=N)
+    got = np.asarray(batch.others(jnp.asarray(F[:, 0], jnp.float32), jnp.asarray(F[:, 1:], jnp.float32), b,
+                                  replacement))
+    want = np_others(F[:, 0], F[:, 1:], b, replacement)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=2e-7)  # float32 sums of probabilities
+
+
 def test_others_kept_matches_enumeration():
     q = jnp.asarray([0.9, 0.2, 0.5, 0.7, 0.35])
-    got = np.asarray(E.others_kept(q, 3, replacement=False))
+    got = np.asarray(batch.others_kept(q, 3, replacement=False))
     for i in range(5):
         want = np.zeros(3)
         others = [j for j in range(5) if j != i]
@@ -203,6 +249,38 @@ def test_others_kept_matches_enumeration():
                 p = np.prod([float(q[j]) if k else 1 - float(q[j]) for j, k in zip(pair, kept)])
                 want[sum(kept)] += p / len(pairs)
         np.testing.assert_allclose(got[i], want, atol=1e-6)
+
+
+BATCH_CASES = [  # (estimator, aggregation for the engine / the reference, filter, B, arm, tie)
+    ("gpg", "token-mean", "mean", 0.0, 2, "true", "lowest"),
+    ("gpg", "group-sum", "group-sum", 1.0, 3, "majority", "random"),
+    ("reinforce_pp", "token-mean", "mean", 0.0, 3, "true", "lowest"),
+    ("reinforce_pp", "group-sum", "group-sum", 1.0, 2, "noisy", "lowest"),
+    ("reinforce_pp_baseline", "token-mean", "mean", 1.0, 2, "majority", "random"),
+    ("reinforce_pp_baseline", "group-sum", "group-sum", 0.0, 3, "random", "lowest"),
+]
+
+
+@pytest.mark.parametrize("estimator,aggregation,agg,filt,B,arm,tie", BATCH_CASES,
+                         ids=[f"{c[0]}-{c[1]}-f{c[3]:.0f}-B{c[4]}-{c[5]}" for c in BATCH_CASES])
+def test_batch_level_estimators_equal_numpy_enumeration(estimator, aggregation, agg, filt, B, arm, tie):
+    """GPG and REINFORCE++ read totals over the whole batch: the exact step against every batch and every
+    joint outcome of its groups, the advantages from the package's estimators on each enumerated batch.
+    B = 2 of 3 prompts takes the deconvolution, B = 3 the one-prompt-at-a-time path."""
+    G = 2 if arm in ("random", "noisy") else 3
+    hp_d = {**HP, "filter": filt, "beta": 0.1}
+    env, task, z = _small_task(tie)
+    algo = AlgoSpec(estimator=estimator, surrogate="reinforce", aggregation=aggregation, kl="ref_ce",
+                    kl_placement="loss")
+    sched = Schedule(steps=1, batch_size=B, group_size=G, eval_every=1)
+    got = np.asarray(E.expected_update(env, algo, sched, arm, task, jnp.asarray(z, jnp.float32), Hyper(**hp_d)),
+                     np.float64)
+    want = np_expected_step(arm, z, np.asarray(task.prior_logits, np.float64), np.asarray(task.correct, np.float64),
+                            np.asarray(task.format_answer), np.asarray(task.offline_label), hp_d, B=B, G=G, tie=tie,
+                            agg=agg, kl="ref_ce", estimator=estimator)
+    move = np.abs(want - z).max()
+    assert move > 1e-3
+    np.testing.assert_allclose(got, want, atol=2e-6 + 2e-5 * move, rtol=0)
 
 
 # -- the run interface --------------------------------------------------------------------------
@@ -237,8 +315,10 @@ def test_sampled_config_is_written_as_before():
 @pytest.mark.parametrize("over,match", [
     ({"algo": {"optimizer": "adam"}}, r"algo.optimizer = 'adam'.*use 'sgd'"),
     ({"algo": {"max_grad_norm": 1.0}}, r"algo.max_grad_norm"),
-    ({"preset": "reinforce_pp"}, r"algo.estimator = 'reinforce_pp'.*group-level estimator"),
-    ({"preset": "gpg"}, r"algo.estimator = 'gpg'"),
+    ({"preset": "reinforce_pp"}, r"algo.estimator = 'reinforce_pp'.*KL in the reward.*group-level estimator"),
+    ({"preset": "gpg", "algo": {"epochs": 2}}, r"algo.estimator = 'gpg'.*off-policy reuse.*algo.epochs = 1"),
+    ({"preset": "gpg", "task": {"n_prompts": 200}, "train": {"batch_size": 64}},
+     r"rest of the batch needs about .* operations per step.*reduce task.n_prompts or train.batch_size"),
     ({"train": {"group_size": 40}}, r"G = 40 over K = 8 answers has 62,891,499 outcomes.*reduce train.group_size"),
     ({"preset": "spurious_rewards"}, r"\(answer, reward\) symbols has .* outcomes"),
     ({"algo": {"epochs": 2}, "train": {"replacement": True}}, r"train.replacement"),

@@ -20,7 +20,7 @@ from tabsim.rng import seed_array
 from tabsim.runtime.run import algo_spec, make_env, schedule
 
 N_MC = 4096
-BANDIT_PRESETS = ["paper", "grpo", "dr_grpo", "dapo", "gspo", "cispo", "sapo", "rloo"]
+BANDIT_PRESETS = ["paper", "grpo", "dr_grpo", "dapo", "gspo", "cispo", "sapo", "rloo", "gpg"]
 
 
 def _mc_one_step(cfg, logits, seeds):

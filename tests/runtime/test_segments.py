@@ -236,12 +236,16 @@ def test_an_interrupt_checkpoints_the_chunks_running_in_threads(tmp_path, monkey
     monkeypatch.setattr(planning, "SEGMENT_UNITS", 1500)
     monkeypatch.setattr(planning, "SEGMENTED_ABOVE", 0)
     real = segments.Hooks.tick
-    n = {"k": 0}
+    both = threading.Barrier(2, timeout=60)  # each chunk's first segment done: both are mid-run
+    seen = set()
 
     def tick(self, k):
         real(self, k)
-        n["k"] += 1
-        if n["k"] == 4:  # a real SIGINT, from a chunk's thread: Python raises it in the main thread
+        me = threading.get_ident()
+        if me in seen:
+            return
+        seen.add(me)
+        if both.wait() == 0:  # a real SIGINT, from a chunk's thread: Python raises it in the main thread
             os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(segments.Hooks, "tick", tick)

@@ -4,8 +4,8 @@ The expectation is over everything a training step draws: the batch of prompts, 
 answers of each prompt and the reward noise. A group is enumerated by its answer counts (a multinomial
 composition: ``C(G + K - 1, K - 1)`` of them, 6,435 for K = 8, G = 8), vectorised in JAX, and the
 batch enters through each prompt's chance to be drawn and, for aggregations that normalise over the
-batch, through the exact distribution of the number of other kept groups in its (mini)batch (a dynamic
-program over the other prompts' keep probabilities). The iterated map is deterministic: it is the flow
+batch and the batch-level estimators (GPG, REINFORCE++), through the exact distribution of what the
+other kept groups of its batch contribute (:mod:`tabsim.expected.batch`). The iterated map is deterministic: it is the flow
 of the mean update, not the mean of the random process (they differ by a Jensen gap, which
 ``docs/expected.md`` measures).
 
@@ -22,7 +22,7 @@ Two exact paths, chosen when the program is built:
 
 Refused, with the reason: environments other than the bandit (a small tree has :func:`expected_update`
 for one step), Adam (its moments depend on the history of sampled gradients),
-the global-norm clip, estimators that couple the batch's groups (REINFORCE++, GPG), reuse with prompts
+the global-norm clip, the batch-level estimators with reuse or the KL in the reward, reuse with prompts
 drawn with replacement, and enumerations larger than :data:`MAX_OUTCOMES`.
 """
 from __future__ import annotations
@@ -45,15 +45,16 @@ from tabsim.algos import (
     zero_variance,
 )
 from tabsim.engine import DIAG_KEYS, Schedule
+from tabsim.expected import batch
+from tabsim.expected.batch import BATCH_LEVEL, batch_scale
 from tabsim.envs.bandit import Rollout, compositions, majority_tables, n_compositions
 from tabsim.envs.tree import TreeRollout
 from tabsim.params import Hyper
 
 EXPECTED_SEED = -1  # the ``seed`` of an expected-dynamics row in a run's frame
 MAX_OUTCOMES = 200_000  # group outcomes enumerated per prompt
-MAX_BATCH_WORK = 2e9  # N^2 mb^2: the dynamic program over the batch's kept groups
+MAX_BATCH_WORK = 2e9  # operations per step of the distribution of the rest of the batch (batch.work)
 CHUNK_BYTES = 512 * 2**20  # the expected flow's conditions per compiled call hold at most this in tables
-BATCH_LEVEL = ("reinforce_pp", "reinforce_pp_baseline", "gpg")  # estimators that read the whole batch
 NOISE_ARMS = arms_mod.NOISE_ARMS
 
 
@@ -95,11 +96,15 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
                 "gradients, so the expected update is not a function of the logits; use 'sgd'")
     if algo.grad_clip:
         _refuse("algo.max_grad_norm: the global-norm clip couples every prompt's random gradient; leave it unset")
-    if algo.estimator in BATCH_LEVEL:
-        _refuse(f"algo.estimator = {algo.estimator!r} normalises over the whole batch, which couples all B "
-                f"groups (about {n_compositions(schedule.group_size, env.n_answers)}^{schedule.batch_size} "
-                "joint outcomes); use a group-level estimator (grpo, dr_grpo, rloo, opo, passk, sign) or "
-                "dynamics = 'sampled'")
+    if algo.estimator in BATCH_LEVEL and not linear_path(algo, schedule):
+        why = ("off-policy reuse (algo.epochs or algo.minibatches) makes each outcome's updates depend on the "
+               "others' rewards through the batch totals" if algo.kl_placement != "reward" else
+               "the KL in the reward makes every reward a real number, so the batch totals are sums of "
+               "real numbers over all B groups")
+        _refuse(f"algo.estimator = {algo.estimator!r} reads totals over the whole batch, and {why}: about "
+                f"{n_compositions(schedule.group_size, env.n_answers)}^{schedule.batch_size} joint outcomes; "
+                "use algo.epochs = 1 with algo.kl_placement 'loss' or 'none', a group-level estimator "
+                "(grpo, dr_grpo, rloo, opo, passk, sign), or dynamics = 'sampled'")
     if algo.epochs * algo.minibatches > 1 and schedule.replacement:
         _refuse("off-policy reuse with train.replacement = true: a prompt drawn twice is updated by both groups "
                 "in turn, which the exact flow does not enumerate; set train.replacement = false or algo.epochs = 1")
@@ -109,67 +114,33 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
         _refuse(f"a group of G = {schedule.group_size} over K = {env.n_answers} {what} has {n:,} outcomes per "
                 f"prompt (at most {MAX_OUTCOMES:,}); reduce train.group_size or task.n_answers (merge symmetric "
                 "answers into classes), or use dynamics = 'sampled'")
-    mb = schedule.batch_size // algo.minibatches
-    if algo.aggregation != "group-sum" and not schedule.replacement and (env.n_prompts * mb) ** 2 > MAX_BATCH_WORK:
-        _refuse(f"the exact count of kept groups per minibatch needs (N mb)^2 = {(env.n_prompts * mb) ** 2:.3g} "
-                f"operations per step (at most {MAX_BATCH_WORK:.3g}); reduce task.n_prompts or train.batch_size")
+    b, s_max = batch_members(env, algo, schedule)
+    if b and (w := batch.work(env.n_prompts, b, s_max, schedule.replacement)) > MAX_BATCH_WORK:
+        _refuse(f"the exact distribution of the rest of the batch needs about {w:.3g} operations per step (at "
+                f"most {MAX_BATCH_WORK:.3g}); reduce task.n_prompts or train.batch_size")
 
 
-# -- the batch ----------------------------------------------------------------------------------
-def others_kept(q, mb: int, replacement: bool):
-    """``P(M = m)``, ``[N, mb]``: M the number of kept groups among the other ``mb - 1`` members of a
-    prompt's minibatch, given each prompt's chance ``q [N]`` that its group is kept.
-
-    Without replacement the other members are a uniform ``(mb - 1)``-subset of the other ``N - 1``
-    prompts: a dynamic program over the prompts in order, each taken with the probability that the rest
-    of the subset still needs it. With replacement every other slot is kept with probability ``mean(q)``.
-    """
-    n, s = q.shape[0], mb - 1
-    m = jnp.arange(mb)
-    if replacement:
-        qbar = q.mean()
-        logc = jnp.asarray([math.lgamma(s + 1) - math.lgamma(k + 1) - math.lgamma(s - k + 1) for k in range(mb)])
-        pmf = jnp.exp(logc + m * jnp.log(jnp.maximum(qbar, 1e-30)) + (s - m) * jnp.log(jnp.maximum(1 - qbar, 1e-30)))
-        pmf = jnp.where(qbar >= 1.0, (m == s).astype(q.dtype), jnp.where(qbar <= 0.0, (m == 0).astype(q.dtype), pmf))
-        return jnp.broadcast_to(pmf, (n, mb))
-    if s == 0:
-        return jnp.ones((n, 1), q.dtype)
-
-    def one(i):
-        def body(carry, j):
-            f, left = carry  # f[k, m]: k of the subset chosen so far, m of them kept; left: prompts still to see
-            take = jnp.clip((s - jnp.arange(mb)) / jnp.maximum(left, 1.0), 0.0, 1.0)[:, None]  # [k]: need / left
-            qj = q[j]
-            moved = f * take  # chosen: k -> k + 1
-            chosen = jnp.zeros_like(f).at[1:, :].add(moved[:-1] * (1 - qj)).at[1:, 1:].add(moved[:-1, :-1] * qj)
-            new = f * (1 - take) + chosen
-            skip = j == i
-            return (jnp.where(skip, f, new), left - jnp.where(skip, 0.0, 1.0)), None
-
-        f0 = jnp.zeros((mb, mb), q.dtype).at[0, 0].set(1.0)
-        (f, _), _ = jax.lax.scan(body, (f0, jnp.asarray(n - 1.0, q.dtype)), jnp.arange(n))
-        return f[s]
-
-    return jax.vmap(one)(jnp.arange(n))
-
-
-def batch_scale(algo: AlgoSpec, schedule: Schedule, q, n_prompts: int):
-    """``(inclusion [], P(M) [N, mb] or None)``: the chance a prompt is in the batch, and for batch-normalised
-    aggregations the distribution of the other kept groups in its minibatch (its weight is ``1 / (1 + M)``)."""
-    incl = schedule.batch_size / n_prompts
-    if algo.aggregation == "group-sum":  # each group's loss is summed: no batch normaliser
-        return incl, None
-    return incl, others_kept(q, schedule.batch_size // algo.minibatches, schedule.replacement)
+def batch_members(env, algo: AlgoSpec, schedule: Schedule) -> tuple[int, int]:
+    """``(b, s_max)``: how many other members of a prompt's batch its update reads (0: none), and the
+    largest per-group statistic the batch-level estimators sum over them (0 for the normaliser alone)."""
+    if algo.estimator in BATCH_LEVEL:
+        return schedule.batch_size - 1, int(batch.statistic(algo.estimator, schedule.group_size).max())
+    if algo.aggregation == "group-sum":
+        return 0, 0
+    return schedule.batch_size // algo.minibatches - 1, 0
 
 
 # -- the linear path ----------------------------------------------------------------------------
 def _advantage_table(algo: AlgoSpec, G: int, hp: Hyper):
     """``A1[m], A0[m]`` (``[G + 1]``): a rewarded / unrewarded answer's advantage in a group with m rewards,
-    and the keep indicator ``kappa[m]`` (0 for the homogeneous groups the filter drops)."""
+    and the keep indicator ``kappa[m]`` (0 for the homogeneous groups the filter drops). A batch-level
+    estimator's advantage depends on the rest of the batch (:mod:`tabsim.expected.batch`): 0 here."""
     m = jnp.arange(G + 1)
+    kappa = 1.0 - hp.filter * ((m == 0) | (m == G)).astype(jnp.float32)
+    if algo.estimator in BATCH_LEVEL:
+        return jnp.zeros(G + 1), jnp.zeros(G + 1), kappa
     rewards = (jnp.arange(G)[None, :] < m[:, None]).astype(jnp.float32)  # row m: m ones first
     adv = ESTIMATORS[algo.estimator](rewards, lengths=jnp.ones_like(rewards), valid=jnp.ones(G + 1), hp=hp)
-    kappa = 1.0 - hp.filter * ((m == 0) | (m == G)).astype(jnp.float32)
     return adv[:, 0], adv[:, -1], kappa
 
 
@@ -208,13 +179,19 @@ def two_class(name: str, env, task, hp: Hyper):
 def linear_tables(name: str, env, task, algo: AlgoSpec, G: int, hp: Hyper, counts, maj):
     """Per-run tables of the linear path for arm ``name`` (they do not depend on the policy).
 
-    Online majority: ``("counts", W [O, 2K + 2])``, per composition o the columns ``counts * adv / G``
+    Online majority: ``("counts", W [O, 2K + 2], by_m)``, per composition o the columns ``counts * adv / G``
     (each answer's advantage-weighted draws), ``counts * kappa / G``, ``kappa`` and the mean reward, so
     that one product ``P(o) @ W`` gives every expectation a step needs. Two-class arms: ``("class", cls,
-    T [N, 4, G + 1])`` over the class-1 draws ``n1``: ``E[kappa (k_c / n_c A1 + (1 - k_c / n_c) A0)]``
+    T [N, 4, G + 1], V)`` over the class-1 draws ``n1``: ``E[kappa (k_c / n_c A1 + (1 - k_c / n_c) A0)]``
     for c = 0, 1, ``E[kappa]`` and the mean reward, the reward draws ``k_c ~ Bin(n_c, rho_c)`` summed out.
+
+    A batch-level estimator's advantage is known only at the step (it reads the rest of the batch), so
+    its tables keep the group's rewarded count m: ``by_m = (onehot(m) [O, G + 1], onehot(m) kappa,
+    [rewarded, unrewarded] kept draws [2, O, K])`` and ``V [N, 4, G + 1 (n1), G + 1 (m)]``, the kept
+    rewarded / unrewarded shares of class 0 and class 1 (``None`` for the other estimators).
     """
     A1, A0, kappa = _advantage_table(algo, G, hp)
+    level = algo.estimator in BATCH_LEVEL
     model = two_class(name, env, task, hp)
     if model is None:  # online majority: the composition's plurality (credit splits random ties)
         credit, mx = maj
@@ -222,21 +199,29 @@ def linear_tables(name: str, env, task, algo: AlgoSpec, G: int, hp: Hyper, count
         kap = kappa[mx]
         W = jnp.concatenate([counts * adv * kap[:, None], counts * kap[:, None], kap[:, None] * G,
                              mx[:, None] * 1.0], axis=1) / G
-        return "counts", W
+        if not level:
+            return "counts", W, None
+        by_m = jax.nn.one_hot(mx, G + 1, dtype=jnp.float32)
+        split = jnp.stack([counts * credit, counts * (1.0 - credit)]) * kap[:, None] / G
+        return "counts", W, (by_m, by_m * kap[:, None], split)
     cls, rho0, rho1 = model
     k = jnp.arange(G + 1, dtype=jnp.float32)
     p0, p1 = _binom_pmf(G, rho0), _binom_pmf(G, rho1)  # [N, n, k]
     n1 = jnp.arange(G + 1)
     joint = p0[:, G - n1, :][:, :, :, None] * p1[:, n1, :][:, :, None, :]  # [N, n1, k0, k1]
     m = (k[:, None] + k[None, :]).astype(jnp.int32)  # [k0, k1]
-    kap, a1, a0 = kappa[m], A1[m], A0[m]
     n1f = n1.astype(jnp.float32)[:, None, None]
-    frac1 = k[None, None, :] / jnp.maximum(n1f, 1.0)  # rewarded share among the class-1 draws
-    frac0 = k[None, :, None] / jnp.maximum(G - n1f, 1.0)
-    T = jnp.stack([(joint * kap * (frac0 * a1 + (1 - frac0) * a0)).sum((-2, -1)),
-                   (joint * kap * (frac1 * a1 + (1 - frac1) * a0)).sum((-2, -1)),
-                   (joint * kap).sum((-2, -1)), (joint * m / G).sum((-2, -1))], axis=1)  # [N, 4, n1]
-    return "class", cls, T
+    shape = (G + 1,) * 3
+    frac1 = jnp.broadcast_to(k[None, None, :] / jnp.maximum(n1f, 1.0), shape)  # rewarded share of class-1 draws
+    frac0 = jnp.broadcast_to(k[None, :, None] / jnp.maximum(G - n1f, 1.0), shape)
+    shares = jnp.stack([frac0, 1 - frac0, frac1, 1 - frac1])  # [4, n1, k0, k1]
+    by_m = np.arange(2 * G + 1)[:, None] == np.arange(G + 1)[None, :]
+    by_m = jnp.asarray(by_m[np.add.outer(np.arange(G + 1), np.arange(G + 1))], jnp.float32)  # [k0, k1, m]
+    V = jnp.einsum("nakl,wakl,klm->nwam", joint, shares, by_m) * kappa  # [N, 4, n1, m]
+    Tadv = jnp.einsum("nwam,wm->nwa", V, jnp.stack([A1, A0, A1, A0]))
+    T = jnp.stack([Tadv[:, 0] + Tadv[:, 1], Tadv[:, 2] + Tadv[:, 3], (V[:, 0] + V[:, 1]).sum(-1),
+                   (joint * m / G).sum((-2, -1))], axis=1)  # [N, 4, n1]
+    return "class", cls, T, (V if level else None)
 
 
 def node_gradient(algo: AlgoSpec, pi, logq, ref, nu, hp: Hyper):
@@ -255,7 +240,7 @@ def node_gradient(algo: AlgoSpec, pi, logq, ref, nu, hp: Hyper):
     return g
 
 
-def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts):
+def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts, level=None):
     """One expected step of the linear path for one arm: ``(new logits [N, K], diagnostics)``.
 
     The step needs each answer's expected advantage-weighted draws ``g_adv``, expected kept draws ``nu``,
@@ -263,6 +248,9 @@ def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts)
     probabilities with the run's table. Two-class arms need no enumeration: the class-1 draws are
     ``n1 ~ Bin(G, pi_1)`` and, given ``n1``, an answer of class 1 has ``E[n_a | n1] = n1 pi_a / pi_1``, so
     ``E[n_a f(n1)] = pi_a / pi_1 E[n1 f(n1)]`` (class 0 likewise with ``G - n1``).
+
+    ``level``: a batch-level estimator's tables (:func:`tabsim.expected.batch.advantage_tables` and the
+    statistic), whose expected advantages, aggregation weight included, come from the rest of the batch.
     """
     G = schedule.group_size
     logq = jax.nn.log_softmax(logits, axis=-1)
@@ -272,8 +260,12 @@ def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts)
         P = jnp.exp(lmc[None, :] + logq @ counts.T)  # [N, O]
         out = P @ tables[1]
         g_adv, nu, q, r = out[:, :K], out[:, K:2 * K], out[:, 2 * K], out[:, 2 * K + 1]
+        if level is not None:
+            by_m, kept_m, split = tables[2]
+            H1, H0 = batch.expected_advantages(level, P @ kept_m, schedule.replacement)
+            g_adv = (P * (H1 @ by_m.T)) @ split[0] + (P * (H0 @ by_m.T)) @ split[1]
     else:
-        _, cls, T = tables
+        _, cls, T, V = tables
         pi1 = (pi * cls).sum(-1, keepdims=True)
         pi0 = 1.0 - pi1
         n1 = jnp.arange(G + 1, dtype=jnp.float32)
@@ -281,16 +273,22 @@ def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts)
         xlog = lambda n, p: jnp.where(n > 0, n * jnp.log(jnp.maximum(p, 1e-38)), 0.0)
         B = jnp.exp(logc + xlog(n1, pi1) + xlog(G - n1, pi0))  # [N, n1]: P(n1 class-1 draws)
         B = jnp.where(pi1 <= 0.0, (n1 == 0), jnp.where(pi0 <= 0.0, (n1 == G), B))
+        if level is not None:  # the advantage rows from the rest of the batch
+            H1, H0 = batch.expected_advantages(level, jnp.einsum("na,nam->nm", B, V[:, 0] + V[:, 1]),
+                                               schedule.replacement)
+            Tadv = jnp.einsum("nwam,nwm->nwa", V, jnp.stack([H1, H0, H1, H0], axis=1))
+            T = jnp.concatenate([jnp.stack([Tadv[:, 0] + Tadv[:, 1], Tadv[:, 2] + Tadv[:, 3]], 1), T[:, 2:]], 1)
         e1 = (B[:, None, :] * n1 * T).sum(-1)  # [N, 4]: E[n1 f(n1)]
         e0 = (B[:, None, :] * (G - n1) * T).sum(-1)  # E[n0 f(n1)]
         w1, w0 = cls * pi / jnp.maximum(pi1, 1e-38), (1 - cls) * pi / jnp.maximum(pi0, 1e-38)
         g_adv = (w1 * e1[:, 1:2] + w0 * e0[:, 0:1]) / G
         nu = (w1 * e1[:, 2:3] + w0 * e0[:, 2:3]) / G
         q, r = (B * T[:, 2]).sum(-1), (B * T[:, 3]).sum(-1)
-    grad = -(g_adv - pi * g_adv.sum(-1, keepdims=True)) + node_gradient(algo, pi, logq, ref, nu, hp)
     incl, pm = batch_scale(algo, schedule, q, n_prompts)
     scale = incl if pm is None else incl * (pm / (1.0 + jnp.arange(pm.shape[-1]))).sum(-1, keepdims=True)
-    new = logits - hp.lr * scale * grad
+    adv_scale = incl if level is not None else scale  # a batch-level advantage carries its weight already
+    grad = -adv_scale * (g_adv - pi * g_adv.sum(-1, keepdims=True)) + scale * node_gradient(algo, pi, logq, ref, nu, hp)
+    new = logits - hp.lr * grad
     return new, {"reward_mean": r.mean(), "kept_frac": q.mean(), "clip_frac": jnp.zeros((), jnp.float32)}
 
 
@@ -474,13 +472,21 @@ def expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, log
         counts = jnp.asarray(counts_np, jnp.float32)
         tables = linear_tables(arm, env, task, algo, G, hp, counts, maj)
         return linear_step(algo, schedule, counts, jnp.asarray(lmc), logits, task.prior_logits, tables, hp,
-                           env.n_prompts)[0]
+                           env.n_prompts, level_tables(algo, schedule))[0]
     symbols = symbol_table(env, arm in NOISE_ARMS)
     n_out = n_compositions(G, symbols["answer"].shape[0])
     if n_out > MAX_OUTCOMES:
         _refuse(f"{n_out:,} group outcomes per prompt (at most {MAX_OUTCOMES:,}): use a smaller tree or group")
     table = outcome_table(env, arm, G, symbols)
     return general_step(env, algo, schedule, arm, symbols, table, logits, task.prior_logits, task, hp)[0]
+
+
+def level_tables(algo: AlgoSpec, schedule: Schedule):
+    """A batch-level estimator's tables for :func:`linear_step` (``None`` for the other estimators)."""
+    if algo.estimator not in BATCH_LEVEL:
+        return None
+    A1, A0 = batch.advantage_tables(algo, schedule)
+    return jnp.asarray(A1), jnp.asarray(A0), batch.statistic(algo.estimator, schedule.group_size)
 
 
 # -- the program ----------------------------------------------------------------------------------
@@ -500,6 +506,7 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
     n_evals = schedule.steps // schedule.eval_every
     G, K, N = schedule.group_size, env.n_answers, env.n_prompts
     lin = linear_path(algo, schedule)
+    level = level_tables(algo, schedule)
     if lin:
         counts_np = compositions(G, K)
         counts = jnp.asarray(counts_np, jnp.float32)
@@ -520,21 +527,21 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
         if lin:
             maj_table = linear_tables("majority", env, task, algo, G, hp, counts, maj) if "majority" in arms else None
             cls_tables = [linear_tables(a, env, task, algo, G, hp, counts, maj) for a in classed]
-            cls_stack = tuple(jnp.stack([t[i] for t in cls_tables]) for i in (1, 2)) if classed else None
+            cls_stack = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[t[1:] for t in cls_tables]) if classed else None
 
         def step(zs, _):
             new, diags = [None] * len(arms), [None] * len(arms)
             if classed:
                 pos = [arms.index(a) for a in classed]
-                z2, d2 = jax.vmap(lambda z, c, T: linear_step(algo, schedule, counts, lmc, z, ref, ("class", c, T), hp,
-                                                              N))(zs[jnp.asarray(pos)], *cls_stack)
+                z2, d2 = jax.vmap(lambda z, t: linear_step(algo, schedule, counts, lmc, z, ref, ("class", *t), hp, N,
+                                                           level))(zs[jnp.asarray(pos)], cls_stack)
                 for j, i in enumerate(pos):
                     new[i], diags[i] = z2[j], {k: v[j] for k, v in d2.items()}
             for i, a in enumerate(arms):
                 if a == "frozen":
                     new[i], diags[i] = zs[i], {**frozen, "kept_frac": 1.0 - hp.filter}
                 elif a == "majority" and lin:
-                    new[i], diags[i] = linear_step(algo, schedule, counts, lmc, zs[i], ref, maj_table, hp, N)
+                    new[i], diags[i] = linear_step(algo, schedule, counts, lmc, zs[i], ref, maj_table, hp, N, level)
                 elif not lin:
                     new[i], diags[i] = general_step(env, algo, schedule, a, symbols[a in NOISE_ARMS], tables[a], zs[i],
                                                     ref, task, hp)
