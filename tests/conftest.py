@@ -4,6 +4,11 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 if os.environ.get("PYTEST_XDIST_WORKER"):  # the xdist processes already use every core
     os.environ.setdefault("TABSIM_THREADS", "1")
+# Figures are drawn in the test process: a figure helper started per command costs a Python start-up and
+# the plotting stack's import (1.3 s of CPU each, a minute over the suite's commands). The tests of the
+# helper itself (tests/plotting/test_figure_process.py) and of the reference study's end-to-end run
+# (tests/studies/test_reproduce.py) switch it back on with the ``figure_helper`` fixture.
+os.environ.setdefault("TABSIM_FIGURE_PROCESS", "0")
 
 # The suite's compiled programs go to a cache of its own (shared by its subprocesses), never the
 # user's default cache folder (tabsim.runtime.cache).
@@ -15,7 +20,12 @@ os.environ.setdefault("TABSIM_COMPILATION_CACHE", _JAX_CACHE)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(_JAX_CACHE, ignore_errors=True)
+    # the xdist workers inherit the controller's folder: only the process that made it removes it (a worker
+    # that finished first would pull it from under the other)
+    if os.environ["TABSIM_COMPILATION_CACHE"] == _JAX_CACHE:
+        shutil.rmtree(_JAX_CACHE, ignore_errors=True)
+    else:
+        shutil.rmtree(_JAX_CACHE, ignore_errors=True)  # this process's own, unused folder
 
 
 # Ctrl-C as Python sets it up. Tests that send SIGINT (to themselves or to a subprocess, which inherits
@@ -45,3 +55,9 @@ def _default_sigint(request):
     handler, blocked = _sigint_state()
     if handler is not signal.default_int_handler or blocked:
         warnings.warn(f"{request.node.nodeid} left SIGINT {'blocked' if blocked else ''} handler={handler!r}")
+
+
+@pytest.fixture
+def figure_helper(monkeypatch):
+    """Figures drawn by the helper process, as a user's commands draw them (the suite draws in-process)."""
+    monkeypatch.setenv("TABSIM_FIGURE_PROCESS", "1")

@@ -157,6 +157,21 @@ def config_cases() -> list[Case]:
     out.append(Case("config", "wrong-extension", ["run", "{d}/cfg.json", "--out", "{d}/o", "-q"],
                     files={"cfg.json": '{"preset": "paper"}'}))
     add("good-config", toml(), "accept")
+    # expected dynamics: what has no exact flow is refused with the reason, the rest runs
+    exp = {"dynamics": '"expected"'}
+    add("expected-dynamics-typo", toml(train={"dynamics": '"exact"'}))
+    add("expected-adam", toml(train=exp, algo={"optimizer": '"adam"'}))
+    add("expected-grad-clip", toml(train=exp, algo={"max_grad_norm": "1.0"}))
+    add("expected-tree", toml(train=exp, task={"env": '"tree"'}))
+    add("expected-huge-group", toml(train={**exp, "group_size": "40"}, task={"n_answers": "8"}))
+    add("expected-reinforce-pp-kl-in-reward", toml(**{"": {"preset": '"reinforce_pp"'}}, train=exp))
+    add("expected-gpg-reuse", toml(**{"": {"preset": '"gpg"'}}, train=exp, algo={"epochs": "2"}))
+    add("expected-gpg-batch-too-large", toml(**{"": {"preset": '"gpg"'}}, train={**exp, "batch_size": "64"},
+                                              task={"n_prompts": "200"}))
+    add("expected-reuse-replacement", toml(train={**exp, "replacement": "true"}, algo={"epochs": "2"}))
+    add("expected-paper", toml(train=exp), "accept")
+    add("expected-gpg", toml(**{"": {"preset": '"gpg"'}}, train=exp), "accept")
+    add("expected-reinforce-pp-baseline", toml(train=exp, algo={"estimator": '"reinforce_pp_baseline"'}), "accept")
     # the sweep command's own options
     for label, opt in [("empty-vary", "prior_strength="), ("double-comma", "prior_strength=0.1,,0.2"),
                        ("no-equals", "prior_strength"), ("unknown", "colour=1,2"), ("nan", "lr=nan"),

@@ -102,7 +102,7 @@ def test_engine_step_matches_reference_update():
     hp = jax.tree_util.tree_map(jnp.asarray, hp)
     seed = seed_words(3)
     task = env.init_task(seed, hp)
-    update = make_update(env, PAPER_ALGO, schedule(cfg))
+    update = jax.jit(make_update(env, PAPER_ALGO, schedule(cfg)), static_argnums=2)
     state = TrainState(logits=task.prior_logits, opt_state=(), seed=seed, step=jnp.zeros((), jnp.int32))
     arm = arms_mod.arm_id("true")
     new_state, _ = update(state, task, arm, hp)

@@ -118,7 +118,7 @@ def test_tree_engine_uses_returns_to_go_for_reinforce_pp(monkeypatch):
     state = TrainState(logits=logits, opt_state=(), seed=seed, step=jnp.zeros((), jnp.int32))
 
     def step():
-        update = make_update(env, spec, sched, ("true",))
+        update = jax.jit(make_update(env, spec, sched, ("true",)), static_argnums=2)
         return np.asarray(update(state, task, 0, hp)[0].logits)
 
     per_token = step()

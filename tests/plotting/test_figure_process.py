@@ -12,6 +12,8 @@ import pytest
 
 from tabsim.plotting import helper as fp
 
+pytestmark = pytest.mark.usefixtures("figure_helper")  # the suite draws in-process by default
+
 
 def _frames():
     pc = pd.DataFrame({"term": ["d_elicit"] * 3 + ["d_rd"] * 3, "n_seeds": [4, 8, 16] * 2,
