@@ -61,6 +61,7 @@ def test_one_step_equals_monte_carlo_mean_for_every_arm(preset):
         assert np.all(np.abs(mean - want) <= 5 * se + 1e-6), (arm, np.abs(mean - want).max(), se.max())
 
 
+@pytest.mark.heavy  # reuse's exact step is checked against enumeration in the default suite (test_expected.py)
 def test_reuse_one_step_equals_monte_carlo_mean():
     """Off-policy reuse (3 clipped passes over each batch, the filter and a batch normaliser)."""
     cfg = resolve({"preset": "dapo", "task": {"n_prompts": 4, "n_answers": 3, "n_correct": 1},

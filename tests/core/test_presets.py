@@ -72,7 +72,12 @@ TINY = {"task": {"n_prompts": 4, "n_answers": 5, "n_correct": 1},
         "train": {"steps": 4, "batch_size": 2, "group_size": 4, "seeds": 2, "eval_every": 2}}
 
 
-@pytest.mark.parametrize("name", ALL)
+# by default the presets with a path of their own (the reference, TRL's GRPO, verl's token returns, reuse);
+# the others, whose components those share, with -m heavy
+DEFAULT_PRESETS = {"paper", "grpo", "reinforce_pp", "spurious_rewards"}
+
+
+@pytest.mark.parametrize("name", [n if n in DEFAULT_PRESETS else pytest.param(n, marks=pytest.mark.heavy) for n in ALL])
 def test_preset_runs_end_to_end_and_compiles_once(name):
     """Every preset through ``tabsim.run`` (jit + vmap over seeds, arms, conditions): finite metrics,
     trained arms move, and a second run with other numeric values reuses the compiled program."""

@@ -107,7 +107,7 @@ def test_reinforce_pp_token_returns_on_one_token_answers_is_the_outcome_estimato
 
 def test_tree_engine_uses_returns_to_go_for_reinforce_pp(monkeypatch):
     """On a tree with the KL in the reward the update differs from the whole-answer-KL one."""
-    env = TreeEnv(n_prompts=4, n_answers=4, n_correct=1, depth=3, branching=3)
+    env = TreeEnv(n_prompts=4, n_answers=4, n_correct=1, depth=2, branching=3)  # answers of 1 or 2 tokens
     spec = AlgoSpec(estimator="reinforce_pp", kl="k1", kl_placement="reward")
     sched = Schedule(steps=1, batch_size=4, group_size=4, eval_every=1)
     seed = jnp.asarray(seed_words(3))

@@ -18,7 +18,7 @@ PAPER_CHECK_KEYS = ("entropy", "kl_ref", "format_mass", "mode_correct", "maj@4",
 
 # -- depth 1 = bandit --------------------------------------------------------------------------
 @pytest.mark.parametrize("algo", [
-    {"preset": "paper"},
+    pytest.param({"preset": "paper"}, marks=pytest.mark.heavy),  # the richer case below runs by default
     {"algo": {"estimator": "grpo", "std_ddof": 1, "std_eps": 1e-4, "surrogate": "clip", "aggregation":
               "seq-mean-token-mean", "kl": "k3", "kl_placement": "loss", "beta": 0.04, "epochs": 2,
               "minibatches": 2, "optimizer": "adam", "lr": 0.05}},

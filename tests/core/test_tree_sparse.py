@@ -85,7 +85,7 @@ def test_sparse_update_builds_no_dense_gradient():
     """The SGD update of a larger tree has no temporary of the table's size: the dense path's
     ``[B, n_nodes, b]`` gradient (a scatter into zeros) is gone, and the row path is exact."""
     c = ts.config.resolve({"preset": "grpo", "algo": {"kl_placement": "none"},
-                           "task": {**TREE, "n_prompts": 32, "tree": {"depth": 6, "branching": 4}},
+                           "task": {**TREE, "n_prompts": 64, "tree": {"depth": 5, "branching": 4}},
                            "arms": {"arms": ["true"]}, "train": {"seeds": 1, "batch_size": 8, "group_size": 4}})
     env, spec, sched = api.make_env(c), api.algo_spec(c), api.schedule(c)
     hp = Hyper(**c.hyper_values(c.grid()[0]))

@@ -22,6 +22,9 @@ those paths and everything they write lands in the temporary folder. The audit c
 The README's ``tabsim reproduce --out results/reproduce`` runs at full size (about 10 s): it is the
 project's main job and tests/studies/test_reproduce.py runs only a reduced version of it.
 
+The examples of the pages in :data:`HEAVY_PAGES` run with ``-m heavy`` (their commands and functions
+have tests of their own in the default suite).
+
 The other tests check that docs/cli.md shows every command with every option, that docs/api.md names
 everything the public modules export, and that relative links in the docs point at existing files
 and headings.
@@ -160,7 +163,19 @@ def registries():
                 del cache[key]
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+# Pages whose examples are slow end-to-end runs of commands and functions the default suite already runs
+# elsewhere (tests/cli, tests/runtime, tests/audit, tests/core/test_expected.py): `python -m pytest -m heavy`
+# runs their examples. The README, the quickstart and the short pages run by default.
+HEAVY_PAGES = {"cli.md": "tests/cli, tests/core/test_metrics_config_io.py, tests/prereg run the commands",
+               "howto.md": "recipes over commands and functions the other tests run",
+               "api.md": "the functions' own tests; test_api_reference_names_every_export checks the page",
+               "audit.md": "tests/audit runs the audit on the shipped tables",
+               "cluster.md": "tests/runtime/test_dask.py starts a LocalCluster",
+               "expected.md": "tests/core/test_expected.py runs the expected flow and the crossover"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.heavy) if p.name in HEAVY_PAGES else p
+                                  for p in FILES], ids=[p.name for p in FILES])
 def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries):
     for rel in COPIED:
         shutil.copytree(ROOT / rel, tmp_path / rel)
