@@ -81,6 +81,8 @@ def test_sparse_update_equals_dense_update(name):
         assert clipped > 0  # reuse makes the ratio (and its clip) matter
 
 
+# heavy: a property of two compiled programs' memory; the sparse path's results are checked by default
+@pytest.mark.heavy
 def test_sparse_update_builds_no_dense_gradient():
     """The SGD update of a larger tree has no temporary of the table's size: the dense path's
     ``[B, n_nodes, b]`` gradient (a scatter into zeros) is gone, and the row path is exact."""
@@ -103,6 +105,8 @@ def test_sparse_update_builds_no_dense_gradient():
     assert temp[True] < table / 4, temp
 
 
+# heavy: the path of trees too large to vmap all runs at once, forced on a small one (two tree compilations)
+@pytest.mark.heavy
 def test_grouped_runs_equal_vmapped_runs(monkeypatch):
     """Trees whose runs' tables exceed ``RUN_GROUP_BYTES`` train in sequential groups of vmapped runs
     (here 4 + 2 of 6): the same history as all runs vmapped together."""

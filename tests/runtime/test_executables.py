@@ -71,6 +71,8 @@ def test_a_saved_executable_is_loaded_by_the_next_process_and_gives_the_same_bit
     assert foreign["same"] and foreign["stats"]["loaded"] == 0
 
 
+# heavy: three processes compiling a tree; the store's load and refusal paths run by default on the bandit
+@pytest.mark.heavy
 def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
     # the multi-node tree's program is compiled with its own XLA options (engine.TREE_COMPILER_OPTIONS);
     # with Adam its bits depend on them, so an executable compiled without them would differ from jit's
