@@ -15,17 +15,21 @@ os.environ.setdefault("TABSIM_FIGURE_PROCESS", "0")
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
+# The audit's calibration sweeps likewise go to the session's own folder (``TABSIM_CACHE``), never to
+# ``~/.cache/tabsim``: computed once per session, shared by the workers, gone afterwards.
 _JAX_CACHE = tempfile.mkdtemp(prefix="tabsim-tests-jax-")
+_CACHE = tempfile.mkdtemp(prefix="tabsim-tests-cache-")
 os.environ.setdefault("TABSIM_COMPILATION_CACHE", _JAX_CACHE)
+os.environ.setdefault("TABSIM_CACHE", _CACHE)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    # the xdist workers inherit the controller's folder: only the process that made it removes it (a worker
-    # that finished first would pull it from under the other)
-    if os.environ["TABSIM_COMPILATION_CACHE"] == _JAX_CACHE:
-        shutil.rmtree(_JAX_CACHE, ignore_errors=True)
-    else:
-        shutil.rmtree(_JAX_CACHE, ignore_errors=True)  # this process's own, unused folder
+    # the xdist workers inherit the controller's folders; each process removes the folders it made and did
+    # not hand on (a worker that finished first must not pull the shared ones from under the other)
+    for var, path in (("TABSIM_COMPILATION_CACHE", _JAX_CACHE), ("TABSIM_CACHE", _CACHE)):
+        if os.environ.get(var) == path and os.environ.get("PYTEST_XDIST_WORKER"):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
 
 
 # Ctrl-C as Python sets it up. Tests that send SIGINT (to themselves or to a subprocess, which inherits

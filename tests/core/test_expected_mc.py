@@ -78,6 +78,8 @@ def test_reuse_one_step_equals_monte_carlo_mean():
     assert np.abs(sampled[:, 0].mean(0) - logits).max() > 0.05  # the clip matters: 3 passes move far
 
 
+# heavy: the tree shares the general path whose reuse and noise cases the default suite checks against enumeration
+@pytest.mark.heavy
 def test_tree_one_step_equals_monte_carlo_mean():
     """A depth-2 tree (7 leaves, groups of 3): the exact enumeration against the sampled engine."""
     cfg = resolve({"preset": "grpo", "task": {"env": "tree", "n_prompts": 3, "n_answers": 4, "n_correct": 1,
