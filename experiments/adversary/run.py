@@ -3,6 +3,7 @@
     python experiments/adversary/run.py                 # every category, 2 at a time
     python experiments/adversary/run.py --only audit    # one category
     python experiments/adversary/run.py --jobs 1 -v     # one at a time, every case printed
+    python experiments/adversary/run.py --only config --match expected   # the cases whose name has "expected"
 
 Each case is a ``tabsim`` command (``python -m tabsim.cli``) in its own scratch folder, with a time
 limit. What it did is read from its exit code, its standard error and the files it left:
@@ -716,11 +717,15 @@ def run_case(case: Case, scratch: Path, ports: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", choices=sorted(CATEGORIES), help="run only this category (repeatable)")
+    ap.add_argument("--match", default="", help="run only the cases whose name contains this text")
     ap.add_argument("--jobs", type=int, default=2, help="cases run at the same time (default 2)")
     ap.add_argument("--out", type=Path, default=None, help="write every case's row to this CSV")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case as it ends")
     args = ap.parse_args(argv)
-    cases = [c for name, make in CATEGORIES.items() if not args.only or name in args.only for c in make()]
+    cases = [c for name, make in CATEGORIES.items() if not args.only or name in args.only for c in make()
+             if args.match in c.name]
+    if not cases:
+        ap.error(f"no case matches --only {args.only} --match {args.match!r}")
     ports = {f"port_{k}": _serve(k) for k in ("http", "silent", "garbage")}
     scratch = Path(tempfile.mkdtemp(prefix="tabsim-adversary-"))
     print(f"{len(cases)} cases in {scratch}", flush=True)

@@ -74,6 +74,7 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, 
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
     from tabsim.config import ConfigError, load_config, read_config_file
     from tabsim.runtime.planning import check_run
+    from tabsim.runtime.run import check_dynamics
 
     check_options(executor, workers, scheduler)
     check_out(out)
@@ -82,6 +83,7 @@ def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, 
         _note_seed(read_config_file(config), seeds)
         cfg = load_config(config, **over)
         check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
+        check_dynamics(cfg)  # and so is an expected flow that cannot be computed exactly
     except ConfigError as err:
         _fail(str(err))
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
@@ -175,6 +177,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
     from tabsim.config import ConfigError, read_config_file, resolve
     from tabsim.runtime.planning import check_run
+    from tabsim.runtime.run import check_dynamics
 
     check_options(executor, workers, scheduler)
     check_out(out)
@@ -199,6 +202,7 @@ def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwri
     try:
         cfg = resolve(data, **over)
         check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
+        check_dynamics(cfg)  # and so is an expected flow that cannot be computed exactly
     except ConfigError as err:
         _fail(str(err))
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",

@@ -22,9 +22,10 @@ from tqdm.auto import tqdm
 
 from tabsim.algos import AlgoSpec
 from tabsim.arms import OFFLINE_ARMS
-from tabsim.config import Config, resolve
+from tabsim.config import Config, ConfigError, resolve
 from tabsim.engine import Schedule, make_segments, make_train
 from tabsim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
+from tabsim.expected import check as expected_check
 from tabsim.envs import ENVS
 from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
@@ -86,10 +87,21 @@ def schedule(cfg: Config) -> Schedule:
                     eval_every=tr.eval_every or tr.steps, replacement=tr.replacement)
 
 
+def check_dynamics(cfg: Config) -> None:
+    """Refuse a ``train.dynamics = "expected"`` config that has no exact flow (:class:`ConfigError` saying
+    why and what to change), before any program is built or file written."""
+    if expected(cfg):
+        try:
+            expected_check(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+
+
 def compiled_train(cfg: Config):
     """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure."""
     key = static_key(cfg)
     if key not in _CACHE:  # setdefault: threads that build it together share the first
+        check_dynamics(cfg)
         build = make_expected_train if expected(cfg) else make_train
         _CACHE.setdefault(key, build(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
     return _CACHE[key]
