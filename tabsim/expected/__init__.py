@@ -215,9 +215,8 @@ def linear_tables(name: str, env, task, algo: AlgoSpec, G: int, hp: Hyper, count
     frac1 = jnp.broadcast_to(k[None, None, :] / jnp.maximum(n1f, 1.0), shape)  # rewarded share of class-1 draws
     frac0 = jnp.broadcast_to(k[None, :, None] / jnp.maximum(G - n1f, 1.0), shape)
     shares = jnp.stack([frac0, 1 - frac0, frac1, 1 - frac1])  # [4, n1, k0, k1]
-    by_m = np.arange(2 * G + 1)[:, None] == np.arange(G + 1)[None, :]
-    by_m = jnp.asarray(by_m[np.add.outer(np.arange(G + 1), np.arange(G + 1))], jnp.float32)  # [k0, k1, m]
-    V = jnp.einsum("nakl,wakl,klm->nwam", joint, shares, by_m) * kappa  # [N, 4, n1, m]
+    to_m = np.add.outer(np.arange(G + 1), np.arange(G + 1))[..., None] == np.arange(G + 1)  # [k0, k1, m]
+    V = jnp.einsum("nakl,wakl,klm->nwam", joint, shares, jnp.asarray(to_m, jnp.float32)) * kappa  # [N, 4, n1, m]
     Tadv = jnp.einsum("nwam,wm->nwa", V, jnp.stack([A1, A0, A1, A0]))
     T = jnp.stack([Tadv[:, 0] + Tadv[:, 1], Tadv[:, 2] + Tadv[:, 3], (V[:, 0] + V[:, 1]).sum(-1),
                    (joint * m / G).sum((-2, -1))], axis=1)  # [N, 4, n1]

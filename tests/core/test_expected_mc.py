@@ -41,6 +41,20 @@ def _mc_one_step(cfg, logits, seeds):
     return np.asarray(out, np.float64), env, algo, sched, task, hp  # float64 sums: 4096 float32 terms drift
 
 
+def _assert_mc_mean_is_the_expected_step(cfg, seed: int, key: int):
+    """From the task's prior perturbed by ``key``: each arm's mean of N_MC sampled one-step tables against
+    the exact expected step, every entry within 5 Monte Carlo standard errors (sd / sqrt(N_MC)).
+    Returns the sampled tables ``[seeds, arms, N, K]`` and the starting logits."""
+    prior = make_env(cfg).init_task(jnp.asarray(seed_array([seed])[0]), Hyper(**cfg.hyper_values())).prior_logits
+    logits = prior + jax.random.normal(jax.random.key(key), prior.shape) * 0.5
+    sampled, env, algo, sched, task, hp = _mc_one_step(cfg, logits, range(N_MC))
+    for a, arm in enumerate(cfg.arms.arms):
+        want = np.asarray(E.expected_update(env, algo, sched, arm, task, logits, hp))
+        mean, se = sampled[:, a].mean(0), sampled[:, a].std(0, ddof=1) / math.sqrt(N_MC)
+        assert np.all(np.abs(mean - want) <= 5 * se + 1e-6), (arm, np.abs(mean - want).max(), se.max())
+    return sampled, logits
+
+
 @pytest.mark.parametrize("preset", [p if p == "paper" else pytest.param(p, marks=pytest.mark.heavy)
                                     for p in BANDIT_PRESETS])
 def test_one_step_equals_monte_carlo_mean_for_every_arm(preset):
@@ -51,14 +65,7 @@ def test_one_step_equals_monte_carlo_mean_for_every_arm(preset):
                    "arms": {"arms": list(ARMS), "gamma": 0.4, "fpr": 0.2, "fnr": 0.25, "offline_samples": 5,
                             "tie": "random"},
                    "train": extra, "algo": {"beta": 0.05, "lr": 0.5}})
-    prior = make_env(cfg).init_task(jnp.asarray(seed_array([3])[0]), Hyper(**cfg.hyper_values())).prior_logits
-    logits = prior + jax.random.normal(jax.random.key(7), prior.shape) * 0.5
-    sampled, env, algo, sched, task, hp = _mc_one_step(cfg, logits, range(N_MC))
-    for a, arm in enumerate(cfg.arms.arms):
-        want = np.asarray(E.expected_update(env, algo, sched, arm, task, logits, hp))
-        mean = sampled[:, a].mean(0)
-        se = sampled[:, a].std(0, ddof=1) / math.sqrt(N_MC)
-        assert np.all(np.abs(mean - want) <= 5 * se + 1e-6), (arm, np.abs(mean - want).max(), se.max())
+    _assert_mc_mean_is_the_expected_step(cfg, 3, 7)
 
 
 @pytest.mark.heavy  # reuse's exact step is checked against enumeration in the default suite (test_expected.py)
@@ -68,13 +75,7 @@ def test_reuse_one_step_equals_monte_carlo_mean():
                    "arms": {"arms": ["true", "majority", "random"], "gamma": 0.4},
                    "train": {"steps": 1, "batch_size": 2, "group_size": 3, "seed": 5},
                    "algo": {"epochs": 3, "eps_low": 0.05, "eps_high": 0.05, "lr": 2.0}})
-    prior = make_env(cfg).init_task(jnp.asarray(seed_array([5])[0]), Hyper(**cfg.hyper_values())).prior_logits
-    logits = prior + jax.random.normal(jax.random.key(8), prior.shape) * 0.5
-    sampled, env, algo, sched, task, hp = _mc_one_step(cfg, logits, range(N_MC))
-    for a, arm in enumerate(cfg.arms.arms):
-        want = np.asarray(E.expected_update(env, algo, sched, arm, task, logits, hp))
-        mean, se = sampled[:, a].mean(0), sampled[:, a].std(0, ddof=1) / math.sqrt(N_MC)
-        assert np.all(np.abs(mean - want) <= 5 * se + 1e-6), (arm, np.abs(mean - want).max())
+    sampled, logits = _assert_mc_mean_is_the_expected_step(cfg, 5, 8)
     assert np.abs(sampled[:, 0].mean(0) - logits).max() > 0.05  # the clip matters: 3 passes move far
 
 
@@ -128,10 +129,4 @@ def test_batch_draws_one_step_equals_monte_carlo_mean(train, algo):
     cfg = resolve({"preset": "dapo", "task": {"n_prompts": 5, "n_answers": 3, "n_correct": 1},
                    "arms": {"arms": ["true", "majority"]},
                    "train": {"steps": 1, "group_size": 3, "seed": 4, **train}, "algo": {"lr": 2.0, **algo}})
-    prior = make_env(cfg).init_task(jnp.asarray(seed_array([4])[0]), Hyper(**cfg.hyper_values())).prior_logits
-    logits = prior + jax.random.normal(jax.random.key(10), prior.shape) * 0.5
-    sampled, env, algo_, sched, task, hp = _mc_one_step(cfg, logits, range(N_MC))
-    for a, arm in enumerate(cfg.arms.arms):
-        want = np.asarray(E.expected_update(env, algo_, sched, arm, task, logits, hp))
-        mean, se = sampled[:, a].mean(0), sampled[:, a].std(0, ddof=1) / math.sqrt(N_MC)
-        assert np.all(np.abs(mean - want) <= 5 * se + 1e-6), (arm, np.abs(mean - want).max())
+    _assert_mc_mean_is_the_expected_step(cfg, 4, 10)
