@@ -16,8 +16,9 @@ CONNECT_SECONDS = 10.0  # the client's own connection, after the probe
 HANDSHAKE_MAX = 1 << 16  # bytes: a scheduler's greeting is about 60; more is another service's data
 
 
-def probe_scheduler(address: str, timeout: float = PROBE_SECONDS) -> None:
-    """Refuse, within ``timeout`` seconds, an address where no Dask scheduler answers.
+def probe_scheduler(address: str, timeout: float | None = None) -> None:
+    """Refuse, within ``timeout`` seconds (default :data:`PROBE_SECONDS`), an address where no Dask
+    scheduler answers.
 
     Over ``tcp://`` a Dask server sends its handshake (8 bytes giving the length of a short msgpack
     message naming ``compression``, ``python`` and ``pickle-protocol``) as soon as a connection opens. A
@@ -32,6 +33,7 @@ def probe_scheduler(address: str, timeout: float = PROBE_SECONDS) -> None:
     scheme, _, rest = address.partition("://")
     if scheme != "tcp":
         return
+    timeout = PROBE_SECONDS if timeout is None else timeout
     host, _, port = rest.rstrip("/").rpartition(":")
     host = host.strip("[]")
     where = f"--scheduler {address}"

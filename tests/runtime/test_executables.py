@@ -62,13 +62,37 @@ def test_a_saved_executable_is_loaded_by_the_next_process_and_gives_the_same_bit
     second = child(tmp_path)
     assert second["same"]
     assert second["stats"] == {"loaded": 1, "compiled": 0, "saved": 0}
-    # a damaged entry is compiled again (and replaced); one others could write is never loaded
+
+
+def test_a_damaged_or_foreign_entry_is_compiled_again_and_replaced(tmp_path, monkeypatch):
+    """In this process, on a small program: what a new process finds in the store (the in-memory table
+    emptied before each call). A damaged entry is compiled again and replaced; one that others could
+    write is never loaded."""
+    import jax
+    import jax.numpy as jnp
+
+    monkeypatch.setattr(executables, "folder", lambda: tmp_path)
+    monkeypatch.setattr(executables, "stats", {"loaded": 0, "compiled": 0, "saved": 0})
+    program = jax.jit(lambda x: jnp.sin(x) * 2.0 + x.sum())
+    x = jnp.arange(5.0, dtype=jnp.float32)
+    ref = np.asarray(program(x))
+
+    def fresh_call():
+        monkeypatch.setattr(executables, "_LOADED", {})
+        before = dict(executables.stats)
+        out = np.asarray(executables.run(("damaged-entry-test",), program, x))
+        assert np.array_equal(out, ref)
+        return {k: executables.stats[k] - before[k] for k in before}
+
+    assert fresh_call() == {"loaded": 0, "compiled": 1, "saved": 1}
+    (entry,) = tmp_path.glob("*.exe")
+    assert fresh_call() == {"loaded": 1, "compiled": 0, "saved": 0}
     entry.write_bytes(b"not an executable")
-    again = child(tmp_path)
-    assert again["same"] and again["stats"]["loaded"] == 0 and again["stats"]["saved"] == 1
+    assert fresh_call() == {"loaded": 0, "compiled": 1, "saved": 1}
+    assert fresh_call() == {"loaded": 1, "compiled": 0, "saved": 0}  # the replacement loads
     entry.chmod(0o666)
-    foreign = child(tmp_path)
-    assert foreign["same"] and foreign["stats"]["loaded"] == 0
+    assert fresh_call() == {"loaded": 0, "compiled": 1, "saved": 1}
+    assert entry.stat().st_mode & 0o077 == 0  # replaced by a private one
 
 
 # heavy: three processes compiling a tree; the store's load and refusal paths run by default on the bandit
