@@ -1,6 +1,9 @@
 """The audit's figure: the terms of every entry, identified values as points, bounds as brackets."""
 from __future__ import annotations
 
+import math
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
@@ -9,6 +12,8 @@ from tabsim.audit.core import AuditResult
 from tabsim.plotting import TERM_COLORS  # one palette for the project
 
 PLOT_TERMS = ("d_null", "d_elicit", "d_rd", "d_total")
+TITLE = ("Partition of published gains, per model (terms top to bottom: " + ", ".join(PLOT_TERMS)
+         + "); simulator bounds are model-based")
 
 
 def plot_terms(res: AuditResult):
@@ -29,7 +34,14 @@ def plot_terms(res: AuditResult):
     sizes = [len(sub) for _, sub in groups]
     heights = [max(sizes[r * cols:(r + 1) * cols]) for r in range(nrows)]
     row_h = 0.62  # inches per model (four term rows)
-    fig, axes = plt.subplots(nrows, cols, figsize=(6.2 * cols, sum(0.9 + row_h * h for h in heights) + 0.6),
+    width = 6.2 * cols
+    handles = _legend_handles()
+    ncol = 5 if cols > 1 else 3
+    legend_in = 0.2 * math.ceil(len(handles) / ncol) + 0.15  # the legend's rows, below the panels
+    title = textwrap.fill(TITLE, width=int(width * 12.5))  # about 12.5 characters per inch at 10 pt
+    title_in = 0.2 * (title.count("\n") + 1) + 0.15
+    height = title_in + sum(0.9 + row_h * h for h in heights) + legend_in
+    fig, axes = plt.subplots(nrows, cols, figsize=(width, height),
                              squeeze=False, gridspec_kw={"height_ratios": [0.9 / row_h + h for h in heights]})
     dy = 0.8 / len(PLOT_TERMS)
     for ax, ((src, bench, train), sub) in zip(axes.ravel(), groups):
@@ -74,15 +86,19 @@ def plot_terms(res: AuditResult):
         ax.grid(axis="x", alpha=0.3)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    handles = [Line2D([], [], color=TERM_COLORS[t], marker="o", ls="-", label=t) for t in PLOT_TERMS]
-    handles += [Line2D([], [], color="k", marker="o", ls="-", label="identified: estimate and interval"),
-                Line2D([], [], color="k", marker="|", ms=8, ls="-", label="simulator bound (model-based, 'sim')"),
-                Line2D([], [], color="k", lw=5, alpha=0.25, label="simulated range"),
-                Line2D([], [], color="k", marker="|", ms=8, ls=":", label="logical bound (model-free)"),
-                Line2D([], [], color="k", marker=">", ls="", label="bound beyond the panel")]
-    fig.suptitle("Partition of published gains, per model (terms top to bottom: " + ", ".join(PLOT_TERMS)
-                 + "); simulator bounds are model-based", fontsize=10)
-    legend_h = 0.55 / fig.get_figheight()
-    fig.tight_layout(rect=(0, legend_h * 1.6, 1, 1 - 0.35 / fig.get_figheight()))
-    fig.legend(handles=handles, loc="lower center", fontsize=7.5, ncol=5, frameon=False)
+    fig.suptitle(title, fontsize=10)
+    # the title and the legend get their own inches, so a one-entry figure has room for its panel too
+    # (tight_layout leaves the suptitle its room; the legend's is kept free below the panels)
+    fig.tight_layout(rect=(0, legend_in / height, 1, 1))
+    fig.legend(handles=handles, loc="lower center", fontsize=7.5, ncol=ncol, frameon=False)
     return fig
+
+
+def _legend_handles() -> list:
+    handles = [Line2D([], [], color=TERM_COLORS[t], marker="o", ls="-", label=t) for t in PLOT_TERMS]
+    return handles + [
+        Line2D([], [], color="k", marker="o", ls="-", label="identified: estimate and interval"),
+        Line2D([], [], color="k", marker="|", ms=8, ls="-", label="simulator bound (model-based, 'sim')"),
+        Line2D([], [], color="k", lw=5, alpha=0.25, label="simulated range"),
+        Line2D([], [], color="k", marker="|", ms=8, ls=":", label="logical bound (model-free)"),
+        Line2D([], [], color="k", marker=">", ls="", label="bound beyond the panel")]

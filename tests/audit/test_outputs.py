@@ -1,6 +1,7 @@
 """Outputs that are safe to open and say what their bounds rest on: escaped names in the CSVs and the
 report, model-based bounds tagged in the summary, the report and the figure, the families' reach."""
 import csv
+import warnings
 import re
 
 import matplotlib
@@ -78,11 +79,19 @@ def test_model_based_bounds_are_tagged_in_the_summary_and_the_figure(tmp_path):
     assert "(simulator: model-based)" in summary
     assert "`paper`: d_null [-3.1, 6.8]" in report  # the family's reach
     assert "`--family reuse` adds" in report
-    fig = plot_terms(res)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a one-entry figure has room for its panel, title and legend
+        fig = plot_terms(res)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any("model-based" in t for t in labels)
     assert "model-based" in fig._suptitle.get_text()
     assert any(t.get_text().strip() == "sim" for ax in fig.axes for t in ax.texts)
+    renderer = fig.canvas.get_renderer()
+    inside = fig.bbox.padded(1)
+    for artist in [fig._suptitle, fig.legends[0], *fig.axes]:  # nothing cut off at the figure's edges
+        box = artist.get_window_extent(renderer)
+        assert inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1), artist
+    assert fig.legends[0].get_window_extent(renderer).y1 < fig.axes[0].get_tightbbox(renderer).y0  # no overlap
     matplotlib.pyplot.close(fig)
 
 
