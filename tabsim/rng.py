@@ -103,3 +103,53 @@ def categorical(seed, probs, n, *, step=0, tag=0, rng="fast"):
         hit = lax.convert_element_type(lax.ge(u, lax.broadcast_in_dim(cdf, (R_, n), (0,))), np.int32)
         out = hit if out is None else lax.add(out, hit)
     return out if out is not None else lax.full((R_, n), 0, np.int32)
+
+
+def beta(key, a, b, shape):
+    """Beta(a, b) draws of ``shape`` from the JAX key ``key``: ``X / (X + Y)`` of independent Gamma(a) and
+    Gamma(b) draws, formed from their logarithms (small ``a`` or ``b`` would underflow ``X`` or ``Y``).
+
+    Exact to float32 resolution, like ``jax.random.beta``, and cheaper to compile (1.3 s against 2.6 s for
+    the paper preset's training program): one rejection loop over every element (:func:`log_gamma`)
+    instead of one loop per element with a loop inside.
+    """
+    shape = tuple(shape)
+    a = jnp.broadcast_to(jnp.asarray(a, jnp.float32), shape)
+    b = jnp.broadcast_to(jnp.asarray(b, jnp.float32), shape)
+    lg = log_gamma(key, jnp.stack([a, b]), (2,) + shape)
+    return jax.nn.sigmoid(lg[0] - lg[1])
+
+
+def log_gamma(key, alpha, shape):
+    """``log`` of Gamma(alpha, 1) draws of ``shape`` (float32).
+
+    Marsaglia and Tsang's method (ACM TOMS 26(3), 2000): propose ``d v`` with ``v = (1 + c x)^3``, ``x``
+    standard normal (Box-Muller), ``d = alpha - 1/3``, ``c = 1 / sqrt(9 d)``, and accept when
+    ``log u < x^2 / 2 + d - d v + d log v``. Every element draws a fresh proposal each round and keeps
+    its first accepted one, so each is an exact Gamma draw; the loop ends when all have accepted (a
+    few per cent of proposals are rejected). ``alpha < 1`` draws Gamma(alpha + 1) and multiplies by
+    ``u^(1/alpha)``.
+    """
+    alpha = jnp.broadcast_to(jnp.asarray(alpha, jnp.float32), shape)
+    boost = alpha < 1.0
+    d = jnp.where(boost, alpha + 1.0, alpha) - 1.0 / 3.0
+    c = lax.rsqrt(9.0 * d)
+    k_loop, k_boost = jax.random.split(key)
+
+    def pending(state):
+        return ~jnp.all(state[1])
+
+    def propose(state):
+        i, done, out = state
+        u1, u2, u = 1.0 - jax.random.uniform(jax.random.fold_in(k_loop, i), (3,) + shape, jnp.float32)  # (0, 1]
+        x = jnp.sqrt(-2.0 * jnp.log(u1)) * jnp.cos(2.0 * np.pi * u2)  # standard normal (Box-Muller)
+        v = 1.0 + c * x
+        v3 = jnp.where(v > 0, v * v * v, 1.0)
+        ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * v3 + d * jnp.log(v3))
+        out = jnp.where(ok & ~done, jnp.log(d) + jnp.log(v3), out)
+        return i + 1, done | ok, out
+
+    start = (jnp.int32(0), jnp.zeros(shape, bool), jnp.zeros(shape, jnp.float32))
+    _, _, out = lax.while_loop(pending, propose, start)
+    u = 1.0 - jax.random.uniform(k_boost, shape, jnp.float32)
+    return out + jnp.where(boost, jnp.log(u) / alpha, 0.0)

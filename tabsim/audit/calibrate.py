@@ -30,6 +30,7 @@ import tabsim
 from tabsim.audit.entry import MAJ_K, PARTITION_ARMS, PASS_K, Entry
 from tabsim.audit.estimate import arm_moments, binomial_var
 from tabsim.files.atomic import write_frame
+from tabsim.runtime.executors import source_digest
 from tabsim.runtime.run import run
 
 # Algorithm families of the calibration (a partial config each, and its learning-rate levels).
@@ -44,10 +45,6 @@ FAMILY_CONFIGS = {
 # Default learning-rate levels of each family (its loss scale differs).
 FAMILY_LR = {"paper": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0), "reuse": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)}
 SIM_ARMS = ("frozen", "random", "majority", "majority_offline", "true")
-# Sources whose code decides what a simulation returns: a change invalidates the on-disk cache.
-_SIM_SOURCES = ("engine.py", "arms.py", "rng.py", "params.py", "api.py", "presets.py", "config.py",
-                "envs/bandit.py", "algos/__init__.py", "algos/advantages.py", "algos/ratios.py",
-                "algos/surrogates.py", "algos/aggregation.py", "algos/kl.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,14 +114,11 @@ class CalibrationGrid:
         return d
 
     def digest(self) -> str:
-        """Hash of the grid and of the simulator's source: the on-disk cache key."""
-        root = Path(tabsim.__file__).resolve().parent
+        """Hash of the grid and of tabsim's sources (every module: a list of the modules that decide a
+        simulation's numbers went stale when modules moved): the on-disk cache key."""
         h = hashlib.sha256(json.dumps([self.as_dict(), self.configs()], sort_keys=True).encode())
         h.update(tabsim.__version__.encode())
-        for rel in _SIM_SOURCES:
-            p = root / rel
-            h.update(rel.encode())
-            h.update(p.read_bytes() if p.exists() else b"-")
+        h.update(source_digest().encode())
         return h.hexdigest()[:20]
 
 

@@ -82,7 +82,7 @@ def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, hete
     if heterogeneous:
         c = params.heterogeneity
         k_beta = jax.random.fold_in(jax.random.wrap_key_data(seed, impl="threefry2x32"), R.TASK_EXTRA)
-        p = jax.random.beta(k_beta, p * c, (1.0 - p) * c, (n,))
+        p = R.beta(k_beta, p * c, (1.0 - p) * c, (n,))
         p = jnp.clip(p, 1e-6, 1.0 - 1e-6)
     return correct, is_format, p
 

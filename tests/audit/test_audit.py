@@ -362,3 +362,15 @@ def test_cli_writes_outputs_and_leaves_nothing_on_error(tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == ["audit"]  # no temporary folder left behind
     r = _cli([str(good), "--out", str(out), "--seed-sd", "-1", "--no-calibration"])
     assert r.exit_code != 0 and "--seed-sd" in r.output
+
+
+def test_calibration_cache_key_covers_every_source_file(monkeypatch):
+    """The on-disk calibration is keyed by a hash of all of tabsim's sources, so an edit anywhere (the
+    engine's closed-form path, the planning of segments, ...) computes it afresh."""
+    from tabsim.runtime import executors
+
+    key = SMALL.digest()
+    assert key == SMALL.digest()
+    monkeypatch.setattr(cal, "source_digest", lambda: "0" * 16)
+    assert SMALL.digest() != key
+    assert cal.source_digest is not executors.source_digest
