@@ -84,8 +84,8 @@ def plot_terms(res: AuditResult):
         ax.set_title(f"{src}: {bench}" + (f" ({train})" if train else ""), fontsize=9)
         ax.set_xlabel("change of accuracy (points)", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
-    for ax in axes.ravel()[n:]:
-        ax.axis("off")
+    for ax in axes.ravel()[n:]:  # an odd number of panels: the last cell stays empty
+        fig.delaxes(ax)
     fig.suptitle(title, fontsize=10)
     # the title and the legend get their own inches, so a one-entry figure has room for its panel too
     # (tight_layout leaves the suptitle its room; the legend's is kept free below the panels)
