@@ -17,17 +17,31 @@ N = 100_000
 CRITICAL = 1.95 / np.sqrt(N)  # KS at level 1e-3
 
 
-@pytest.mark.parametrize("alpha", [0.02, 0.3, 1.0, 2.5, 30.0])
-def test_log_gamma_has_the_gamma_law(alpha):
-    logs = np.asarray(jax.jit(lambda k: R.log_gamma(k, alpha, (N,)))(jax.random.key(7)), np.float64)
+ALPHAS = (0.02, 0.3, 1.0, 2.5, 30.0)
+BETAS = ((0.5, 2.0), (3.0, 7.0), (30.0, 10.0), (1.0, 1.0))
+
+
+@pytest.fixture(scope="module")
+def draws():
+    """Every law's draws from one compiled program each (a row per parameter, per-element parameters)."""
+    alpha = np.repeat(np.asarray(ALPHAS, np.float32)[:, None], N, axis=1)
+    logs = jax.jit(lambda k: R.log_gamma(k, alpha, alpha.shape))(jax.random.key(7))
+    a, b = (np.repeat(np.asarray(col, np.float32)[:, None], N, axis=1) for col in zip(*BETAS))
+    x = jax.jit(lambda k: R.beta(k, a, b, a.shape))(jax.random.key(11))
+    return np.asarray(logs, np.float64), np.asarray(x, np.float64)
+
+
+@pytest.mark.parametrize("row", range(len(ALPHAS)), ids=[f"alpha={a}" for a in ALPHAS])
+def test_log_gamma_has_the_gamma_law(draws, row):
+    alpha, logs = ALPHAS[row], draws[0][row]
     assert np.isfinite(logs).all()
     ks = stats.kstest(logs, lambda t: stats.gamma(alpha).cdf(np.exp(t))).statistic
     assert ks < CRITICAL, (alpha, ks, CRITICAL)
 
 
-@pytest.mark.parametrize("a, b", [(0.5, 2.0), (3.0, 7.0), (30.0, 10.0), (1.0, 1.0)])
-def test_beta_has_the_beta_law(a, b):
-    x = np.asarray(jax.jit(lambda k: R.beta(k, a, b, (N,)))(jax.random.key(11)), np.float64)
+@pytest.mark.parametrize("row", range(len(BETAS)), ids=[f"a={a}-b={b}" for a, b in BETAS])
+def test_beta_has_the_beta_law(draws, row):
+    (a, b), x = BETAS[row], draws[1][row]
     assert ((x >= 0) & (x <= 1)).all()
     ks = stats.kstest(x, stats.beta(a, b).cdf).statistic
     assert ks < CRITICAL, (a, b, ks, CRITICAL)
