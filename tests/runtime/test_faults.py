@@ -21,13 +21,13 @@ from click.testing import CliRunner
 from tabsim.cli import main
 from tabsim.runtime.store import MARKER, RunStore, lock_path, staging_path
 
-# 10 conditions in chunks of one, each chunk long enough (~0.4 s on 2 cores, one compiled call) for a signal to
+# 10 conditions in chunks of one, each chunk long enough (~0.2 s on 2 cores, one compiled call) for a signal to
 # land mid-run rather than after the last chunk
 SLOW = """\
 preset = "paper"
 [train]
 seeds = 2
-steps = 6000
+steps = 3000
 chunk_conditions = 1
 [sweep]
 prior_strength = [0.2, 0.27, 0.34, 0.41, 0.48, 0.55, 0.62, 0.69, 0.76, 0.8]
