@@ -159,6 +159,8 @@ at_equal
 # rate 20, 30 steps:
 
 # %%
+import jax
+
 from tabsim.config import resolve
 from tabsim.expected import expected_update
 from tabsim.params import Hyper
@@ -171,12 +173,14 @@ def exact_lengths(cell, steps=30):
     cfg = resolve(config(cell), task={**TASK, "tree": {**TASK["tree"], "depth": 3}}, algo={"lr": 20.0},
                   train={"group_size": 4, "seeds": 1, "steps": steps, "eval_every": steps}, sweep={})
     env, algo, sched, hp = make_env(cfg), algo_spec(cfg), schedule(cfg), Hyper(**cfg.hyper_values())
-    task = env.init_task(seed_array([0])[0], hp)
+    # compiled once each: called as plain functions, every array operation inside would compile on its own
+    init_task, evaluate = jax.jit(env.init_task), jax.jit(env.evaluate)
+    task = init_task(seed_array([0])[0], hp)
     z = task.prior_logits
-    before = env.evaluate(z, task, hp)
+    before = evaluate(z, task, hp)
     for _ in range(steps):
         z = expected_update(env, algo, sched, "true", task, z, hp)
-    after = env.evaluate(z, task, hp)
+    after = evaluate(z, task, hp)
     return {"pass@1": float(after["pass1"]),
             "change of len_wrong": float(after["len_wrong"] - before["len_wrong"]),
             "change of len_correct": float(after["len_correct"] - before["len_correct"])}
