@@ -8,10 +8,11 @@ are averaged over the same task draws (seeds 0 .. 63: answer positions, which th
 lowest-index tie rule reads), and puts the flow's crossover beside the Monte Carlo one and the prior's
 mode switch.
 
-    python experiments/expected_flow/run.py [--quick]
+    python experiments/expected_flow/run.py [--quick] [--preset NAME]
 
 Prints the tables recorded in ``docs/expected.md``; writes nothing. About 3 minutes on 2 cores
-(``--quick``: 16 task draws, 128 Monte Carlo seeds).
+(``--quick``: 16 task draws, 128 Monte Carlo seeds). ``--preset`` measures another bandit preset's gap
+(the crossover is located for ``paper`` only).
 """
 from __future__ import annotations
 
@@ -34,17 +35,17 @@ GRID = tuple(round(0.20 + 0.05 * i, 2) for i in range(13))
 ARMS = ["frozen", "random", "majority", "true"]
 
 
-def flow(priors, task_seeds: int) -> np.ndarray:
+def flow(priors, task_seeds: int, preset: str = "paper") -> np.ndarray:
     """Final pass@1 of the expected flow, ``[prior, task seed, arm]``."""
-    cfg = resolve({"preset": "paper", "train": {"dynamics": "expected"}})
+    cfg = resolve({"preset": preset, "arms": {"arms": ARMS}, "train": {"dynamics": "expected"}})
     hp = stack_hypers([cfg.hyper_values({"prior_strength": p}) for p in priors],
                       shared=[k for k in cfg.hyper_values() if k != "prior_strength"])
     out = jax.device_get(compiled_train(cfg)(seed_array(range(task_seeds)), hp))
     return np.asarray(out["pass1"], np.float64)[..., -1]
 
 
-def monte_carlo(priors, seeds: int) -> pd.DataFrame:
-    res = ts.run({"preset": "paper", "train": {"seeds": seeds, "metrics": ["pass1"]},
+def monte_carlo(priors, seeds: int, preset: str = "paper") -> pd.DataFrame:
+    res = ts.run({"preset": preset, "arms": {"arms": ARMS}, "train": {"seeds": seeds, "metrics": ["pass1"]},
                   "sweep": {"prior_strength": list(priors)}}, progress=False)
     return res.final()
 
@@ -52,11 +53,12 @@ def monte_carlo(priors, seeds: int) -> pd.DataFrame:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--preset", default="paper", help="a bandit preset the expected dynamics support")
     args = ap.parse_args(argv)
     n_tasks, n_mc, n_pool = (16, 128, 96) if args.quick else (64, 1024, 320)
     t0 = time.perf_counter()
-    fl = flow(PRIORS, n_tasks)  # [P, S, A]
-    mc = monte_carlo(PRIORS, n_mc)
+    fl = flow(PRIORS, n_tasks, args.preset)  # [P, S, A]
+    mc = monte_carlo(PRIORS, n_mc, args.preset)
     rows = []
     for i, p in enumerate(PRIORS):
         for a, arm in enumerate(ARMS):
@@ -75,20 +77,22 @@ def main(argv=None):
                       "d_elicit_mc_se": d_mc.std(ddof=1) / np.sqrt(d_mc.size),
                       "d_rd_flow": f[3] - f[2], "d_rd_mc": (sub["true"] - sub["majority"]).mean()})
     t_flow = time.perf_counter() - t0
-    x_flow = expected_crossover(task_seeds=n_tasks)
-    pool = ts.run({"preset": "paper", "train": {"seeds": n_pool, "metrics": ["pass1"]},
-                   "sweep": {"prior_strength": list(GRID)}}, progress=False)
-    x_mc = locate_crossover(seed_partition(pool.frame, by=["prior_strength"]), paired=True, method="t",
-                            n_resamples=200)
-    mode_switch = 2 * (1 + 0.2 * 8) / (6 + 2 * (1 + 0.2 * 8))  # k (1 + f K) / (K - k + k (1 + f K))
     with pd.option_context("display.width", 200, "display.max_rows", 100):
-        print(f"final pass@1, flow over {n_tasks} task draws vs Monte Carlo over {n_mc} seeds (200 steps)")
+        print(f"{args.preset}: final pass@1, flow over {n_tasks} task draws vs Monte Carlo over {n_mc} seeds "
+              "(200 steps)")
         print(table.round(4).to_string(index=False))
         print(pd.DataFrame(terms).round(4).to_string(index=False))
     print(f"max |gap| {table.gap_mc_minus_flow.abs().max():.4f}; max |paired gap| {table.paired_gap.abs().max():.4f}")
-    print(f"crossover: flow {x_flow:.4f} ({n_tasks} task draws, Brent); Monte Carlo {x_mc.estimate:.4f} "
-          f"[{x_mc.ci_low:.4f}, {x_mc.ci_high:.4f}] ({n_pool} seeds, 13 priors, t band); "
-          f"prior mode switch {mode_switch:.4f}")
+    if args.preset == "paper":
+        x_flow = expected_crossover(task_seeds=n_tasks)
+        pool = ts.run({"preset": "paper", "train": {"seeds": n_pool, "metrics": ["pass1"]},
+                       "sweep": {"prior_strength": list(GRID)}}, progress=False)
+        x_mc = locate_crossover(seed_partition(pool.frame, by=["prior_strength"]), paired=True, method="t",
+                                n_resamples=200)
+        mode_switch = 2 * (1 + 0.2 * 8) / (6 + 2 * (1 + 0.2 * 8))  # k (1 + f K) / (K - k + k (1 + f K))
+        print(f"crossover: flow {x_flow:.4f} ({n_tasks} task draws, Brent); Monte Carlo {x_mc.estimate:.4f} "
+              f"[{x_mc.ci_low:.4f}, {x_mc.ci_high:.4f}] ({n_pool} seeds, 13 priors, t band); "
+              f"prior mode switch {mode_switch:.4f}")
     print(f"total {time.perf_counter() - t0:.1f} s (flow and Monte Carlo sweep {t_flow:.1f} s)")
 
 
