@@ -126,6 +126,10 @@ def parse_int(value, where, field, probs, minimum=1):
         probs.add(where, f"{field}: missing; an integer >= {minimum} is required")
         return None
     if isinstance(value, str):
+        if not value.isascii():  # float() reads full-width and other scripts' digits as numbers
+            probs.add(where, f"{field}: {value!r} is not written with ASCII digits 0-9; expected an integer >= "
+                             f"{minimum}")
+            return None
         try:
             value = float(value.replace(",", "").replace("_", ""))
         except ValueError:
@@ -148,7 +152,7 @@ def parse_protocol(value, where: str, probs: Problems):
     if s in ("greedy", "1", "pass@1", "avg@1"):
         return 1, "greedy", "greedy"
     for proto in ("avg", "pass"):
-        if s.startswith(proto + "@") and s[len(proto) + 1:].isdigit():
+        if s.startswith(proto + "@") and s[len(proto) + 1:].isascii() and s[len(proto) + 1:].isdigit():
             k = int(s[len(proto) + 1:])
             if k > MAX_SAMPLES:
                 probs.add(where, f"samples_per_item: {value!r} is more samples per item than any evaluation draws; "
@@ -252,7 +256,8 @@ def _convert(cells, *, arm_name, mode, scale, base, where, probs, is_base=False)
             return None
         if not is_base and mode == "absolute" and c.signed:
             probs.add(where, f"{arm_name}: {c.value:+g} is written as a signed gain but the entry declares values: "
-                             "absolute; gains and absolutes are mixed inconsistently")
+                             "absolute; gains and absolutes are mixed inconsistently (declare values: gains if the "
+                             "trained arms are gains over the base, or write absolute accuracies without a sign)")
             return None
         gain = not is_base and mode == "gains"
         v = c.value * factor
@@ -311,6 +316,35 @@ def _check_greedy(arm_name, cells, absv, *, base_cell, gain, n, label, factor, f
                          f"{hi:.2f}): likely avg@k (an average over several samples per item); declare "
                          "samples_per_item: avg@k, or check n_items")
             return
+
+
+def _check_pass_at_k(ks: dict, cells: dict, base, base_cell, factor: float, where: str, probs: Problems):
+    """Refuse base pass@k / maj@k values that no model can have, naming the cell.
+
+    An item solved by one sample is solved by some of k samples, so pass@k is at least the one-sample
+    accuracy (the base) and grows with k; a majority of k samples is right only where one of them is,
+    so maj@k is at most pass@k. Each comparison allows the rounding of the two cells as written.
+    """
+    def slack(*cs):
+        return factor * sum(nt.rounding(c) for c in cs if c is not None)
+
+    passk = ks.get("base_pass_at_k", {})
+    prev = None
+    for k in sorted(passk):
+        name, c = cells[("base_pass_at_k", k)]
+        v = passk[k]
+        if base is not None and v < base - slack(c, base_cell):
+            probs.add(where, f"{name}: {v:g} is below the base's pass@1 ({base:g}); pass@k (an item counts when any "
+                             "of k samples is right) is at least the one-sample accuracy: check the cell or its k")
+        elif prev is not None and v < passk[prev] - slack(c, cells[("base_pass_at_k", prev)][1]):
+            probs.add(where, f"{name}: {v:g} is below {cells[('base_pass_at_k', prev)][0]} ({passk[prev]:g}); "
+                             "pass@k grows with k: check the cells or their k")
+        prev = k
+    for k, v in ks.get("base_maj_at_k", {}).items():
+        name, c = cells[("base_maj_at_k", k)]
+        if k in passk and v > passk[k] + slack(c, cells[("base_pass_at_k", k)][1]):
+            probs.add(where, f"{name}: {v:g} is above base_pass_at_k.{k} ({passk[k]:g}); a majority of k samples "
+                             "is right only where one of them is, so maj@k is at most pass@k")
 
 
 def _resolve_items(data, bench_name, where, probs):
@@ -479,7 +513,7 @@ def build_entry(data: dict, source: dict, file: str, where: str, probs: Problems
             if mode == "absolute":
                 row[f"other.{name}"] = v[0]
 
-    ks = {}
+    ks, k_cells = {}, {}
     for field, allowed in (("base_pass_at_k", PASS_K), ("base_maj_at_k", MAJ_K)):
         raw = data.get(field) or {}
         ks[field] = {}
@@ -487,10 +521,8 @@ def build_entry(data: dict, source: dict, file: str, where: str, probs: Problems
             probs.add(where, f"{field}: expected a mapping k -> accuracy of the base model, got {raw!r}")
             continue
         for kk, val in raw.items():
-            try:
-                k_int = int(kk)
-            except (TypeError, ValueError):
-                k_int = None
+            # int() also reads full-width and other scripts' digits: only ASCII 0-9 name a k
+            k_int = int(str(kk)) if str(kk).isascii() and str(kk).isdigit() else None
             if k_int not in allowed:
                 probs.add(where, f"{field}.{kk}: k={kk!r} is not supported; allowed k: {list(allowed)}")
                 continue
@@ -503,6 +535,8 @@ def build_entry(data: dict, source: dict, file: str, where: str, probs: Problems
                              probs=probs, is_base=True)
                 if v is not None:
                     ks[field][k_int] = v[0]
+                    k_cells[(field, k_int)] = (f"{field}.{kk}", c)
+    _check_pass_at_k(ks, k_cells, base, base_cell, factor, where, probs)
     known = None
     if data.get("known_base") not in (None, ""):
         c = nt.read_cell(data["known_base"])

@@ -20,7 +20,9 @@ MINUS_SIGNS = "-\u2212\u2013\u2012\ufe63\uff0d"
 # A cell holding only one of these is an arm the paper does not report.
 MISSING_MARKS = ("", "-", "\u2212", "\u2013", "\u2014", "\u2012", "n/a", "na", "nan", "--", "\u2014\u2014", "/")
 SCALES = ("percent", "fraction")
-_NUMBER = re.compile(r"^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+# ASCII digits only: Python's \d and float() also take full-width (U+FF10-FF19) and Arabic-Indic
+# (U+0660-0669) digits, which a table copied from a PDF may carry without anyone meaning that number.
+_NUMBER = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$")
 # A metric named in a header beside the arm: "true (pass@1)", "base pass@1", "pass@1_majority".
 _METRIC = re.compile(r"(pass|avg|mean|maj)@(\d+)", re.IGNORECASE)
 _SEPARATORS = " _-()[],:/"
@@ -56,13 +58,20 @@ def read_cell(raw) -> Cell:
     """Read one cell: a number, or a string in a paper's notation.
 
     Accepted: ``49.4``, ``+21.4``, ``−4.9`` / ``–4.9`` (Unicode minus, en dash), ``49.4%``, and for a
-    missing value an empty cell, ``-``, ``—``, ``–``, ``n/a``.
+    missing value an empty cell, ``-``, ``—``, ``–``, ``n/a``. Digits are ASCII ``0-9`` only. A number
+    that carries its written text (``.text``, from :func:`tabsim.files.safeload.load_yaml`'s
+    ``"written"`` schema) is read from that text, so its sign is kept.
 
     Returns:
       :class:`Cell`; ``error`` says what is allowed when the cell is not a number.
     """
     if isinstance(raw, bool) or raw is None:
         return Cell(None, missing=raw is None, error=None if raw is None else f"expected a number, got {raw!r}")
+    written = getattr(raw, "text", None)
+    if isinstance(raw, (int, float)) and isinstance(written, str):
+        # a YAML number with its text as written (tabsim.files.safeload's "written" schema): read the text,
+        # so that an unquoted +58.8 is a signed gain like '+58.8'
+        return read_cell(written)
     if isinstance(raw, (int, float)):
         v = float(raw)
         if not math.isfinite(v):
@@ -83,6 +92,9 @@ def read_cell(raw) -> Cell:
     elif s[:1] == "+":
         signed, s = True, s[1:]
     if not _NUMBER.match(s):
+        if any(ch.isdigit() and not "0" <= ch <= "9" for ch in s):
+            return Cell(None, error=(f"{raw!r} holds digits that are not ASCII digits 0-9 (full-width or another "
+                                     "script's digits, often from a PDF); write the number with ASCII digits"))
         return Cell(None, error=(f"expected a number, got {raw!r}; allowed: 49.4, +21.4, -4.9 (also written with "
                                  "a Unicode minus or an en dash), 49.4%, and -, \u2014 or an empty cell for a "
                                  "missing value"))

@@ -91,8 +91,8 @@ def _build_all(items: list, file: str, probs: Problems) -> list[Entry]:
 
 def _parse_yaml(path: Path, probs: Problems) -> list[Entry]:
     file = str(path)
-    try:  # no booleans: an arm named true stays the string "true"
-        doc = load_yaml(path, schema="nobool", max_bytes=MAX_BYTES, what="audit file")
+    try:  # no booleans (an arm named true stays "true"); numbers keep their text (an unquoted +58.8 is a gain)
+        doc = load_yaml(path, schema="written", max_bytes=MAX_BYTES, what="audit file")
     except LoadError as err:
         hint = " (an arm given twice?)" if "given twice" in err.problem else ""
         if "block sequence entries are not allowed" in err.problem:

@@ -18,6 +18,9 @@ YAML scalars are read with one of three schemas, so each caller gets what it exp
 * ``"nobool"`` (audit tables): YAML 1.1 as PyYAML reads it, except that nothing is a boolean (an arm
   named ``true`` stays the string ``"true"``).
 * ``"yaml11"`` (pre-registration plans): exactly PyYAML's ``safe_load`` (plan hashes depend on it).
+* ``"written"`` (audit tables): ``"nobool"``, and every plain number keeps the text it was written as
+  (:class:`WrittenInt` / :class:`WrittenFloat`, ``.text``): in a paper's table ``+58.8`` is a gain and
+  ``58.8`` an accuracy, a difference that YAML's resolver drops.
 """
 from __future__ import annotations
 
@@ -139,6 +142,44 @@ _NoBool.yaml_implicit_resolvers = {
 }
 
 
+class WrittenInt(int):
+    """An integer read from YAML that keeps its text as written (``.text``, e.g. ``"+5"``)."""
+
+    text: str
+
+    def __new__(cls, value: int, text: str):
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+
+class WrittenFloat(float):
+    """A float read from YAML that keeps its text as written (``.text``, e.g. ``"+58.8"``)."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str):
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+
+class _Written(_NoBool):
+    """``_NoBool``, with numbers that keep their written text."""
+
+
+def _written_int(loader, node):
+    return WrittenInt(yaml.SafeLoader.construct_yaml_int(loader, node), node.value)
+
+
+def _written_float(loader, node):
+    return WrittenFloat(yaml.SafeLoader.construct_yaml_float(loader, node), node.value)
+
+
+_Written.add_constructor("tag:yaml.org,2002:int", _written_int)
+_Written.add_constructor("tag:yaml.org,2002:float", _written_float)
+
+
 class _Core(_Yaml11):
     """YAML 1.2 core schema scalars."""
 
@@ -177,7 +218,7 @@ _Core.add_constructor("tag:yaml.org,2002:int", _core_int)
 _Core.add_constructor("tag:yaml.org,2002:float", _core_float)
 _Core.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
 
-YAML_SCHEMAS = {"core": _Core, "nobool": _NoBool, "yaml11": _Yaml11}
+YAML_SCHEMAS = {"core": _Core, "nobool": _NoBool, "yaml11": _Yaml11, "written": _Written}
 
 
 def _mark(err) -> tuple[int | None, int | None]:
@@ -244,7 +285,8 @@ def load_yaml(path, *, schema: str = "core", max_bytes: int = MAX_BYTES, max_dep
     """The plain data (dicts, lists, str, int, float, bool, None) of one YAML document.
 
     Args:
-      schema: how plain scalars are read: ``"core"``, ``"nobool"`` or ``"yaml11"`` (see the module).
+      schema: how plain scalars are read: ``"core"``, ``"nobool"``, ``"yaml11"`` or ``"written"`` (see the
+        module).
       allow_empty: return ``None`` for a file with no content instead of refusing it.
 
     Raises:
