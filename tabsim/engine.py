@@ -21,6 +21,7 @@ import numpy as np
 import optax
 
 from tabsim import arms as arms_mod
+from tabsim import _xla
 from tabsim import rng as R
 from tabsim._ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
 from tabsim._pytree import pytree_dataclass
@@ -64,14 +65,22 @@ def clip_by_global_norm(g, max_norm):
 
 DIAG_KEYS = ("reward_mean", "kept_frac", "clip_frac")  # per-update diagnostics, averaged per eval chunk
 STACKED_EVAL_BYTES = 256 * 2**20  # tables kept for one batched evaluation at the end
-# XLA options of the multi-node tree's program (``None``: the process's). tabsim's process default is
-# the classic CPU emitters (``tabsim._xla_cpu_defaults``: less compile time for the bandit programs),
-# which expand a scatter into a loop over its indices and re-compute long elementwise chains inside
-# each consumer; the tree's sparse update scatter-adds B G D rows per step. With the fusion emitters
-# the benchmark tree's steps take about 2/3 of the CPU time (experiments/bench_tree.py; the scatter
-# alone 2.0 -> 0.6 ms per step of 4 runs) for about 1.3 s more compile time. The option is part of
-# the program's key in the executable store (``tabsim.runtime.executables``) and of JAX's cache key.
-TREE_COMPILER_OPTIONS: dict | None = {"xla_cpu_use_fusion_emitters": True}
+# Compile options of the programs (``tabsim._xla``: each kept only where the running XLA accepts it;
+# ``None`` in a slot: XLA's defaults). The bandit's programs compile about 30% faster with the classic CPU
+# emitters; those expand a scatter into a loop over its indices, and the multi-node tree's sparse update
+# scatter-adds B G D rows per step, so the tree keeps the fusion emitters (its steps take about 2/3 of
+# the CPU time for about 1.3 s more compile time; experiments/bench_tree.py). The options are part of a
+# program's key in the executable store (``tabsim.runtime.executables``) and in JAX's cache.
+TREE_COMPILER_OPTIONS: dict | None = _xla.TREE_TUNING
+BANDIT_COMPILER_OPTIONS: dict | None = _xla.CPU_TUNING
+
+
+def compiler_options(sparse: bool) -> dict | None:
+    """The compile options of a training program (the tree's sparse update or the rest), less those
+    the running XLA does not know."""
+    return _xla.program_options(TREE_COMPILER_OPTIONS if sparse else BANDIT_COMPILER_OPTIONS)
+
+
 # multi-node trees whose runs' tables together exceed this go through in groups of runs (a sequential
 # map over vmapped groups), so memory holds one group's tables and temporaries, not every run's
 RUN_GROUP_BYTES = 64 * 2**20
@@ -285,7 +294,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
     sparse = getattr(env, "sparse_rows", False) and not (getattr(env, "single_node", False)
                                                          and closed_form.supports(algo))
 
-    options = TREE_COMPILER_OPTIONS if sparse else None
+    options = compiler_options(sparse)
 
     @functools.partial(jax.jit, compiler_options=options)
     def train(seeds, hypers):
@@ -360,7 +369,7 @@ def make_segments(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]
     n_arms = len(arms)
     sparse = getattr(env, "sparse_rows", False) and not (getattr(env, "single_node", False)
                                                          and closed_form.supports(algo))
-    options = TREE_COMPILER_OPTIONS if sparse else None
+    options = compiler_options(sparse)
     table = math.prod(env.table_shape) * 4
 
     def group_of(n_runs: int) -> int:

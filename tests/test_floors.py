@@ -93,3 +93,14 @@ def test_the_import_check_finds_an_unexplained_import():
     src = ("def f():\n    # lazy: keeps --help light\n    import json\n    import os\n\n"
            "def g():\n    import json\n    return json\n")
     assert _unexplained_function_imports(src) == [7]
+
+
+def test_no_private_jax():
+    """Only JAX's public API: a module of ``jax._src`` can change in any release."""
+    bad = []
+    for path in sorted((ROOT / "tabsim").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            bad += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.startswith("jax._src")]
+    assert not bad, bad

@@ -44,7 +44,7 @@ from tabsim.algos import (
     take_logp,
     zero_variance,
 )
-from tabsim.engine import DIAG_KEYS, Schedule
+from tabsim.engine import DIAG_KEYS, Schedule, compiler_options
 from tabsim.expected import batch
 from tabsim.expected.batch import BATCH_LEVEL, batch_scale
 from tabsim.envs.bandit import Rollout, compositions, majority_tables, n_compositions
@@ -560,7 +560,9 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
         out.update({k: jnp.concatenate([nan, hist[k].T], axis=1) for k in DIAG_KEYS})
         return out  # metric -> [A, E + 1]
 
-    @jax.jit
+    options = compiler_options(False)
+
+    @functools.partial(jax.jit, compiler_options=options)
     def train(seeds, hypers):
         leaves, treedef = jax.tree_util.tree_flatten(hypers)
         n_cond = next((x.shape[0] for x in leaves if jnp.ndim(x) > 0), 1)
@@ -570,5 +572,5 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
             return jax.tree_util.tree_map(lambda x: x[None], jax.vmap(lambda s: train_one(s, hypers))(seeds))
         return per_cond(hypers)
 
-    train.xla_options = None
+    train.xla_options = options  # read by tabsim.runtime.executables
     return train

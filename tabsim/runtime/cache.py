@@ -27,6 +27,9 @@ import filelock  # noqa: F401  (JAX's bounded compilation cache locks its entrie
 
 ENV = "TABSIM_COMPILATION_CACHE"
 OFF = ("0", "off", "no", "false", "none")
+# The file names of JAX's bounded cache (a program ``KEY-cache`` and its last-use record ``KEY-atime``);
+# read as files on disk, not from JAX's private modules. A JAX that names them otherwise finds nothing here.
+CACHE_SUFFIX, ATIME_SUFFIX = "-cache", "-atime"
 MAX_BYTES = 2 * 1024**3  # least recently used programs are evicted beyond this (a program is 0.1-2 MB)
 
 _applied = False
@@ -89,13 +92,8 @@ def _add_missing_atimes(path: Path) -> None:
     without one, and JAX then fails to write any new program there (a warning per program). Their
     record is set to the program file's modification time."""
     try:
-        # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
-        from jax._src.lru_cache import _ATIME_SUFFIX, _CACHE_SUFFIX
-    except ImportError:  # pragma: no cover - another JAX layout
-        return
-    try:
-        for entry in path.glob(f"*{_CACHE_SUFFIX}"):
-            atime = path / (entry.name.removesuffix(_CACHE_SUFFIX) + _ATIME_SUFFIX)
+        for entry in path.glob(f"*{CACHE_SUFFIX}"):
+            atime = path / (entry.name.removesuffix(CACHE_SUFFIX) + ATIME_SUFFIX)
             if not atime.exists():
                 atime.write_bytes(entry.stat().st_mtime_ns.to_bytes(8, "little"))
     except OSError:  # a folder we cannot fix: JAX's own warning says what fails
@@ -115,7 +113,7 @@ def _reset_jax_cache() -> None:
     """JAX opens its cache once, on the first compilation; a later change of folder needs a reset."""
     try:
         # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
-        from jax._src import compilation_cache
+        from jax.experimental.compilation_cache import compilation_cache
 
         compilation_cache.reset_cache()
     except (ImportError, AttributeError):  # pragma: no cover - another JAX: the folder applies if not yet open

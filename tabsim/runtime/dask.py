@@ -62,15 +62,9 @@ _WORKER_CACHE: str | None = None
 
 
 def _backend_started() -> bool:
-    if "jax" not in sys.modules:
-        return False
-    try:
-        # lazy: a worker sets XLA_FLAGS (prepare_worker) before JAX loads
-        from jax._src import xla_bridge
-
-        return bool(xla_bridge.backends_are_initialized())
-    except Exception:  # an older/newer JAX without the helper: assume started, the flag check decides
-        return True
+    """Whether JAX may already have read ``XLA_FLAGS`` in this process: once JAX is imported this is
+    assumed (JAX has no public way to ask), and :func:`_check` compares the flags it started with."""
+    return "jax" in sys.modules or "jaxlib" in sys.modules
 
 
 def prepare_worker(client_numerics: dict, cache: str | None = None) -> None:
@@ -154,6 +148,9 @@ class TabsimCoresPlugin(WorkerPlugin):
 # The Dask executor
 
 
+WORKER_WAIT_SECONDS = 30.0  # for the first worker of a scheduler that has none (read at call time)
+
+
 class DaskExecutor:
     """Runs chunks on a Dask cluster; a context manager that closes what it started.
 
@@ -235,6 +232,7 @@ class DaskExecutor:
             except (OSError, TimeoutError, MemoryError, ValueError) as err:
                 raise ExecutorError(f"--scheduler {self.scheduler}: cannot connect to a Dask scheduler there "
                                     f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+            self._wait_for_a_worker()
         else:
             n = self.workers or cpu_count()
             self._cpus = core_groups(n) if self.pin else {}
@@ -265,6 +263,25 @@ class DaskExecutor:
                                 f"{str(err).splitlines()[0] if str(err) else 'no detail'}); a worker that dies as "
                                 "it starts cannot import tabsim or JAX, or has too little memory") from None
         return self
+
+    def _wait_for_a_worker(self) -> None:
+        """A scheduler that no worker has joined would hold every chunk for ever, in silence: wait at most
+        :data:`WORKER_WAIT_SECONDS` for one, saying so, then give up with a message."""
+        try:
+            if self.client.scheduler_info().get("workers"):
+                return
+        except Exception:  # noqa: BLE001  (the wait below tells)
+            pass
+        wait = WORKER_WAIT_SECONDS
+        print(f"--scheduler {self.scheduler}: no worker has joined this scheduler; waiting up to {wait:g} s for one",
+              file=sys.stderr, flush=True)
+        try:
+            self.client.wait_for_workers(1, timeout=wait)
+        except (TimeoutError, OSError) as err:
+            self.close()
+            raise ExecutorError(f"--scheduler {self.scheduler}: no worker joined the scheduler within {wait:g} s "
+                                f"({type(err).__name__}); start workers for it (dask worker {self.scheduler}) or "
+                                "run on a local cluster (--executor dask --workers N)") from None
 
     def _worker_env(self) -> dict:
         env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}

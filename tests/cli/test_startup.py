@@ -120,7 +120,8 @@ def test_cache_on_by_default_and_opt_outs(tmp_path):
     def cli(xdg: str, *args: str, **env) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "tabsim.cli", *args], capture_output=True, text=True,
                               timeout=300, env={**{k: v for k, v in os.environ.items() if k not in unset},
-                                                "XDG_CACHE_HOME": str(tmp_path / xdg), **env})
+                                                "XDG_CACHE_HOME": str(tmp_path / xdg),
+                                                "TABSIM_EXECUTABLE_CACHE": "1", **env})
 
     r = cli("a", "run", str(cfg), "--out", str(tmp_path / "o1"), "-q")
     assert r.returncode == 0, r.stderr

@@ -230,26 +230,63 @@ def test_registry_envs_compile_once_and_are_finite():
         assert train._cache_size() == n
 
 
-@pytest.mark.parametrize("env,expect", [
-    ({"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"},
-     "--xla_cpu_enable_fast_math=false --xla_cpu_use_fusion_emitters=false"
-     " --xla_backend_extra_options=-unroll-full-max-count=8"),
-    ({"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"},
-     "--xla_cpu_use_fusion_emitters=true --xla_backend_extra_options=-unroll-full-max-count=8"),
-    ({"XLA_FLAGS": "--xla_backend_extra_options=-x"}, "--xla_backend_extra_options=-x --xla_cpu_use_fusion_emitters=false"),
-    ({"XLA_FLAGS": "", "TABSIM_XLA_DEFAULTS": "0"}, ""),
-])
-def test_xla_cpu_default_respects_user_flags(env, expect):
-    """tabsim adds its compile-time default to XLA_FLAGS only where the user has not set that flag."""
+def test_import_and_a_run_leave_the_environment_alone():
+    """``import tabsim`` and a run change no environment variable (no process-wide XLA flags: a
+    user's other JAX programs, and an XLA that no longer knows a flag, are not tabsim's to break)."""
     import os
     import subprocess
     import sys
 
-    full = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TABSIM_XLA_DEFAULTS")}
-    full.update(env)
-    out = subprocess.run([sys.executable, "-c", "import os, tabsim; print(os.environ.get('XLA_FLAGS', ''))"],
-                         env=full, capture_output=True, text=True, check=True).stdout.strip()
-    assert out == expect
+    code = ("import os, json; before = dict(os.environ)\n"
+            "import tabsim as ts\n"
+            "after_import = dict(os.environ)\n"
+            "ts.run({'task': {'n_prompts': 4}, 'train': {'steps': 2, 'batch_size': 2, 'seeds': 1, 'eval_every': 2}},"
+            " progress=False)\n"
+            "print(json.dumps([after_import == before, dict(os.environ) == before]))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TABSIM_XLA_DEFAULTS")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[true, true]"
+
+
+def test_an_unknown_compile_option_is_dropped_with_one_line(tmp_path, monkeypatch, capfd):
+    """A tuning option the running XLA does not know (as ``xla_cpu_use_fusion_emitters`` is unknown from
+    jaxlib 0.11) is tried once, dropped with one line on stderr, and remembered on disk; the program
+    runs with the options that are left and gives the numbers it gives without the unknown one."""
+    from tabsim import _xla, engine
+    from tabsim.params import stack_hypers
+    from tabsim.runtime.run import algo_spec
+
+    monkeypatch.setenv("TABSIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(_xla, "_answers", {})
+    cfg = ts.resolve({"task": {"n_prompts": 4}, "train": {"steps": 2, "batch_size": 2, "seeds": 1, "eval_every": 2}})
+    env = ts.make_env(cfg)
+    plain = ts.make_train(env, algo_spec(cfg), schedule(cfg), ("true",))
+    seeds = jnp.asarray(seed_array(range(1)))
+    hp = stack_hypers([cfg.hyper_values()])
+    want = jax.device_get(plain(seeds, hp))
+    capfd.readouterr()
+
+    bogus = "xla_tabsim_no_such_option"
+    monkeypatch.setattr(engine, "BANDIT_COMPILER_OPTIONS", {**(engine.BANDIT_COMPILER_OPTIONS or {}), bogus: True})
+    train = ts.make_train(env, algo_spec(cfg), schedule(cfg), ("true",))
+    assert bogus not in (train.xla_options or {})
+    got = jax.device_get(train(seeds, hp))
+    assert all(np.array_equal(got[k], want[k], equal_nan=True) for k in want)
+    err = capfd.readouterr().err
+    assert err.count(bogus) == 1 and "does not accept compile option" in err
+    assert (tmp_path / _xla.FILE).exists()
+    # a new process (the answers of this one forgotten) reads the answer from disk: no second line
+    monkeypatch.setattr(_xla, "_answers", {})
+    ts.make_train(env, algo_spec(cfg), schedule(cfg), ("true",))
+    assert bogus not in capfd.readouterr().err
+
+
+def test_tuning_off_gives_programs_no_options(monkeypatch):
+    from tabsim import _xla
+
+    monkeypatch.setenv(_xla.ENV, "0")
+    assert _xla.program_options(_xla.CPU_TUNING) is None and _xla.program_options(_xla.TREE_TUNING) is None
 
 
 def test_compilation_cache_reuses_programs_across_processes(tmp_path):

@@ -45,7 +45,7 @@ CHILD = textwrap.dedent("""
 
 
 def child(cache, extra_env=None, cfg=CFG):
-    env = dict(os.environ, TABSIM_COMPILATION_CACHE=str(cache), **(extra_env or {}))
+    env = dict(os.environ, TABSIM_COMPILATION_CACHE=str(cache), **{executables.ENV: "1", **(extra_env or {})})
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], env=env, capture_output=True, text=True,
                          timeout=300)
@@ -112,8 +112,10 @@ def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
     assert second["same"] and second["stats"] == {"loaded": 1, "compiled": 0, "saved": 0}
 
 
-def test_opt_out_keeps_no_executables(tmp_path):
-    out = child(tmp_path, {executables.ENV: "0"})
+@pytest.mark.parametrize("value", ["", "0"])
+def test_off_by_default_and_opt_out_keep_no_executables(tmp_path, value):
+    """The layer is opt-in: with TABSIM_EXECUTABLE_CACHE unset (or 0) nothing is serialised."""
+    out = child(tmp_path, {executables.ENV: value})
     assert out["same"] and out["folder"] == "None" and out["stats"]["saved"] == 0
     assert not (tmp_path / executables.FOLDER).exists()
 
