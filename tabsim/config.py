@@ -26,7 +26,7 @@ from tabsim.arms import ARMS
 from tabsim.envs import ANSWER_METRICS
 from tabsim.envs.bandit import MAX_COMPOSITIONS, n_compositions
 from tabsim.envs.tree import MAX_PAIRS, TREE_FIELDS, _float_field, _int_field, _styles
-from tabsim.files.safeload import LoadError, load_toml, load_yaml
+from tabsim.files.safeload import LoadError, load_json, load_toml, load_yaml
 from tabsim.params import HYPER_FIELDS
 from tabsim.presets import PRESETS
 from tabsim.rng import RNGS
@@ -36,10 +36,24 @@ class ConfigError(ValueError):
     """A configuration value is missing, malformed or out of range (the message names the field)."""
 
 
+# The smallest normal float32: a nonzero float below it is a denormal or zero in the engine's float32
+# arithmetic (``lr = 5e-324`` ran as ``lr = 0`` without a word), so it is refused.
+TINY = float(np.finfo(np.float32).tiny)
+
+
 class _Section(BaseModel):
     # strict: no coercion (a float or a string where an integer is meant, 1 or "yes" for a boolean);
     # every float finite (a float field also takes an integer)
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _not_denormal(cls, v):
+        if isinstance(v, float) and 0.0 < abs(v) < TINY:
+            raise ValueError(f"{v!r} is below the smallest float32 number, {TINY:.4g} (the engine computes in "
+                             "float32, where it is zero or a denormal); give 0 where 0 is allowed, or a value "
+                             f">= {TINY:.4g}")
+        return v
 
 
 def _one_of(field: str, value: str, allowed) -> str:
@@ -53,6 +67,9 @@ def _one_of(field: str, value: str, allowed) -> str:
 # Upper bounds of the float fields: far beyond any useful value, low enough that float32 arithmetic in
 # the engine stays finite (1e308 would become inf there and turn every metric into NaN).
 BIG = 1e3
+# Lower bound of the learning rate: below it an update moves float32 logits of order 1 by less than their
+# last bit (float32 resolves 6e-8 relative), so training would silently do nothing.
+LR_MIN = 1e-12
 
 
 class TaskConfig(_Section):
@@ -147,12 +164,23 @@ class AlgoConfig(_Section):
     def _choice(cls, v, info):
         return _one_of(info.field_name, v, CHOICES[info.field_name])
 
+    @field_validator("lr")
+    @classmethod
+    def _lr_min(cls, v):
+        if v < LR_MIN:
+            raise ValueError(f"algo.lr: must be in [{LR_MIN:g}, {BIG:g}], got {v!r} (a smaller rate moves float32 "
+                             "logits by less than their last bit: training would do nothing)")
+        return v
+
     @field_validator("std_ddof", mode="before")
     @classmethod
     def _ddof_int(cls, v):
         if isinstance(v, bool) or not isinstance(v, int):  # Literal[0, 1] alone takes True and 1.0
             raise ValueError(f"must be the integer 0 or 1, got {v!r}")
         return v
+
+
+SEED_END = 2**31  # seeds are int32 in the engine: every seed of a run is in [0, SEED_END)
 
 
 class TrainConfig(_Section):
@@ -162,7 +190,7 @@ class TrainConfig(_Section):
     eval_every: int | None = Field(None, ge=1, description="None = only at the start and the end")
     replacement: bool = False
     seeds: int = Field(8, ge=1, le=100_000)
-    seed: int = Field(0, ge=0, lt=2**31, description="first seed; seeds are seed, seed+1, ...")
+    seed: int = Field(0, ge=0, lt=SEED_END, description="first seed; seeds are seed, seed+1, ...")
     pass_k: list[int] = Field(default_factory=list)
     maj_k: list[int] = Field(default_factory=list)
     rng: str = "fast"
@@ -171,6 +199,15 @@ class TrainConfig(_Section):
     dynamics: Literal["sampled", "expected"] = Field(
         "sampled", description="sampled: train on sampled batches per seed; expected: iterate the exact "
                                "expected update (bandit; one deterministic flow, seed -1 in the frame)")
+
+    @model_validator(mode="after")
+    def _last_seed(self):
+        last = self.seed + self.seeds - 1
+        if self.dynamics == "sampled" and last >= SEED_END:
+            raise ValueError(f"train.seed: the run's seeds are train.seed .. train.seed + train.seeds - 1 = "
+                             f"{self.seed} .. {last}, and every seed must be in [0, 2**31) (at most {SEED_END - 1}); "
+                             f"lower train.seed to at most {SEED_END - self.seeds} or run fewer seeds")
+        return self
 
     @model_serializer(mode="wrap")
     def _default_dynamics_unwritten(self, handler):
@@ -245,6 +282,9 @@ class Config(_Section):
                                  f"{n_compositions(k, t.n_answers)} count vectors (max {MAX_COMPOSITIONS}); use a smaller k")
         for name, levels in self.sweep.items():
             if name not in SWEEPABLE:
+                static = static_field(name)
+                if static is not None:
+                    raise ValueError(f"sweep.{name}: {static_hint(static)}")
                 raise ValueError(f"sweep.{name}: not a numeric field{_suggest(name, SWEEPABLE)}; sweepable: "
                                  f"{', '.join(sorted(SWEEPABLE))}")
             if not levels:
@@ -296,6 +336,28 @@ SWEEPABLE = {
 }
 
 
+def static_field(name: str) -> str | None:
+    """``section.field`` when ``name`` (``n_prompts`` or ``task.n_prompts``) is a config field that a sweep
+    cannot vary (it fixes array shapes or the code path), else None."""
+    section, _, field = name.rpartition(".")
+    for sec, model in _MODELS.items():
+        if sec and (section in ("", sec)) and field in model.model_fields and field not in SWEEPABLE:
+            return f"{sec}.{field}"
+    return None
+
+
+def static_hint(field: str) -> str:
+    """How to vary the static ``field`` (``task.n_prompts``): a factorial design, one program per level."""
+    name = field.rpartition(".")[2]
+    return (f"{field} is a static field (it fixes array shapes or the code path, so every level is its own "
+            f"compiled program); a sweep varies the numeric fields of one program ({', '.join(sorted(SWEEPABLE))}). "
+            f"Vary {name} as a factorial design: in Python ts.run_factorial(base, {{\"{name}\": {{\"{field}\": "
+            f"[level1, level2]}}}}, seeds=8); from the command line a plan factor "
+            f"- {{name: {name}, field: {field}, levels: [level1, level2]}} run by tabsim prereg run PLAN --exploratory "
+            f"(docs/howto.md, 'Define and run a factorial study'); or one tabsim run CONFIG --set {field}=LEVEL "
+            "per level")
+
+
 def _suggest(name, allowed) -> str:
     """`` (did you mean `x`?)`` for the closest of ``allowed`` to a misspelt ``name``, else ``""``."""
     near = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
@@ -338,13 +400,17 @@ def _deep_merge(base: dict, over: dict) -> dict:
 SECTIONS = ("task", "arms", "algo", "train", "sweep")
 
 
-def _check_sections(data: dict, where: str) -> None:
+def _check_sections(data: dict, where: str, *, empty_tables: bool = False) -> None:
     """A section left empty (YAML ``train:`` with nothing under it reads as null) is refused, not read as
-    the defaults."""
+    the defaults; with ``empty_tables`` (a file) so is an empty table (TOML ``[train]``, YAML ``train: {}``),
+    but for ``sweep``, where ``{}`` means "no sweep" (it replaces a preset's)."""
     for k in SECTIONS:
         if k in data and data[k] is None:
             raise ConfigError(f"{where}{k}: the section is empty (nothing under {k}:); give its fields, indented "
                               f"under it, or remove the line")
+        if empty_tables and k != "sweep" and data.get(k) == {}:
+            raise ConfigError(f"{where}{k}: the section is empty (a [{k}] table, or {k}: {{}}, with no fields); "
+                              f"give its fields, or remove it to keep the preset's")
 
 
 def _check_keys(x, where: str = "") -> None:
@@ -466,6 +532,7 @@ def resolve(data: dict | None = None, **overrides) -> Config:
 
 
 CONFIG_MAX_BYTES = 1 << 20  # a config is a few hundred bytes
+CONFIG_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
 
 
 def load_config(path: str | Path, **overrides) -> Config:
@@ -483,19 +550,22 @@ def load_config(path: str | Path, **overrides) -> Config:
 
 
 def read_config_file(path: str | Path) -> dict:
-    """The mapping in a TOML or YAML config file, read with a safe loader (not yet validated).
+    """The mapping in a TOML, YAML or JSON config file, read with a safe loader (not yet validated).
 
-    YAML is read with the YAML 1.2 core schema (only ``true``/``false`` are booleans; ``1e-3`` is a
+    JSON is what a run writes as its ``config.json`` (the resolved config: rerunning it runs the same
+    config, with the same digest). YAML is read with the YAML 1.2 core schema (only ``true``/``false`` are booleans; ``1e-3`` is a
     number). The file must be UTF-8, at most 1 MiB, nested at most 64 levels, and hold settings.
     """
     path = Path(path)
-    if path.suffix not in (".toml", ".yaml", ".yml"):
+    if path.suffix not in CONFIG_SUFFIXES:
         if not path.exists():
             raise ConfigError(f"config file not found: {path}")
-        raise ConfigError(f"{path}: unknown config format {path.suffix!r}; allowed: .toml, .yaml, .yml")
+        raise ConfigError(f"{path}: unknown config format {path.suffix!r}; allowed: {', '.join(CONFIG_SUFFIXES)}")
     try:
         if path.suffix == ".toml":
             data = load_toml(path, max_bytes=CONFIG_MAX_BYTES, what="config file")
+        elif path.suffix == ".json":  # a run's own config.json: the resolved config, rerun as it is
+            data = load_json(path, max_bytes=CONFIG_MAX_BYTES, what="config file")
         else:
             data = load_yaml(path, schema="core", max_bytes=CONFIG_MAX_BYTES, what="config file")
     except LoadError as err:
@@ -506,5 +576,7 @@ def read_config_file(path: str | Path) -> dict:
         hint = " (TOML written in a YAML file? name it .toml)" if isinstance(data, str) and " = " in data else ""
         raise ConfigError(f"{path}: the top level must be a table/mapping of sections, got "
                           f"{type(data).__name__}{hint}")
-    _check_sections(data, f"{path}: ")
+    if not data:  # `{}` (JSON): nothing to run but the defaults, as an empty TOML or YAML file
+        raise ConfigError(f"{path}: the config is empty (no sections); give at least a preset or a section")
+    _check_sections(data, f"{path}: ", empty_tables=True)
     return data

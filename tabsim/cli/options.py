@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from tabsim._host import cpu_count
 from tabsim.runtime.executors import ExecutorError, check_address
 
 # Nothing heavy at import: every command's options are defined from here, and ``tabsim CMD --help``
@@ -123,12 +124,20 @@ def executor_options(fn):
     return fn
 
 
+MAX_WORKERS_PER_CORE = 4  # with --oversubscribe; without it a local cluster is capped at one per core
+
+
 def check_options(executor: str, workers: int | None, scheduler: str | None) -> None:
     """Refuse bad combinations of the executor options with a :class:`click.UsageError` naming the option."""
     if workers is not None and workers < 1:
         raise click.UsageError(f"--workers: {workers} is not a number of workers (a whole number >= 1)")
     if _oversubscribed() and workers is None:
         raise click.UsageError("--oversubscribe: needs --executor dask --workers N (it lets N exceed the cores)")
+    if _oversubscribed() and workers > MAX_WORKERS_PER_CORE * cpu_count():
+        # each worker is a process holding JAX (about 0.4 GB); a million of them was tried, one by one
+        raise click.UsageError(f"--workers {workers} --oversubscribe: at most {MAX_WORKERS_PER_CORE * cpu_count()} "
+                               f"workers on this machine ({MAX_WORKERS_PER_CORE} per core, {cpu_count()} core(s); "
+                               "each is a process holding JAX, about 0.4 GB); ask for fewer")
     if executor != "dask":
         used = [f"--{n} {v}" for n, v in (("workers", workers), ("scheduler", scheduler)) if v is not None]
         if used:

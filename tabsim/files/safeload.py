@@ -1,4 +1,4 @@
-"""Safe loaders with limits for every file tabsim reads: YAML, TOML and plain text (CSV).
+"""Safe loaders with limits for every file tabsim reads: YAML, TOML, JSON and plain text (CSV).
 
 Nothing in a file is executed (YAML tags beyond the plain scalars, sequences and mappings are refused),
 and a hostile or broken file costs at most a fraction of a second before a one-line
@@ -9,7 +9,8 @@ and a hostile or broken file costs at most a fraction of a second before a one-l
 * nesting: at most :data:`MAX_DEPTH` levels of sequences / mappings (arrays / tables in TOML);
 * YAML aliases: at most :data:`MAX_ALIASES` alias uses and :data:`MAX_NODES` nodes once every alias
   is expanded (a "billion laughs" file is refused before anything is built);
-* YAML: one document, and no mapping key given twice (PyYAML would keep the last one silently).
+* YAML: one document, no explicit tags (``!!int "4"``: a value's type comes from how it is written), and
+  no mapping key given twice (PyYAML would keep the last one silently).
 
 YAML scalars are read with one of three schemas, so each caller gets what it expects:
 
@@ -24,6 +25,7 @@ YAML scalars are read with one of three schemas, so each caller gets what it exp
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import tomllib
@@ -242,6 +244,13 @@ def _check_events(path, loader_cls, text: str, *, max_depth: int, max_aliases: i
     stack: list[list] = []  # open collections: [anchor, values so far]
     for ev in yaml.parse(text, Loader=loader_cls):
         m = ev.start_mark
+        tag = getattr(ev, "tag", None)
+        if tag is not None:
+            # an explicit tag (`!!int "4"`, `!!python/...`, `!custom`, `!`) decides the type instead of the text;
+            # the schemas above read plain values only (a quoted "4" stays a string)
+            raise LoadError(path, f"an explicit YAML tag {tag.replace('tag:yaml.org,2002:', '!!')} (tags are not "
+                                  "read: write the plain value, e.g. 4 rather than !!int \"4\")",
+                            m.line + 1, m.column + 1)
         if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if len(stack) >= max_depth:
                 raise LoadError(path, f"nested too deep (more than {max_depth} levels of lists or mappings)",
@@ -307,6 +316,43 @@ def load_yaml(path, *, schema: str = "core", max_bytes: int = MAX_BYTES, max_dep
         raise LoadError(path, f"nested too deep (more than {max_depth} levels)") from None
     if data is None and not allow_empty:
         raise LoadError(path, f"{what} is empty (no content besides comments)")
+    return data
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number (write a finite number)")
+
+
+def _unique_pairs(pairs):
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {k!r} given twice")
+        out[k] = v
+    return out
+
+
+def load_json(path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, what: str = "JSON file"):
+    """The data of a JSON file (UTF-8, within the size and nesting limits; no ``NaN`` / ``Infinity``
+    constants and no key given twice).
+
+    Raises:
+      LoadError: one line naming the file (and line, column) and what is wrong.
+    """
+    text = decode(path, read_bytes(path, max_bytes=max_bytes, what=what), what=what)
+    if not text.strip():
+        raise LoadError(path, f"{what} is empty")
+    try:
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_pairs)
+    except json.JSONDecodeError as err:
+        raise LoadError(path, f"malformed JSON: {err.msg}", err.lineno, err.colno) from None
+    except ValueError as err:
+        raise LoadError(path, f"malformed JSON: {err}") from None
+    except RecursionError:
+        raise LoadError(path, f"nested too deep (more than {max_depth} levels of arrays or objects)") from None
+    if _depth(data, max_depth) > max_depth:
+        raise LoadError(path, f"nested too deep (more than {max_depth} levels of arrays or objects)")
     return data
 
 

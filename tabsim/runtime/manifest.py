@@ -81,10 +81,15 @@ def check_folder(folder: str | Path) -> dict:
     marker = read_marker(folder)
     recorded = marker["files"]
     now = tree_digests(folder, skip=(MARKER,))
+    # what has no digest is still an addition: a FIFO, socket or device, or a link (never published)
+    odd = {p.relative_to(folder).as_posix() for p in folder.rglob("*")
+           if p.name != MARKER and (p.is_symlink() or not (p.is_file() or p.is_dir()))}
     return {"marker": marker, "n_files": len(recorded),
             "changed": sorted(k for k in recorded.keys() & now.keys() if recorded[k] != now[k]),
-            "missing": sorted(recorded.keys() - now.keys()),
-            "added": sorted(now.keys() - recorded.keys())}
+            "missing": sorted(recorded.keys() - now.keys() - odd),
+            "added": sorted((now.keys() - recorded.keys())
+                            | {f"{k} (a link)" if (folder / k).is_symlink() else f"{k} (not a regular file)"
+                               for k in odd})}
 
 
 __all__ = ["MARKER", "SCHEMA", "CHUNK_MANIFEST", "ManifestError", "file_sha256", "tree_digests", "read_marker",

@@ -33,6 +33,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -48,6 +49,39 @@ from tabsim.files.atomic import atomic_path, write_json
 from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, file_sha256, tree_digests
 
 CHUNK_SCHEMA = "tabsim.chunks/1"
+
+# The range of every metric a run records (names of the frame's columns and of the chunks' arrays): a value
+# outside it is not a result (a forged or damaged chunk, a rewritten frame), so it is neither reused nor
+# published. NaN is left to the reader (a diverged run reports it); +-inf is out of every range.
+METRIC_RANGES = {"pass1": (0.0, 1.0), "mode_correct": (0.0, 1.0), "format_mass": (0.0, 1.0),
+                 "entropy": (0.0, math.inf), "kl_ref": (0.0, math.inf)}
+METRIC_PREFIXES = {"pass@": (0.0, 1.0), "maj@": (0.0, 1.0)}
+RANGE_SLACK = 1e-4  # float32 sums of probabilities may end a few ulps above 1 (or a KL a few below 0)
+FRAME_FILES = ("results.parquet", "results.csv", "data.parquet", "data.csv", "data/*.parquet", "data/*.csv")
+
+
+def metric_range(name: str) -> tuple[float, float] | None:
+    """``(low, high)`` of the metric ``name``, or None when it is not a metric with a known range."""
+    if name in METRIC_RANGES:
+        return METRIC_RANGES[name]
+    for prefix, bounds in METRIC_PREFIXES.items():
+        if name.startswith(prefix):
+            return bounds
+    return None
+
+
+def out_of_range(name: str, values) -> str | None:
+    """``"pass1 = 1.249 is outside [0, 1]"`` for the first value of metric ``name`` outside its range, or None."""
+    bounds = metric_range(name)
+    if bounds is None:
+        return None
+    a = np.asarray(values, dtype=np.float64).reshape(-1)
+    lo, hi = bounds
+    bad = ~np.isnan(a) & ((a < lo - RANGE_SLACK) | (a > hi + RANGE_SLACK) | np.isinf(a))
+    if not bad.any():
+        return None
+    where = "[0, 1]" if hi == 1.0 else f">= {lo:g}"
+    return f"{name} = {a[bad][0]!r} is outside its range ({name} {'in ' if hi == 1.0 else ''}{where})"
 
 _CURRENT: contextvars.ContextVar["RunStore | None"] = contextvars.ContextVar("tabsim_run_store", default=None)
 
@@ -292,7 +326,8 @@ class RunStore:
 
         A chunk is trusted only when its SHA-256 is the one the manifest recorded when this store wrote
         it, and the key, job and chunk id it carries are this run's, this job's and ``index``; one
-        that fails (truncated, edited, copied over another, foreign) counts in ``recomputed_chunks``.
+        that fails (truncated, edited, copied over another, foreign, a metric outside its range) counts in
+        ``recomputed_chunks``.
         """
         path = self._chunk_file(job, index)
         if not path.is_file():
@@ -306,7 +341,9 @@ class RunStore:
                 for name, info in meta["arrays"].items():
                     col = table.column(name).to_numpy()
                     out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
-                return out
+                    why = why or out_of_range(name, out[name])
+                if why is None:
+                    return out
             except Exception:  # noqa: BLE001 - a file that cannot be read back is recomputed, never trusted
                 why = "unreadable"
         self.recomputed_chunks += 1
@@ -363,6 +400,18 @@ class RunStore:
         print(message, file=sys.stderr, flush=True)
 
     # -- publishing ---------------------------------------------------------------------------
+    def _check_ranges(self) -> None:
+        """Refuse to publish a results frame whose metrics leave their ranges (:data:`METRIC_RANGES`)."""
+        for pattern in FRAME_FILES:
+            for path in sorted(self.dir.glob(pattern)):
+                try:
+                    why = _frame_problem(path)
+                except Exception as err:  # noqa: BLE001 - a frame that cannot be read back is not published
+                    why = f"unreadable ({type(err).__name__})"
+                if why:
+                    raise OutputError(f"{self.out}: not published: {path.relative_to(self.dir).as_posix()}: {why}; "
+                                      f"{self.out} is unchanged (the run's files are kept in {self.dir})")
+
     def publish(self) -> Path:
         """Move the staging folder to ``out`` in one rename (swapping out an old ``out`` atomically)."""
         if self.published:
@@ -371,6 +420,7 @@ class RunStore:
             self.published = True
             return self.out
         stage, out = self.dir, self.out
+        self._check_ranges()
         (stage / "staging.json").unlink(missing_ok=True)
         chunks = stage / "chunks"
         files = tree_digests(stage, skip=(chunks.name, MARKER))
@@ -390,6 +440,26 @@ class RunStore:
         shutil.rmtree(out / chunks.name, ignore_errors=True)
         self.published = True
         return self.out
+
+
+def _frame_problem(path: Path) -> str | None:
+    """The first metric of the frame file ``path`` outside its range, or None."""
+    # lazy: the CSV reader only when a CSV frame is published
+    import pyarrow.csv as pacsv
+
+    if path.suffix == ".parquet":
+        names = [n for n in pq.read_schema(path).names if metric_range(n) is not None]
+        table = pq.read_table(path, columns=names) if names else None
+    else:
+        table = pacsv.read_csv(path)
+        names = [n for n in table.column_names if metric_range(n) is not None]
+    for name in names:
+        col = table.column(name).to_numpy(zero_copy_only=False)
+        if col.dtype.kind in "fiu":
+            why = out_of_range(name, col)
+            if why:
+                return why
+    return None
 
 
 def _read_json(path: Path):

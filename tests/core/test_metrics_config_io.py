@@ -91,7 +91,7 @@ def test_malformed_config_file(tmp_path):
     q.write_text("task: [1, 2\n")
     with pytest.raises(ts.ConfigError, match="malformed config file"):
         ts.load_config(q)
-    r = tmp_path / "x.json"
+    r = tmp_path / "x.ini"
     r.write_text("{}")
     with pytest.raises(ts.ConfigError, match="unknown config format"):
         ts.load_config(r)

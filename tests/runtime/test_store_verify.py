@@ -202,3 +202,53 @@ def test_verify_refuses_what_it_cannot_check(reference, tmp_path, case, words):
     res = cli("verify", out)
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
     assert words in res.output and len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_a_forged_chunk_outside_the_metric_ranges_is_recomputed(config, reference, interrupted):
+    """A chunk rewritten with pass@1 = 1.249 and its manifest entry forged to match was trusted and published."""
+    from tabsim.runtime.manifest import file_sha256
+
+    out, chunks = interrupted
+    t = pq.read_table(chunks[0])
+    col = t.column("pass1").to_numpy().copy()
+    col[0] = 1.249
+    pq.write_table(t.set_column(t.schema.get_field_index("pass1"), "pass1", pa.array(col)), chunks[0])
+    manifest = staging_path(out) / "chunks" / CHUNK_MANIFEST
+    data = json.loads(manifest.read_text())
+    data["chunks"][chunks[0].name]["sha256"] = file_sha256(chunks[0])
+    manifest.write_text(json.dumps(data))
+    output = resume(config, out, reference, recomputed=1)
+    assert "pass1" in output and "outside" in output, output
+
+
+@pytest.mark.parametrize("name, values, words", [
+    ("results.parquet", {"pass1": [0.5, 1.249]}, ("pass1", "1.249", "[0, 1]")),
+    ("data/runs.csv", {"entropy": [0.3, -0.5]}, ("entropy", "-0.5", ">= 0")),
+    ("results.parquet", {"mode_correct": [0.2, float("-inf")]}, ("mode_correct", "-inf")),
+])
+def test_publish_refuses_a_metric_outside_its_range(tmp_path, name, values, words):
+    """Whatever wrote the frame, a metric outside its range is not published (exit 1, ``--out`` untouched)."""
+    import pandas as pd
+
+    from tabsim.runtime.store import OutputError
+
+    out = tmp_path / "o"
+    frame = pd.DataFrame({"step": [0, 1], "arm": ["true", "true"], **values})
+    with pytest.raises(OutputError) as err:
+        with RunStore(out, key="k", description="test") as store:
+            path = store.dir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            frame.to_csv(path, index=False) if name.endswith(".csv") else frame.to_parquet(path)
+    for word in words:
+        assert word in str(err.value), str(err.value)
+    assert not out.exists()
+
+
+def test_publish_accepts_metrics_in_range(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "o"
+    with RunStore(out, key="k", description="test") as store:
+        pd.DataFrame({"pass1": [0.0, 1.0], "entropy": [0.0, 2.0], "kl_ref": [0.0, 3.0],
+                      "pass@4": [0.1, 1.0]}).to_parquet(store.dir / "results.parquet")
+    assert (out / "results.parquet").is_file()
