@@ -5,8 +5,9 @@
 * :func:`format_across`: the same base model scoring far lower on an easier benchmark of the same
   table than on a harder one (answer-format failures, not missing skill);
 * :func:`outside_family`: rows whose simulator bound on ``d_null`` excludes a ``d_null`` measured for
-  the same model and benchmark by another input: the simulated families cannot represent that model,
-  so those rows fall back to logical bounds.
+  the same model and benchmark (by another input or in the registry of published null-reward runs,
+  :mod:`tabsim.audit.measured`), or whose model was measured outside every family's reach: the
+  simulated families cannot represent that model, so those rows fall back to logical bounds.
 """
 from __future__ import annotations
 
@@ -77,27 +78,58 @@ def format_across(entries: list) -> dict:
     return out
 
 
-def outside_family(entries: list, rows: list, reach: dict) -> dict:
-    """Index -> reason for rows whose simulator d_null bound excludes a d_null measured elsewhere.
+def outside_family(entries: list, rows: list, reach: dict, registry=(), *, ci: float = 0.95) -> dict:
+    """Index -> reason for rows whose simulator bound a measured ``d_null`` contradicts.
 
-    A ``d_null`` is measured where an entry reports RANDOM; it contradicts the bound of another entry
-    (same model and benchmark, RANDOM missing, simulator bounds) when their intervals do not overlap.
+    Measurements come from the other inputs of the run (an entry that reports RANDOM) and from the
+    registry of published null-reward runs (:mod:`tabsim.audit.measured`). A row with simulator
+    bounds and no RANDOM arm of its own sets its bound aside when
+
+    * a ``d_null`` measured for the same model and benchmark has an interval that does not overlap the
+      row's bound on ``d_null``; or
+    * a ``d_null`` measured for the same model (any benchmark) lies, interval and all, outside the reach
+      of every simulated family: the families cannot train like this model, on any benchmark.
+
+    Args:
+      entries, rows: the run's entries and their audit rows (``d_null``, ``d_null_low``/``_high``,
+        ``bound_source``).
+      reach: ``{family: {term: [low, high]}}`` of the simulated families.
+      registry: :class:`tabsim.audit.measured.NullMeasurement` records (random reward at the
+        families' probability).
+      ci: level of a registry measurement's interval.
     """
-    measured: dict = {}
+    measured: dict = {}  # (model, benchmark) -> [(index or -1, who, estimate, low, high)]
     for i, (e, r) in enumerate(zip(entries, rows)):
         if "random" in e.arms and math.isfinite(r["d_null"]):
             measured.setdefault((model_key(e.model), bench_key(e.benchmark)), []).append(
-                (i, e.source["id"], r["d_null"], r["d_null_low"], r["d_null_high"]))
+                (i, e.source["id"], r["d_null"], r["d_null_low"], r["d_null_high"], e.benchmark))
+    for m in registry:
+        est, lo, hi = m.interval(ci)
+        key = (model_key(m.model), bench_key(m.benchmark))
+        if not any(who == m.source_id and abs(x - est) < 0.05 for _, who, x, *_ in measured.get(key, [])):
+            measured.setdefault(key, []).append((-1, f"{m.source_id} (registered measurement)", est, lo, hi,
+                                                 m.benchmark))
     span = [min(v["d_null"][0] for v in reach.values()), max(v["d_null"][1] for v in reach.values())]
+    by_model: dict = {}
+    for (mk, _), ms in measured.items():
+        by_model.setdefault(mk, []).extend(ms)
     out = {}
     for j, (e, r) in enumerate(zip(entries, rows)):
         if "random" in e.arms or r["bound_source"] != "simulator":
             continue
-        for i, src, est, lo, hi in measured.get((model_key(e.model), bench_key(e.benchmark)), []):
+        for i, src, est, lo, hi, _ in measured.get((model_key(e.model), bench_key(e.benchmark)), []):
             if i != j and (lo > r["d_null_high"] or hi < r["d_null_low"]):
                 out[j] = (f"d_null measured at {est:+.1f} [{lo:.1f}, {hi:.1f}] for the same model and benchmark by "
                           f"{src} lies outside this row's simulator bound [{r['d_null_low']:.1f}, "
                           f"{r['d_null_high']:.1f}] (the simulated families together reach d_null in [{span[0]:g}, "
                           f"{span[1]:g}]): the simulator cannot represent this model, so the bounds are logical")
+                break
+        if j in out:
+            continue
+        for i, src, est, lo, hi, bench in by_model.get(model_key(e.model), []):
+            if i != j and (lo > span[1] or hi < span[0]):
+                out[j] = (f"d_null measured at {est:+.1f} [{lo:.1f}, {hi:.1f}] for this model on {bench} by {src} "
+                          f"lies outside the reach of every simulated family (d_null in [{span[0]:g}, {span[1]:g}]): "
+                          "the simulator cannot train like this model, so the bounds are logical")
                 break
     return out

@@ -11,6 +11,7 @@ import pandas as pd
 
 from tabsim.audit import calibrate as cal
 from tabsim.audit import checks
+from tabsim.audit import measured as ms
 from tabsim.audit.entry import EXTRA_ARMS, PARTITION_ARMS, Entry
 from tabsim.audit.estimate import SHARES, TERMS, arm_moments, identified_terms, paired_cov, term_intervals
 from tabsim.audit.verdict import RULES, term_verdict
@@ -103,15 +104,18 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid) -> dict:
             c2 = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd, majority_kind=other, unit=unit)
             if c2.n_consistent:
                 alt = (other, term_intervals(c2.means, c2.variances, ci=ci, cov=cov))
-    by = {}
+    by, free = {}, {}
     for t in TERMS:
-        l_lo, l_hi, _, _ = _union(logical, t)
+        l_lo, l_hi, l_slo, l_shi = _union(logical, t)
         rec = {"term": t, "logical_low": l_lo, "logical_high": l_hi}
         if t in ident:
             est, lo, hi = (float(x[0]) for x in point[t])
             rec.update(identified="point", estimate=est, low=lo, high=hi, set_low=est, set_high=est,
                        bound_source="interval")
+            free[t] = dict(rec)
         else:
+            free[t] = {**rec, "identified": "bounds", "estimate": math.nan, "low": l_lo, "high": l_hi,
+                       "set_low": l_slo, "set_high": l_shi, "bound_source": "logical"}
             lo, hi, s_lo, s_hi = _union(primary, t)
             rec.update(identified="bounds", estimate=math.nan, low=lo, high=hi, set_low=s_lo, set_high=s_hi,
                        bound_source=source)
@@ -119,7 +123,8 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid) -> dict:
             a_lo, a_hi, _, _ = _union(alt[1], t)
             rec.update(alt_majority_kind=alt[0], alt_low=a_lo, alt_high=a_hi)
         by[t] = rec
-    return {"by": by, "mean": mean, "var": var, "note": note, "source": source, "calib": calib, "ident": ident}
+    return {"by": by, "free": free, "mean": mean, "var": var, "note": note, "source": source, "calib": calib,
+            "ident": ident}
 
 
 def _unit_label(entry: Entry) -> str:
@@ -198,6 +203,13 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
     else:
         row["term_verdict_if_independent"], row["reference_verdict_if_independent"] = tv.verdict, ref["verdict"]
     row["verdict_if_independent"] = row[f"{'term' if rule == 'terms' else 'reference'}_verdict_if_independent"]
+    # the verdict the table gives without the simulator: where it differs, the verdict rests on the model
+    free = _terms_rule(side["free"], dominance).verdict if rule == "terms" else _reference(side["free"], threshold)["verdict"]
+    row["verdict_if_model_free"] = free
+    row["verdict_model_based"] = bool(source == "simulator" and free != row["verdict"])
+    if row["verdict_model_based"]:
+        row["verdict_reason"] = (f"model-based: rests on simulator bounds, which hold only if the model trains like "
+                                 f"the simulated family (model-free bounds give {free}); " + row["verdict_reason"])
     row["verdict_basis"] = "interval" if not entry.missing else f"{source} bounds"
     row["identified"] = "point" if not entry.missing else "bounds"
     row["bounded_terms"] = ",".join(t for t in TERMS if t not in side["ident"])
@@ -213,6 +225,31 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
         cand = calib.candidates[calib.candidates["consistent"]].assign(**base)
         cand = cand[list(base) + [c for c in cand.columns if c not in base]]
     return {"row": row, "terms": term_rows, "calibration": cand}
+
+
+# Seed spread over which a verdict must hold not to be fragile: up to this many points from the one used.
+FRAGILE_SEED_SD = 1.0
+FRAGILE_STEPS = 4
+
+
+def _fragility_sds(seed_sd: float) -> list:
+    """Seed sds within ``FRAGILE_SEED_SD`` of ``seed_sd`` (>= 0), in steps of a quarter point."""
+    step = FRAGILE_SEED_SD / FRAGILE_STEPS
+    out = [seed_sd + k * step for k in range(-FRAGILE_STEPS, FRAGILE_STEPS + 1) if k != 0]
+    return [round(s, 6) for s in out if s >= 0]
+
+
+def _audit_rows(entries, structs, reach, registry, *, seed_sd, **kw) -> list:
+    """:func:`audit_entry` of every entry, simulator bounds that a measurement contradicts set aside."""
+    outs = [audit_entry(e, structs=structs, seed_sd=seed_sd, **kw) for e in entries]
+    if structs is not None:
+        for i, why in checks.outside_family(entries, [o["row"] for o in outs], reach, registry,
+                                            ci=kw["ci"]).items():
+            outs[i] = audit_entry(entries[i], structs=None, seed_sd=seed_sd, **kw)  # logical bounds only
+            r = outs[i]["row"]
+            r["bound_note"] = why
+            r["verdict_reason"] = f"simulator bound set aside ({why}); {r['verdict_reason']}"
+    return outs
 
 
 def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame:
@@ -237,7 +274,8 @@ def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame
 
 def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
           calibrate: bool = True, grid: Optional[cal.CalibrationGrid] = None, cache_dir: Optional[Path] = None,
-          progress: bool = False, executor=None, rule: str = "terms", dominance: float = 0.5) -> AuditResult:
+          progress: bool = False, executor=None, rule: str = "terms", dominance: float = 0.5,
+          measurements=None) -> AuditResult:
     """Partition, intervals, bounds and verdicts for every entry.
 
     Args:
@@ -253,6 +291,12 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
         :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
       rule: the rule of the ``verdict`` column: ``terms`` (default) or ``reference``.
       dominance: share threshold of the three-term rule (0.5).
+      measurements: published null-reward runs that overrule simulator bounds they contradict (default:
+        the registry :data:`tabsim.audit.measured.MEASUREMENTS`; ``()`` for none).
+
+    Every row also says whether its verdict is *fragile*: ``fragile`` is true when the verdict changes
+    at an assumed seed sd up to 1 point away from ``seed_sd`` (quarter-point steps), and
+    ``fragile_note`` names the verdicts it changes to.
 
     Returns:
       :class:`AuditResult`.
@@ -273,12 +317,21 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
         info["calibration"] = {**sim_info, "grid": grid.as_dict(), "n_structures": len(structs), "reach": reach,
                                "sim_d_null_range": [min(r["d_null"][0] for r in reach.values()),
                                                     max(r["d_null"][1] for r in reach.values())]}
-    kw = dict(ci=ci, seed_sd=seed_sd, threshold=threshold, grid=grid, rule=rule, dominance=dominance)
-    outs = [audit_entry(e, structs=structs, **kw) for e in entries]
-    if structs is not None:
-        for i, why in checks.outside_family(entries, [o["row"] for o in outs], info["calibration"]["reach"]).items():
-            outs[i] = audit_entry(entries[i], structs=None, **kw)  # logical bounds only
-            outs[i]["row"]["bound_note"] = why
+    registry = ms.random_measurements(measurements)
+    info["measurements"] = [{"model": m.model, "benchmark": m.benchmark, "reward": m.reward, "gamma": m.gamma,
+                             "d_null": round(m.gain, 2), "source": m.source_id} for m in registry]
+    reach = info["calibration"]["reach"] if structs is not None else None
+    kw = dict(ci=ci, threshold=threshold, grid=grid, rule=rule, dominance=dominance)
+    outs = _audit_rows(entries, structs, reach, registry, seed_sd=seed_sd, **kw)
+    # fragility: the verdict one point of seed spread (more, or less) would give
+    info["fragile_seed_sd"] = _fragility_sds(seed_sd)
+    shifted = {s: [o["row"]["verdict"] for o in _audit_rows(entries, structs, reach, registry, seed_sd=s, **kw)]
+               for s in info["fragile_seed_sd"]}
+    for i, o in enumerate(outs):
+        r = o["row"]
+        changed = [(s, v[i]) for s, v in shifted.items() if v[i] != r["verdict"]]
+        r["fragile"] = bool(changed)
+        r["fragile_note"] = "; ".join(f"{v} at seed sd {s:g}" for s, v in changed)
     for i, note in checks.format_across(entries).items():
         r = outs[i]["row"]
         r["format_note"] = "; ".join(x for x in (r["format_note"], note) if x)

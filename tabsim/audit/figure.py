@@ -9,11 +9,20 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from tabsim.audit.core import AuditResult
-from tabsim.plotting import TERM_COLORS  # one palette for the project
+from tabsim.plotting import ARM_COLORS, TERM_COLORS  # one palette for the project
 
-PLOT_TERMS = ("d_null", "d_elicit", "d_rd", "d_total")
+# d_majority = acc(MAJORITY) - acc(FROZEN) = d_null + d_elicit: the one term a base + majority table
+# identifies. Until the palette names it, it takes the majority arm's second (offline) shade, d_elicit
+# having the first.
+D_MAJORITY_COLOR = TERM_COLORS.get("d_majority", ARM_COLORS["majority_offline"])
+
+
+def term_color(term: str) -> str:
+    return D_MAJORITY_COLOR if term == "d_majority" else TERM_COLORS[term]
+
+PLOT_TERMS = ("d_null", "d_elicit", "d_majority", "d_rd", "d_total")
 TITLE = ("Partition of published gains, per model (terms top to bottom: " + ", ".join(PLOT_TERMS)
-         + "); simulator bounds are model-based")
+         + "); simulator bounds are model-based; under each model its verdict")
 
 
 def plot_terms(res: AuditResult):
@@ -33,7 +42,7 @@ def plot_terms(res: AuditResult):
     nrows = (n + cols - 1) // cols
     sizes = [len(sub) for _, sub in groups]
     heights = [max(sizes[r * cols:(r + 1) * cols]) for r in range(nrows)]
-    row_h = 0.62  # inches per model (four term rows)
+    row_h = 0.16 * len(PLOT_TERMS) - 0.02  # inches per model (one row per term)
     width = 6.2 * cols
     handles = _legend_handles()
     ncol = 5 if cols > 1 else 3
@@ -58,7 +67,7 @@ def plot_terms(res: AuditResult):
         pad = 0.06 * (hi_ax - lo_ax + 1.0)
         lo_ax, hi_ax = lo_ax - pad, hi_ax + pad
         for y, term, r in rows:
-            c = TERM_COLORS[term]
+            c = term_color(term)
             if r["identified"] == "point":
                 ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
                             fmt="o", ms=4, color=c, elinewidth=1.2, capsize=0)
@@ -78,7 +87,7 @@ def plot_terms(res: AuditResult):
         ax.set_xlim(lo_ax, hi_ax)
         ax.set_ylim(len(models) - 0.5, -0.5)
         ax.axvline(0, color="k", lw=0.6)
-        ax.set_yticks(range(len(models)), models, fontsize=8)
+        ax.set_yticks(range(len(models)), [_model_label(r) for _, r in sub.iterrows()], fontsize=7)
         for i in range(1, len(models)):
             ax.axhline(i - 0.5, color="grey", lw=0.4, alpha=0.5)
         ax.set_title(f"{src}: {bench}" + (f" ({train})" if train else ""), fontsize=9)
@@ -94,8 +103,21 @@ def plot_terms(res: AuditResult):
     return fig
 
 
+SHORT = {"RANDOM_REWARD_DOMINATED": "random-reward dom.", "ELICITATION_DOMINATED": "elicitation dom.",
+         "REWARD_DESIGN_DOMINATED": "reward-design dom.", "MIXED": "mixed", "INCONCLUSIVE": "inconclusive"}
+
+
+def _model_label(r) -> str:
+    """The model, and under it its verdict: "(sim)" when the simulator decides it, "fragile" when one
+    point of seed spread changes it."""
+    tags = [t for t, on in (("sim", r.get("verdict_model_based") is True or r.get("verdict_model_based") == 1),
+                            ("fragile", r.get("fragile") is True or r.get("fragile") == 1)) if on]
+    v = SHORT.get(r["verdict"], str(r["verdict"]))
+    return f"{r['model']}\n{v}" + (f" ({', '.join(tags)})" if tags else "")
+
+
 def _legend_handles() -> list:
-    handles = [Line2D([], [], color=TERM_COLORS[t], marker="o", ls="-", label=t) for t in PLOT_TERMS]
+    handles = [Line2D([], [], color=term_color(t), marker="o", ls="-", label=t) for t in PLOT_TERMS]
     return handles + [
         Line2D([], [], color="k", marker="o", ls="-", label="identified: estimate and interval"),
         Line2D([], [], color="k", marker="|", ms=8, ls="-", label="simulator bound (model-based, 'sim')"),

@@ -75,8 +75,21 @@ def _what(r) -> str:
     return f"{md(r['model'])} / {md(r['benchmark'])}" + (f" (trained on {md(r['train_set'])})" if r["train_set"] else "")
 
 
+def _flag(r, name: str) -> bool:
+    """A boolean column of the row (False where an older result lacks it)."""
+    v = r.get(name)
+    return isinstance(v, (bool, np.bool_)) and bool(v)
+
+
+def _verdict_tag(r) -> str:
+    """The verdict with what it rests on: ``X (simulator: model-based)`` when the simulator decides it."""
+    return f"{r['verdict']}{TAGS['simulator'] if _flag(r, 'verdict_model_based') else ''}"
+
+
 def _verdict_cell(r) -> str:
-    v = f"**{r['verdict']}**"
+    v = f"**{_verdict_tag(r)}**"
+    if _flag(r, "fragile"):
+        v += f"; fragile: {r['fragile_note']}"
     if r["verdict"] == "INCONCLUSIVE" and r["point_verdict"] and r["point_verdict"] != "INCONCLUSIVE":
         v += f" (point estimates: {r['point_verdict']})"
     if r["verdict_if_independent"] != r["verdict"]:
@@ -112,9 +125,19 @@ def _assumptions(res: AuditResult) -> list:
             "seeds" for r in seeded.itertuples())
         L.append(f"  Seed spread where the inputs report seeds: {spreads}. Single-run tables carry a spread of this "
                  "order on top of their binomial intervals.")
+    if info.get("fragile_seed_sd"):
+        L.append("- **Fragile** verdicts: a verdict is marked fragile when an assumed seed sd up to 1 point from the "
+                 f"one used ({', '.join(f'{x:g}' for x in info['fragile_seed_sd'])}) changes it; the summary, "
+                 "`fragile`/`fragile_note` in `audit.csv` and the figure's labels say so.")
     cal_info = info.get("calibration")
     if cal_info:
         L += _calibration_text(cal_info, a)
+        reg = info.get("measurements") or []
+        if reg:
+            L.append("- Measured null effects (the registry of published random-reward runs, "
+                     "`tabsim.audit.measured`) overrule simulator bounds they contradict: "
+                     + "; ".join(f"{md(m['source'])} {md(m['model'])} {md(m['benchmark'])} d_null {m['d_null']:+g}"
+                                 for m in reg) + ".")
     elif not info.get("calibrate", True):
         L.append("- Simulator calibration switched off (`--no-calibration`): bounds are logical only.")
     return L
@@ -147,7 +170,8 @@ def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
         L.append("  **Reported d_null outside every simulated family's reach**: "
                  + ", ".join(f"{md(s_)} {md(m_)} {md(b_)} {d:+.1f}" for s_, m_, b_, d in out)
                  + ". Simulator bounds on d_null cannot contain such values; rows whose bound contradicts a d_null "
-                 "measured for the same model and benchmark fall back to logical bounds (see `bound_note`).")
+                 "measured for the same model and benchmark, or whose model was measured outside every family's "
+                 "reach, fall back to logical bounds (see `bound_note`).")
     if "reuse" not in [n for n, _ in g["families"]]:
         L.append("  The `paper` family has no clipping, so it produces no random-reward gain from clipping under "
                  "off-policy reuse; `--family reuse` adds a clipped-reuse family.")
@@ -184,6 +208,10 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
     L += [f"- `{t}` = {TERM_HELP[t]}" for t in ("d_null", "d_elicit", "d_rd", "d_total", "d_naive", "d_majority",
                                                  "rd_fraction", "null_share", "elicit_share", "rd_share",
                                                  "elicitation_share")]
+    L += ["", "The three shares sum to 1, so a share above 1 or below 0 is no error: it happens when one term is "
+          "negative. A random reward that costs accuracy (d_null < 0) gives a negative null share, and then the other "
+          "two shares add up to more than 1; a share above 1 means that term alone gained more than the total, the "
+          "rest being lost elsewhere."]
     L += ["", f"A cell `x [lo, hi]` is a point estimate with its {lvl} interval (the term is identified by the table). "
           "A cell `in [lo, hi]` is a bound: the table lacks an arm the term needs. `(simulator: model-based)` bounds "
           "come from the simulator calibration and hold only for models that train like the simulated family; "
@@ -215,6 +243,26 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
     return "\n".join(L)
 
 
+SHARE_TERMS = {"null_share": "d_null", "elicit_share": "d_elicit", "rd_share": "d_rd"}
+
+
+def _odd_shares(r, term) -> str:
+    """A sentence for each identified share outside [0, 1]: which term is negative, or larger than the total."""
+    out = []
+    for s, d in SHARE_TERMS.items():
+        t = term(r, s)
+        v = t["estimate"]
+        if t["identified"] != "point" or not math.isfinite(v) or 0.0 <= v <= 1.0:
+            continue
+        if v < 0:
+            out.append(f"{s} {v:.2f} is below 0: {d} is negative (that step of the partition cost accuracy), so "
+                       "the other shares add up to more than 1.")
+        else:
+            out.append(f"{s} {v:.2f} is above 1: {d} alone is larger than the total gain, which the other terms' "
+                       "losses bring back down.")
+    return " ".join(out)
+
+
 def _source_section(src, sub, term) -> list:
     r0 = sub.iloc[0]
     ref = ", ".join(x for x in (f"arXiv {md(r0['arxiv'])}" if r0["arxiv"] else "",
@@ -238,18 +286,30 @@ def _source_section(src, sub, term) -> list:
           _md_table(["model", "benchmark", "trained on", "items", "protocol", "frozen", "random", "majority", "true",
                      "other arms"], acc_rows), ""]
     for _, r in sub.iterrows():
-        head = (f"- **{_what(r)}**: {r['verdict']} (reference rule: {r['reference_verdict']}); sampling unit "
+        head = (f"- **{_what(r)}**: {_verdict_tag(r)} (reference rule: {r['reference_verdict']}); sampling unit "
                 f"{r['sampling_unit']}")
+        follow = []
+        odd = _odd_shares(r, term)
+        if odd:
+            follow.append(f"  {odd}")
+        if _flag(r, "verdict_model_based"):
+            follow.append(f"  The verdict rests on the simulator's model-based bounds: with model-free bounds it "
+                          f"would be {r['verdict_if_model_free']}.")
+        if _flag(r, "fragile"):
+            follow.append(f"  **Fragile**: an assumed seed sd up to 1 point from the one used gives "
+                          f"{md(r['fragile_note'])}.")
         shares = ", ".join(f"{t} {_cell(term(r, t), 2)}" for t in ("null_share", "elicit_share", "rd_share"))
         if r["identified"] == "point":
             L.append(head + f". Shares: {shares}; d_naive {_cell(term(r, 'd_naive'))}, rd_fraction "
                             f"{_cell(term(r, 'rd_fraction'), 2)}.")
+            L += follow
         else:
             ident = [t for t in ("d_majority", "d_null", "d_naive", "d_total", "d_rd", "rd_share")
                      if term(r, t)["identified"] == "point"]
             shown = ", ".join(f"{t} {_cell(term(r, t), 2 if 'share' in t else 1)}" for t in ident)
             L.append(head + f". Missing arm(s): {r['missing_arms']}. The table identifies: "
                             f"{shown or 'nothing but the base'}. Shares: {shares}.")
+            L += follow
             if r["bound_source"] == "simulator":
                 sets = []
                 for t in PLOT_TERMS:

@@ -120,5 +120,8 @@ def test_outside_family_names_the_measurement():
             {"d_null": float("nan"), "d_null_low": -8.1, "d_null_high": 10.8, "bound_source": "simulator"},
             {"d_null": float("nan"), "d_null_low": -18.0, "d_null_high": 21.0, "bound_source": "simulator"}]
     out = outside_family(es, rows, {"paper": {"d_null": [-3.1, 6.8]}})
-    assert list(out) == [1]
+    assert list(out) == [1, 2]
     assert "d_null measured at +21.4" in out[1] and "spurious" in out[1] and "bounds are logical" in out[1]
+    # the AIME row's bound overlaps +21.4, but the family's reach [-3.1, 6.8] excludes what the model did
+    assert "outside the reach of every simulated family" in out[2] and "on MATH-500" in out[2]
+    assert outside_family(es, rows, {"paper": {"d_null": [-3.1, 30.0]}}).keys() == {1}
