@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 
 def cpu_count() -> int:
@@ -10,3 +11,23 @@ def cpu_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def process_seconds() -> float | None:
+    """Seconds since this process started (Linux ``/proc``: the interpreter's start-up and imports counted,
+    as ``time`` counts them), or None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        start = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/uptime") as fh:
+            return max(0.0, float(fh.read().split()[0]) - start)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def started_at() -> float:
+    """The ``time.perf_counter()`` reading of this process's start (now, where that cannot be read): a
+    command's clock, so that the times it prints and records are the wall time a user measures."""
+    now = time.perf_counter()
+    return now - (process_seconds() or 0.0)

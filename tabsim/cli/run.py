@@ -1,16 +1,18 @@
 """``tabsim run CONFIG`` and ``tabsim sweep``: train the arms of a config and write its results."""
 from __future__ import annotations
 
-import math
+import time
 from pathlib import Path
 
 import click
 
+from tabsim._host import started_at
+from tabsim.cli.jsonout import emit, json_option, say as _human
 from tabsim.cli.options import (check_options, check_out, executor_options, fail as _fail, open_executor, open_store,
                                 output_options)
+from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, study_options, usage
 from tabsim.plotting import helper as figure_helper
 from tabsim.plotting.helper import warm_up
-from tabsim.presets import PRESETS
 
 # bounds of the run-size options, the same as train.seeds and train.steps in a config
 SEEDS = click.IntRange(1, 100_000)
@@ -19,39 +21,100 @@ SEEDS = click.IntRange(1, 100_000)
 STEPS = click.IntRange(1, 10_000_000)
 
 
+# conditions beyond which the pass@1 figure is one summary (final pass@1 against a swept factor, per arm)
+# instead of one panel of curves per condition
+CURVE_PANELS = 8
+
+
+class Phases:
+    """The command's phase lines on stderr, ``[  2.3s] what starts now``, timed from the process's start
+    (its imports counted), so that every number printed or recorded is the wall time ``time`` measures."""
+
+    def __init__(self, quiet: bool):
+        self.t0, self.quiet = started_at(), quiet
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def __call__(self, msg: str) -> None:
+        if not self.quiet:
+            click.echo(f"[{self.seconds():5.1f}s] {msg}", err=True)
+
+
+def _describe(cfg, n_cond: int) -> str:
+    """``32 conditions x 8 seeds x 4 arms, 300 steps``: the size of the run."""
+    runs = ("the expected flow" if cfg.train.dynamics == "expected"
+            else f"{cfg.train.seeds} seed{'s' * (cfg.train.seeds != 1)}")
+    return (f"{n_cond} condition{'s' * (n_cond != 1)} x {runs} x {len(cfg.arms.arms)} arm"
+            f"{'s' * (len(cfg.arms.arms) != 1)}, {cfg.train.steps} steps")
+
+
 def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = False, resume: bool = False,
-                   command: str = "tabsim run", desc: str = "tabsim run", executor: tuple = ("local", None, None)):
+                   command: str = "tabsim run", desc: str = "tabsim run", executor: tuple = ("local", None, None),
+                   figure: bool = True, say: Phases | None = None, as_json: bool = False):
     """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary.
 
-    ``executor`` is ``(--executor, --workers, --scheduler)``."""
+    ``executor`` is ``(--executor, --workers, --scheduler)``; ``figure``: draw the pass@1 figure; ``say``:
+    the command's phase lines (and its clock)."""
+    say = say or Phases(quiet)
+    # the figure and summary show pass@1, or the first metric recorded when train.metrics leaves it out
+    metric = "pass1" if cfg.train.metrics is None or "pass1" in cfg.train.metrics else cfg.train.metrics[0]
+    n_cond = len(cfg.grid())
+    announce_estimate(cfg, command, quiet)
     with open_executor(*executor, quiet=quiet) as ex, \
             open_store(out, overwrite=overwrite, resume=resume, key=cfg.digest(), description=command) as store:
         if store.complete:
-            click.echo(f"nothing to resume: {out} already holds this run, complete")
+            _human(f"nothing to resume: {out} already holds this run, complete", as_json)
+            if as_json:
+                emit({"command": command, "out": str(out), "complete": True, "resumed_nothing": True,
+                      "config_digest": cfg.digest()})
             return None
         # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
+        from tabsim.files.atomic import write_json
         from tabsim.runtime.run import run
 
         # the figure helper loads matplotlib, this process the Parquet writer, while the engine runs
-        with figure_helper.start(("tabsim.plotting.figures",)) as pool:
-            warm = warm_up("pyarrow.parquet", draw=isinstance(pool, figure_helper.LocalFigures))
+        with (figure_helper.start(("tabsim.plotting.figures",)) if figure else figure_helper.LocalFigures()) as pool:
+            warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, figure_helper.LocalFigures))
+            say(f"{_describe(cfg, n_cond)}: compiling, then training (the bar counts steps)")
             res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
-            pool.submit("tabsim.plotting.figures:plot_curves", res.frame, metric="pass1", by=res.factors,
-                        title=f"pass@1 per arm ({cfg.preset or 'custom'})", stem=store.dir / "pass1")
+            trained = res.provenance["wall_seconds"]
+            if figure:
+                many = n_cond > CURVE_PANELS
+                say(f"trained in {trained:.1f} s; writing results and drawing the pass@1 figure"
+                    + (f" (final pass@1 of {n_cond} conditions)" if many else ""))
+                pool.submit(f"tabsim.plotting.figures:{'plot_final' if many else 'plot_curves'}", res.frame,
+                            metric=metric, by=res.factors, title=f"{metric} per arm ({cfg.preset or 'custom'})",
+                            stem=store.dir / metric)
+            else:
+                say(f"trained in {trained:.1f} s; writing results (no figure)")
             warm.join()
             res.write(store.dir, fmt=fmt)  # while the helper draws
             figs = [Path(p) for p in pool.wait()]
+            if figure:
+                say("figure written")
+            # the record's time is the command's, from the process's start to its last file
+            res.provenance.update(wall_seconds=round(say.seconds(), 3), seconds_training=trained)
+            write_json(store.dir / "provenance.json", res.provenance)
+    final = res.final().groupby(res.factors + ["arm"], observed=True)[metric].agg(["mean", "sem", "count"])
+    files = [f"results.{fmt}", "config.json", "provenance.json", *(p.name for p in figs)]
     if not quiet:
-        final = res.final()
-        table = final.groupby(res.factors + ["arm"], observed=True)["pass1"].agg(["mean", "sem"]).unstack("arm")
-        click.echo(table.round(4).to_string())
-        click.echo(f"wrote {out}/results.{fmt}, config.json, provenance.json, {', '.join(p.name for p in figs)} "
-                   f"({res.provenance['wall_seconds']} s)")
+        _human(f"final {metric} (mean and standard error over seeds):", as_json)
+        _human(final[["mean", "sem"]].unstack("arm").round(4).to_string(), as_json)
+        _human(f"wrote {out}/{', '.join(files)} ({say.seconds():.1f} s)", as_json)
+    if as_json:
+        emit({"command": command, "out": str(out), "complete": True, "config_digest": cfg.digest(),
+              "preset": cfg.preset, "factors": res.factors, "metric": metric, "files": files,
+              "wall_seconds": res.provenance.get("wall_seconds"),
+              "final": [{**dict(zip(res.factors + ["arm"], key if isinstance(key, tuple) else (key,))),
+                         "mean": row["mean"], "sem": row["sem"], "n": int(row["count"])}
+                        for key, row in final.iterrows()]})
     return res
 
 
 @click.command("run")
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@study_options
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Output folder (default: results/<config name>).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
@@ -59,70 +122,42 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
 @click.option("--seeds", type=SEEDS, default=None, help="Seeds per condition, overriding the file's train.seeds.")
 @click.option("--steps", type=STEPS, default=None, help="Training steps, overriding the file's train.steps.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or summary.")
+@click.option("--no-figure", "no_figure", is_flag=True, help="Write no figure (results, config and provenance only).")
+@json_option
 @output_options
 @executor_options
-def run_cmd(config, out, fmt, seeds, steps, quiet, overwrite, resume, executor, workers, scheduler):
-    """Run the study described by CONFIG (a TOML or YAML file).
+def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_figure, as_json, overwrite, resume,
+            executor, workers, scheduler):
+    """Run the study described by CONFIG (a TOML, YAML or a run's config.json file).
 
-    Writes a tidy results frame, the resolved config, provenance and a plot of pass@1 against step
-    per arm.
+    Writes a tidy results frame, the resolved config, provenance and a figure of pass@1 per arm
+    (against step, one panel per condition; final pass@1 against a swept factor beyond 8 conditions).
 
     \b
     Example:
       tabsim run experiments/configs/paper_sweep.toml --out results/paper
     """
+    say = Phases(quiet)
+    say("tabsim run: loading the engine (JAX)")
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
-    from tabsim.config import ConfigError, load_config, read_config_file
+    from tabsim.config import ConfigError, read_config_file
     from tabsim.runtime.planning import check_run
     from tabsim.runtime.run import check_dynamics
 
     check_options(executor, workers, scheduler)
     check_out(out)
-    over = {"train": {k: v for k, v in (("seeds", seeds), ("steps", steps)) if v is not None}}
+    if not config.exists() and not config.is_symlink():
+        usage(f"config file not found: {config}")
     try:
-        _note_seed(read_config_file(config), seeds)
-        cfg = load_config(config, **over)
+        data = read_config_file(config)
+        _note_seed(data, seeds)
+        cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps)
         check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
         check_dynamics(cfg)  # and so is an expected flow that cannot be computed exactly
     except ConfigError as err:
-        _fail(str(err))
+        _fail(str(err).replace("invalid config:", f"invalid config {config}:", 1))
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
-                   executor=(executor, workers, scheduler))
-
-
-def _parse_levels(spec: str):
-    """``FIELD=v1,v2,...`` -> ``(FIELD, [v1, v2, ...])``: finite numbers, none empty or repeated."""
-    name, _, levels = spec.partition("=")
-    name = name.strip()
-    if not name or not levels.strip():
-        _fail(f"--vary {spec!r}: expected FIELD=v1,v2,... (e.g. --vary lr=0.05,0.1)")
-    out = []
-    for x in levels.split(","):
-        x = x.strip()
-        if not x:
-            _fail(f"--vary {spec!r}: an empty level in {name}'s levels (two commas, or a trailing comma)")
-        try:
-            v = float(x)
-        except ValueError:
-            _fail(f"--vary {spec!r}: {name}'s level {x!r} is not a number")
-        if not math.isfinite(v):
-            _fail(f"--vary {spec!r}: {name}'s level {x!r} is not a finite number")
-        out.append(v)
-    return name, out
-
-
-def _parse_arms(spec: str) -> list[str]:
-    """``--arms a,b,c`` -> ``[a, b, c]``: none empty (as ``--vary`` refuses an empty level)."""
-    # lazy: `tabsim sweep --help` loads no JAX (tabsim.arms imports it)
-    from tabsim.arms import ARMS
-
-    names = [a.strip() for a in spec.split(",")]
-    if not spec.strip():
-        _fail(f"--arms '': no arms; give comma-separated arms from: {', '.join(ARMS)}")
-    if any(not a for a in names):
-        _fail(f"--arms {spec!r}: an empty arm name (two commas, or a trailing comma); give comma-separated arms "
-              f"from: {', '.join(ARMS)}")
-    return names
+                   executor=(executor, workers, scheduler), figure=not no_figure, say=say, as_json=as_json)
 
 
 def _note_seed(data: dict, seeds_option) -> None:
@@ -135,28 +170,10 @@ def _note_seed(data: dict, seeds_option) -> None:
                    "the preset's train.seeds from it (set train.seeds, or --seeds, to choose how many)", err=True)
 
 
-def _parse_vary(specs) -> dict:
-    """Every ``--vary`` into ``{field: levels}``; a field given twice is refused (name its levels once)."""
-    sweep: dict = {}
-    for spec in specs:
-        name, levels = _parse_levels(spec)
-        if name in sweep:
-            _fail(f"--vary {name}: given twice; list every level of {name} in one --vary "
-                  f"(e.g. --vary {name}={','.join(f'{v:g}' for v in sweep[name] + levels)})")
-        sweep[name] = levels
-    return sweep
-
-
 @click.command("sweep")
-@click.option("--preset", default=None,
-              help="Preset to start from, one of: " + ", ".join(sorted(PRESETS))
-                   + " (default: the config file's, else paper).")
 @click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Optional config file (its values override the preset).")
-@click.option("--vary", multiple=True, metavar="FIELD=v1,v2,...",
-              help="A numeric field and its levels; repeat for a full factorial (default: the config "
-                   "file's sweep, else prior_strength=0.2,0.35,0.5,0.65,0.8).")
-@click.option("--arms", default=None, help="Comma-separated arms (default: the preset's).")
+              help="Optional config file (its values override the preset; a run's config.json works too).")
+@study_options
 @click.option("--seeds", type=SEEDS, default=None, help="Seeds per condition (default: the preset's or the file's).")
 @click.option("--steps", type=STEPS, default=None, help="Training steps (default: the preset's or the file's).")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/sweep"),
@@ -164,46 +181,44 @@ def _parse_vary(specs) -> dict:
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
               help="Format of the results frame (results.parquet or results.csv).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary table.")
+@click.option("--no-figure", "no_figure", is_flag=True, help="Write no figure (results, config and provenance only).")
+@json_option
 @output_options
 @executor_options
-def sweep_cmd(preset, config, vary, arms, seeds, steps, out, fmt, quiet, overwrite, resume, executor, workers,
-              scheduler):
+def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, no_figure, as_json, overwrite, resume,
+              executor, workers, scheduler):
     """Sweep numeric fields of a preset without writing a config file.
+
+    Without --vary (and no sweep in --config) it sweeps prior_strength=0.2,0.35,0.5,0.65,0.8; without
+    --preset (and no preset in --config) it starts from paper.
 
     \b
     Example (the reference prior sweep):
       tabsim sweep --preset paper --vary prior_strength=0.2,0.35,0.5,0.65,0.8 --out results/prior
     """
+    say = Phases(quiet)
+    say("tabsim sweep: loading the engine (JAX)")
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
-    from tabsim.config import ConfigError, read_config_file, resolve
+    from tabsim.config import ConfigError, read_config_file
     from tabsim.runtime.planning import check_run
     from tabsim.runtime.run import check_dynamics
 
     check_options(executor, workers, scheduler)
     check_out(out)
+    if config is not None and not config.exists() and not config.is_symlink():
+        usage(f"--config: config file not found: {config}")
     try:
         data = read_config_file(config) if config else {}
     except ConfigError as err:
         _fail(str(err))
     _note_seed(data, seeds)
-    over: dict = {"train": {}}
-    if preset is not None or "preset" not in data:  # an explicit --preset wins; else the file's
-        over["preset"] = preset or "paper"
-    if vary:
-        over["sweep"] = _parse_vary(vary)
-    elif not data.get("sweep"):
-        over["sweep"] = {"prior_strength": [0.2, 0.35, 0.5, 0.65, 0.8]}
-    if seeds is not None:
-        over["train"]["seeds"] = seeds
-    if steps is not None:
-        over["train"]["steps"] = steps
-    if arms is not None:
-        over["arms"] = {"arms": _parse_arms(arms)}
     try:
-        cfg = resolve(data, **over)
+        cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps,
+                           default_preset="paper", default_sweep=DEFAULT_SWEEP)
         check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
         check_dynamics(cfg)  # and so is an expected flow that cannot be computed exactly
     except ConfigError as err:
         _fail(str(err))
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
-                   desc="tabsim sweep", executor=(executor, workers, scheduler))
+                   desc="tabsim sweep", executor=(executor, workers, scheduler), figure=not no_figure, say=say,
+                   as_json=as_json)

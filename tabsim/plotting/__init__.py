@@ -49,7 +49,7 @@ def color_of(name: str, index: int = 0) -> str:
 
 
 # the figures load matplotlib: imported on first use, so the palette and the helper stay light
-_EXPORTS = {"save_figure": "figures", "plot_curves": "figures", "FIGURE_FORMATS": "formats",
+_EXPORTS = {"save_figure": "figures", "plot_curves": "figures", "plot_final": "figures", "FIGURE_FORMATS": "formats",
             "figure_formats": "formats"}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

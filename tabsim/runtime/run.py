@@ -31,6 +31,7 @@ from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.params import HYPER_FIELDS, stack_hypers
 from tabsim.rng import seed_array
+from tabsim.runtime import device as device_mod
 from tabsim.runtime import executables, planning, segments
 from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.executors import Executor, LocalExecutor
@@ -132,6 +133,9 @@ class _NoProgress:
     def update(self, n=1):
         pass
 
+    def set_description(self, desc, refresh=True):
+        pass
+
 
 def _progress(total: int, enabled: bool, desc: str, unit: str = "chunk"):
     if not enabled:  # no bar at all (tqdm warns in notebooks without widgets)
@@ -140,16 +144,35 @@ def _progress(total: int, enabled: bool, desc: str, unit: str = "chunk"):
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
 
-class _ReusedChunks:
-    """The run store's progress calls of a run in segments: a chunk reused whole counts its ``n_calls``
-    segments; a chunk computed here ticked its segments already (``hooks``), one on a cluster did not."""
+def _interactive() -> bool:
+    """Whether someone watches this process's progress: a terminal on stderr, or a Jupyter kernel."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return tty or "ipykernel" in sys.modules
 
-    def __init__(self, bar, n_calls: int, hooks):
-        self.bar, self.n_calls, self.hooks = bar, n_calls, hooks
+
+class _Steps:
+    """A run's progress in training steps, whatever its cut (chunks, segments, chunks reused from a store).
+
+    ``update(n)`` (the run store's call) counts ``n`` whole chunks of ``steps`` steps, except where the chunks
+    are computed in segments here (``hooks``), which tick their steps as they go (:meth:`step`). The label
+    reads ``compiling`` until the first steps are done (the first call compiles, or loads, the program)."""
+
+    def __init__(self, bar, steps: int, hooks, desc: str):
+        self.bar, self.steps, self.hooks, self.desc = bar, steps, hooks, desc
+        self.started = False
+
+    def step(self, n: int) -> None:
+        if not self.started:
+            self.started = True
+            self.bar.set_description(self.desc, refresh=False)
+        self.bar.update(n)
 
     def update(self, n: int = 1) -> None:
         if self.hooks is None or not self.hooks.ticked:
-            self.bar.update(n * self.n_calls)
+            self.step(n * self.steps)
 
 
 @dataclasses.dataclass
@@ -239,17 +262,23 @@ class ConditionChunk:
 
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
-        store=None, desc: str = "tabsim run", **overrides) -> Result:
+        store=None, desc: str = "tabsim run", device: str | None = None, **overrides) -> Result:
     """Train every arm x seed x sweep condition of ``config`` and return a :class:`Result`.
 
     Args:
       config: a :class:`Config`, or a mapping validated with :func:`tabsim.config.resolve`.
-      progress: show a progress bar (default: when there is more than one chunk).
+      progress: show a progress bar counting training steps (default: when stderr is a terminal, in a
+        Jupyter kernel, or when there is more than one chunk). A shown bar cuts a run of one or a few
+        chunks into segments (:func:`tabsim.runtime.segments.progress_segment`), so that it advances
+        step by step; the numbers are the same bits.
       executor: where chunks run (default :class:`LocalExecutor`; :class:`tabsim.runtime.dask.DaskExecutor`
         runs them on a Dask cluster, with the same results). Chunks also fit its workers' memory limit.
       store: a :class:`tabsim.runtime.store.RunStore` that keeps each finished chunk, so an interrupted run
         resumes where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
       desc: progress bar label.
+      device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (:mod:`tabsim.runtime.device`: a GPU only for a run large
+        enough to pay for its fixed cost); default ``$TABSIM_DEVICE``, else ``"auto"``. A device that is
+        not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
     t0 = time.perf_counter()
@@ -261,6 +290,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     # the expected flow has no seeds: train.seed only draws the task, and the frame's seed is EXPECTED_SEED
     seeds = [cfg.train.seed] if expected(cfg) else list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
     values = [cfg.hyper_values(g) for g in grid]
+    # chosen before anything compiles: a run kept on the CPU by a command starts no accelerator at all
+    dev = device_mod.pick(device, planning.run_work(cfg, len(values), len(seeds)))
     compiled_train(cfg)  # built (and validated) here, before any chunk runs
     # chunks of equal size so every chunk reuses one compilation
     n_cond = len(values)
@@ -274,34 +305,40 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
     chunks = [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
     segment = planning.steps_per_segment(cfg, per, len(seeds))  # a long chunk runs in segments of steps
-    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=segment)
     if executor is None:
         executor = planning.local_executor(planning.estimate_bytes(cfg, per, len(seeds)))
+    ev = cfg.train.eval_every or cfg.train.steps
+    n_calls = len(segments.calls(cfg.train.steps, ev, segment)) if segment else 1
+    show = progress if progress is not None else (n_chunks * n_calls > 1 or _interactive())
+    if (segment is None and show and (progress or _interactive()) and not expected(cfg) and n_chunks < 8
+            and isinstance(executor, LocalExecutor)
+            and cfg.train.steps * planning.step_units(cfg, per, len(seeds))[0] > 2 * planning.SEGMENT_UNITS):
+        # a few chunks that would each move a watched bar from 0 to its end in one jump: cut them into
+        # about 20 calls each, so that the bar shows their steps (the same bits; checkpoints come with them)
+        segment = segments.progress_segment(cfg.train.steps, ev)
+    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=segment)
     job = job_key("run", cfg.digest(), per)
-    n_calls = len(segments.calls(cfg.train.steps, cfg.train.eval_every or cfg.train.steps, segment)) if segment else 1
-    show = progress if progress is not None else n_chunks * n_calls > 1
-    with _progress(n_chunks * n_calls, show, desc, "segment" if segment else "chunk") as bar:
-        ticks = bar
+    with _progress(n_chunks * cfg.train.steps, show, f"{desc}: compiling", "step") as bar:
+        ticks = _Steps(bar, cfg.train.steps, None, desc)
         if segment and isinstance(executor, LocalExecutor):  # checkpoints, ticks and the estimate in this process
             where = store if store is not None else current_store()
             hooks = segments.Hooks(where.dir / "chunks" / "segments" if where is not None else None, job,
-                                   tick=bar.update, chunks=n_chunks, parallel=min(executor.threads, n_chunks),
+                                   tick=ticks.step, chunks=n_chunks, parallel=min(executor.threads, n_chunks),
                                    announce=bool(show), desc=desc,
-                                   say=lambda msg: tqdm.write(msg, file=sys.stderr))  # above the bar
-            fn, ticks = functools.partial(fn, hooks=hooks), _ReusedChunks(bar, n_calls, hooks)
+                                   say=lambda msg: tqdm.write(msg, file=sys.stderr),  # above the bar
+                                   done=segments.steps_done(segments.calls(cfg.train.steps, ev, segment), ev))
+            fn, ticks.hooks = functools.partial(fn, hooks=hooks), hooks
             fn.interruptible = True  # computed in a helper thread, so that Ctrl-C is seen at once
-        elif segment:
-            ticks = _ReusedChunks(bar, n_calls, None)
-        parts = execute(fn, chunks, executor=executor, store=store, job=job, progress=ticks)
+        with device_mod.using(dev):
+            parts = execute(fn, chunks, executor=executor, store=store, job=job, progress=ticks)
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
-    ev = cfg.train.eval_every or cfg.train.steps
     steps = list(range(0, cfg.train.steps + 1, ev))
     if expected(cfg):
         seeds = [EXPECTED_SEED]
     frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
     extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest(), seeds=seeds, wall_seconds=round(time.perf_counter() - t0, 3),
-                      n_conditions=n_cond, n_chunks=n_chunks, **extra)
+                      n_conditions=n_cond, n_chunks=n_chunks, **device_mod.describe(dev), **extra)
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 
 

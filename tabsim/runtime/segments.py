@@ -11,7 +11,7 @@ two calls the host:
   diagnostics' sums and the evaluation points so far) in the run store's staging folder: written at once
   when the run is interrupted, and every :data:`CHECKPOINT_SECONDS` otherwise (or less often when
   writing it takes long), so ``--resume`` continues from the last segment, not from the chunk's start;
-* ticks the progress bar and, once the first segments are timed, says how long the run will take when
+* ticks the progress bar (in training steps) and, once the first segments are timed, says how long the run will take when
   that is more than a minute.
 
 The numbers are the bits of the uncut program (the draws are addressed by ``(seed, step, tag)``; see
@@ -31,7 +31,7 @@ import numpy as np
 
 from tabsim.files.atomic import atomic_path
 from tabsim.runtime.executors import INTERRUPTED, UNSAVED
-from tabsim.runtime.planning import describe_seconds
+from tabsim.runtime.planning import _near_divisor, describe_seconds
 
 CHECKPOINT_SECONDS = 30.0  # between two checkpoints of a running chunk (at least 20x the time one takes)
 ANNOUNCE_ABOVE = 60.0  # seconds: longer runs say how long they will take
@@ -57,13 +57,32 @@ def calls(steps: int, every: int, segment: int) -> list[tuple[str, int]]:
     return (one + [("point", 0)]) * n_evals
 
 
+def steps_done(plan: list[tuple[str, int]], every: int) -> list[int]:
+    """Training steps done after each call of ``plan`` (:func:`calls`), from 0 before the first: what a
+    progress bar counts, so that a run shows one unit (steps) however it is cut."""
+    done = [0]
+    for name, n in plan:
+        done.append(done[-1] + (n if name == "advance" else n * every if name == "intervals" else 0))
+    return done
+
+
+def progress_segment(steps: int, every: int, calls_wanted: int = 20) -> int:
+    """Steps per call that show a chunk's progress in about ``calls_wanted`` ticks: whole evaluation
+    intervals when there are enough of them, else an even cut of one interval (one compiled program)."""
+    n_evals = max(1, steps // every)
+    if n_evals >= calls_wanted // 2:
+        return every * _near_divisor(n_evals, -(-n_evals // calls_wanted))
+    return _near_divisor(every, max(1, -(-every * n_evals // calls_wanted)))
+
+
 class Hooks:
     """What a chunk run in this process does between segments: checkpoints in ``folder`` (None: none),
-    progress ticks (``tick(n)``) and the time estimate of the whole run (``chunks`` chunks, ``parallel``
-    at a time)."""
+    progress ticks (``tick(n)``: ``n`` more calls done; the bar's ``tick`` is given the steps they did,
+    from ``done``, the steps after each call of a chunk's plan) and the time estimate of the whole run
+    (``chunks`` chunks, ``parallel`` at a time)."""
 
     def __init__(self, folder: Path | None, job: str, *, tick=None, chunks: int = 1, parallel: int = 1,
-                 announce: bool = False, desc: str = "tabsim run", say=None):
+                 announce: bool = False, desc: str = "tabsim run", say=None, done: list[int] | None = None):
         self.folder, self.job, self._tick = (Path(folder) if folder else None), job, tick
         self.ticked = False
         self.chunks, self.parallel, self.announce, self.desc = chunks, max(1, parallel), announce, desc
@@ -71,11 +90,21 @@ class Hooks:
         self.announced = False
         self.resumed = 0  # segments continued from checkpoints
         self.say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.done = done
+        self._at = threading.local()  # calls done in the chunk this thread runs
 
     def tick(self, n: int) -> None:
         self.ticked = True
-        if self._tick is not None:
+        if self._tick is None:
+            return
+        if self.done is None:
             self._tick(n)
+            return
+        pos = getattr(self._at, "pos", 0)
+        new = min(pos + n, len(self.done) - 1)
+        self._at.pos = 0 if new == len(self.done) - 1 else new  # a finished chunk: the thread's next starts at 0
+        if self.done[new] > self.done[pos]:
+            self._tick(self.done[new] - self.done[pos])
 
     def path(self, hp_digest: str) -> Path | None:
         return None if self.folder is None else self.folder / f"{self.job}-{hp_digest}.npz"
@@ -264,4 +293,4 @@ def _merge(outs: list, diags: list):
     return out, diag, next(iter(diag.values())).shape[1]
 
 
-__all__ = ["run_chunk", "calls", "Hooks", "STOP", "Interrupted", "CHECKPOINT_SECONDS", "digest_arrays"]
+__all__ = ["run_chunk", "calls", "steps_done", "progress_segment", "Hooks", "STOP", "Interrupted", "CHECKPOINT_SECONDS", "digest_arrays"]

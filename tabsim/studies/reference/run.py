@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
+from tabsim._host import process_seconds
 from tabsim.config import resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.provenance import provenance
@@ -32,20 +32,10 @@ from tabsim.studies.reference.paper import compare_every_point, compare_with_pap
 from tabsim.studies.reference.report import render_report, summary_json
 
 
-def _process_seconds() -> float | None:
-    """Seconds since this process started (Linux ``/proc``), so start-up and imports are counted."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        start = int(fields[19]) / os.sysconf("SC_CLK_TCK")
-        return float(Path("/proc/uptime").read_text().split()[0]) - start
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = None, steps: int | None = None,
               preset: str = "paper", fmt: str = "parquet", progress: bool = True,
               log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
-              resume: bool = False, executor=None) -> dict:
+              resume: bool = False, executor=None, started: float | None = None) -> dict:
     """Run the five studies, write ``out``'s report, figures, data and provenance; return the summary.
 
     Args:
@@ -62,11 +52,13 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
       resume: continue an interrupted run into ``out`` (finished chunks are reused).
       executor: where the training chunks run (default in this process; e.g.
         :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
+      started: the ``time.perf_counter()`` reading the stage lines and the recorded wall time count from
+        (default: this call; ``tabsim reproduce`` gives its process's start, :func:`tabsim._host.started_at`).
 
     Returns:
       The ``summary.json`` content.
     """
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if started is None else started
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt: unknown data format {fmt!r}; allowed: csv, parquet")
     s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples)
@@ -133,7 +125,7 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
                       seconds_statistics=round(t_stats - t_train, 3), config_hash=cfg.digest(),
                       n_units=results[0].provenance["n_units_job"], n_chunks=results[0].provenance["n_chunks_job"],
                       n_programs=results[0].provenance["n_programs_job"], argv=sys.argv,
-                      process_seconds=_process_seconds())
+                      process_seconds=process_seconds())
     write_json(dest / "provenance.json", prov)
     write_json(dest / "config.json", {"settings": dataclasses.asdict(s),
                                      "designs": {n: r.config for n, r in zip(designs, results)},

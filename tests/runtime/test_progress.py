@@ -1,0 +1,78 @@
+"""A run's progress: one unit (training steps) whatever its cut, and steps shown for a run of one chunk."""
+from __future__ import annotations
+
+import numpy as np
+
+import tabsim as ts
+from tabsim.runtime import planning, segments
+from tabsim.runtime import run as run_mod
+
+SMALL = {"preset": "paper", "task": {"n_prompts": 8}, "train": {"seeds": 2, "steps": 40, "eval_every": 20,
+                                                                "batch_size": 4, "group_size": 2},
+         "sweep": {"lr": [0.05, 0.1]}}
+
+
+class Bar:
+    """A stand-in for tqdm that records what the run tells it."""
+
+    made: list = []
+
+    def __init__(self, total, desc, unit, leave):
+        self.total, self.desc, self.unit, self.n, self.updates, self.descs = total, desc, unit, 0, [], [desc]
+        Bar.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        self.n += n
+        self.updates.append(n)
+
+    def set_description(self, desc, refresh=True):
+        self.descs.append(desc)
+
+    @staticmethod
+    def write(msg, file=None):
+        pass
+
+
+def test_steps_done_and_the_progress_cut():
+    plan = segments.calls(40, 20, 5)  # 4 advances of 5 steps and a point, twice
+    assert segments.steps_done(plan, 20) == [0, 5, 10, 15, 20, 20, 25, 30, 35, 40, 40]
+    assert segments.steps_done(segments.calls(300, 50, 100), 50)[-1] == 300
+    for steps, every in [(300, 300), (200, 20), (2000, 20), (40000, 20000), (7, 7), (1, 1)]:
+        seg = segments.progress_segment(steps, every)
+        n = len(segments.calls(steps, every, seg))
+        assert segments.steps_done(segments.calls(steps, every, seg), every)[-1] == steps
+        assert n <= 2 * 20 + steps // every, (steps, every, seg, n)  # about 20 calls, never thousands
+        assert n >= min(10, steps), (steps, every, seg, n)  # and enough to move a bar
+
+
+def test_a_one_chunk_run_shows_its_steps_in_one_unit_with_the_same_numbers(monkeypatch):
+    """A watched run of one chunk moved its bar from 0 to the end in one jump (or said nothing); its unit
+    was ``chunk`` or ``segment`` depending on the cut. Now it counts steps, in several ticks."""
+    monkeypatch.setattr(run_mod, "tqdm", Bar)
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 100)  # this small run counts as long enough to watch
+    Bar.made.clear()
+    shown = ts.run(SMALL, progress=True)
+    (bar,) = Bar.made
+    assert bar.unit == "step" and bar.total == 40 and bar.n == 40
+    assert len(bar.updates) >= 4 and max(bar.updates) < 40, bar.updates  # steps as they are done, no jump
+    assert bar.descs[0].endswith("compiling") and bar.descs[-1] == "tabsim run"
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 25_000_000)
+    quiet = ts.run(SMALL, progress=False)
+    for c in shown.frame.columns:  # the cut changes no number
+        a, b = np.asarray(shown.frame[c]), np.asarray(quiet.frame[c])
+        assert a.dtype == b.dtype and (a.tobytes() == b.tobytes() if a.dtype != object else list(a) == list(b)), c
+
+
+def test_chunks_count_their_steps_too(monkeypatch):
+    monkeypatch.setattr(run_mod, "tqdm", Bar)
+    Bar.made.clear()
+    cfg = {**SMALL, "train": {**SMALL["train"], "chunk_conditions": 1}}  # two chunks, each in one call
+    ts.run(cfg, progress=True)
+    (bar,) = Bar.made
+    assert bar.unit == "step" and bar.total == 80 and bar.updates == [40, 40]
