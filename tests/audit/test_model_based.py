@@ -144,3 +144,22 @@ def test_shares_outside_zero_one_are_explained(tmp_path):
     line = next(ln for ln in report.splitlines() if ln.startswith("- **Llama3.1-8B-Instruct"))
     nxt = report.splitlines()[report.splitlines().index(line) + 1]
     assert "null_share" in nxt and "below 0" in nxt and "d_null is negative" in nxt
+
+
+# ------------------------------------------------------------------------------------------ coverage
+def test_the_coverage_check_hides_the_arm_and_every_measurement_of_its_model():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("coverage_run", AUDITS / "coverage" / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    e = next(x for x in load_entries([AUDITS / "spurious_rewards.yaml"]) if x.model == "Qwen2.5-Math-7B")
+    assert "random" not in run.hide_random(e).arms and set(run.hide_random(e).arms) == set(e.arms) - {"random"}
+    r = run.coverage([e], {"small": SMALL}).iloc[0]
+    assert r["measured_d_null"] == pytest.approx(21.4)
+    # with the model's own measurement left out, nothing sets the simulator bound aside ...
+    assert r["bound_source"] == "simulator" and r["n_consistent"] > 0
+    # ... and the bound misses the hidden +21.4, which the registry would have caught
+    assert not r["inside"] and r["passes"] == (r["verdict_hidden"] == "INCONCLUSIVE")
+    full = audit([run.hide_random(e)], grid=SMALL).audit.iloc[0]
+    assert full["bound_source"] == "logical" and "+21.4" in full["bound_note"]
