@@ -19,7 +19,7 @@ from tabsim.runtime import cache
 
 # name -> (module:attribute, the one-line help `tabsim --help` lists; a test checks it is the command's)
 COMMANDS = {
-    "run": ("tabsim.cli.run:run_cmd", "Run the study described by CONFIG (a TOML or YAML file)."),
+    "run": ("tabsim.cli.run:run_cmd", "Run the study described by CONFIG (a TOML, YAML or a run's config.json file)."),
     "sweep": ("tabsim.cli.run:sweep_cmd", "Sweep numeric fields of a preset without writing a config file."),
     "reproduce": ("tabsim.cli.reproduce:command",
                   "Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers."),
@@ -29,6 +29,10 @@ COMMANDS = {
               "Audit published RLVR results: partition, intervals, bounds for missing arms, verdict."),
     "verify": ("tabsim.cli.verify:command",
                "Re-check the files of a published FOLDER against the SHA-256 manifest in its .tabsim-run.json."),
+    "presets": ("tabsim.cli.presets:presets_cmd",
+                "List the presets (named compositions a config or --preset starts from)."),
+    "config": ("tabsim.cli.presets:config_group",
+               "Show configs: a preset's resolved config (every field, the defaults filled in)."),
 }
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, executor_options, open_executor, output_options
 
 
@@ -31,10 +32,11 @@ from tabsim.cli.options import check_options, executor_options, open_executor, o
               help="Cache of the calibration sweep (default $TABSIM_CACHE or ~/.cache/tabsim).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the on-disk calibration cache.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines or summary.")
+@json_option
 @output_options
 @executor_options
-def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_calibration, cache_dir, no_cache, quiet, overwrite,
-            resume, executor, workers, scheduler):
+def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_calibration, cache_dir, no_cache, quiet,
+            as_json, overwrite, resume, executor, workers, scheduler):
     """Audit published RLVR results: partition, intervals, bounds for missing arms, verdict.
 
     FILES are YAML or CSV tables of published accuracies (format: docs/audit.md); a folder
@@ -89,14 +91,18 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
     with open_executor(executor, workers, scheduler, quiet=quiet) as ex, \
             open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
         if store.complete:
-            click.echo(f"nothing to resume: {out} already holds this audit, complete")
+            click.echo(f"nothing to resume: {out} already holds this audit, complete", err=as_json)
+            if as_json:
+                emit({"command": "tabsim audit", "out": str(out), "complete": True, "resumed_nothing": True})
             return
         res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
                     cache_dir=cache, progress=not quiet, executor=ex, rule=rule, dominance=dominance)
         write_outputs(res, store.dir, files=inputs, command=cmd)
+    show = res.audit[["source", "model", "benchmark", "train_set", "verdict", "reference_verdict", "verdict_basis"]]
+    written = ["audit.csv", "terms.csv", "entries.csv", "calibration.csv", "report.md", "terms.png", "provenance.json"]
     if not quiet:
-        a = res.audit
-        show = a[["source", "model", "benchmark", "train_set", "verdict", "reference_verdict", "verdict_basis"]]
-        click.echo(show.to_string(index=False))
-        click.echo(f"wrote {out}/audit.csv, terms.csv, entries.csv, calibration.csv, report.md, terms.png, "
-                   "provenance.json")
+        click.echo(show.to_string(index=False), err=as_json)
+        click.echo(f"wrote {out}/{', '.join(written)}", err=as_json)
+    if as_json:
+        emit({"command": "tabsim audit", "out": str(out), "complete": True, "inputs": [str(f) for f in inputs],
+              "files": written, "entries": show.to_dict(orient="records")})

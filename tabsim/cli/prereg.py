@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
 from tabsim.prereg.errors import PreregError
 
@@ -41,7 +42,8 @@ def command():
 @command.command("validate")
 @click.argument("file", type=_FILE)
 @click.option("--public-key", default=None, metavar="KEY", help=_PUBLIC_KEY_HELP)
-def validate_cmd(file, public_key):
+@json_option
+def validate_cmd(file, public_key, as_json):
     """Check FILE against the pre-registration schema; list every problem, naming its field.
 
     With a lock, also check that the plan matches it and that its signature verifies (exit 1
@@ -61,28 +63,38 @@ def validate_cmd(file, public_key):
     except PreregError as err:
         _fail(err)
     n_conf = len(plan.confirmatory)
+    info = {"command": "tabsim prereg validate", "file": str(file), "valid": True, "sha256": plan_hash(doc),
+            "confirmatory_hypotheses": n_conf, "exploratory_hypotheses": len(plan.hypotheses) - n_conf,
+            "exploratory_analyses": len(plan.exploratory), "lock": "none"}
+
+    def done(lock: str, problem: str | None = None, lines: list | None = None):
+        if as_json:  # the object also when the lock fails (the exit status says so)
+            emit({**info, "lock": lock, "problem": problem, "lock_lines": lines or []})
+        if problem:
+            _fail(PreregError(problem))
+
     click.echo(f"{file}: valid ({n_conf} confirmatory and {len(plan.hypotheses) - n_conf} exploratory "
-               f"hypotheses, {len(plan.exploratory)} exploratory analyses); sha256 {plan_hash(doc)}")
+               f"hypotheses, {len(plan.exploratory)} exploratory analyses); sha256 {plan_hash(doc)}", err=as_json)
     if not lk.lock_path(file).exists():
-        click.echo("lock: none (run `tabsim prereg lock` before the study)")
+        click.echo("lock: none (run `tabsim prereg lock` before the study)", err=as_json)
+        done("none")
         return
     try:
         rec = verify(file, public_key=pin)
     except SignatureError as err:
-        click.echo(f"lock: BAD SIGNATURE -- {err}")
-        _fail(PreregError(f"{lk.lock_path(file)}: the lock's or an amendment's signature does not hold; a "
-                          f"confirmatory run refuses it"))
+        click.echo(f"lock: BAD SIGNATURE -- {err}", err=as_json)
+        done("bad signature", f"{lk.lock_path(file)}: the lock's or an amendment's signature does not hold; a "
+                              f"confirmatory run refuses it")
     except PlanChangedError as err:
-        click.echo(f"lock: DOES NOT MATCH -- {err}")
-        _fail(PreregError(f"{lk.lock_path(file)}: the plan does not match its lock; a confirmatory run refuses it"))
+        click.echo(f"lock: DOES NOT MATCH -- {err}", err=as_json)
+        done("does not match", f"{lk.lock_path(file)}: the plan does not match its lock; a confirmatory run refuses it")
     except PreregError as err:
-        click.echo(f"lock: REFUSED -- {err}")
-        _fail(PreregError(f"{lk.lock_path(file)}: the lock cannot be used; a confirmatory run refuses it"))
+        click.echo(f"lock: REFUSED -- {err}", err=as_json)
+        done("refused", f"{lk.lock_path(file)}: the lock cannot be used; a confirmatory run refuses it")
     lines, problem = _lock_lines(file, rec, pin)
     for line in lines:
-        click.echo(line)
-    if problem:
-        _fail(PreregError(problem))
+        click.echo(line, err=as_json)
+    done("matches", problem, lines)
 
 
 def _lock_lines(file, rec: dict, pin) -> tuple[list[str], str | None]:
@@ -133,7 +145,8 @@ def _lock_lines(file, rec: dict, pin) -> tuple[list[str], str | None]:
 @command.command("keygen")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Private key file to create (PEM, mode 0600); the public key goes to OUT.pub. Never overwrites.")
-def keygen_cmd(out):
+@json_option
+def keygen_cmd(out, as_json):
     """Create an Ed25519 key pair for signing locks and results."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.signing import keygen
@@ -145,14 +158,17 @@ def keygen_cmd(out):
     except OSError as err:
         _fail(PreregError(f"--out: cannot write {err.filename or out}: {err.strerror or err}"))
     click.echo(f"wrote private key {rec['private_key']} (mode 0600: keep it secret) and public key "
-               f"{rec['public_key']}; fingerprint {rec['fingerprint']}")
+               f"{rec['public_key']}; fingerprint {rec['fingerprint']}", err=as_json)
+    if as_json:
+        emit({"command": "tabsim prereg keygen", **rec})
 
 
 @command.command("lock")
 @click.argument("file", type=_FILE)
 @click.option("--key", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Sign the lock with this private key (`tabsim prereg keygen`); unsigned without.")
-def lock_cmd(file, key):
+@json_option
+def lock_cmd(file, key, as_json):
     """Write FILE.lock.json (normalised SHA-256, UTC time, git commit, versions, code digest); never overwrites."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.locking import lock, lock_path
@@ -165,10 +181,14 @@ def lock_cmd(file, key):
     signed = f"signed by key {short(rec['signature']['fingerprint'])}" if "signature" in rec else "unsigned"
     click.echo(f"locked {file}: sha256 {rec['sha256']} at {rec['locked_at_utc']} "
                f"(git {rec['git_commit'] or 'n/a'}; code sha256 {rec['code']['sha256'][:12]}; {signed}) "
-               f"-> {lock_path(file)}")
+               f"-> {lock_path(file)}", err=as_json)
     if rec["plan_commit"]["state"] == "not committed":
         click.echo("next: commit the plan and its lock before the run (the report checks the plan's commit precedes "
-                   "the results; pushing it to a public host shows when)")
+                   "the results; pushing it to a public host shows when)", err=as_json)
+    if as_json:
+        emit({"command": "tabsim prereg lock", "file": str(file), "lock": str(lock_path(file)), "sha256": rec["sha256"],
+              "locked_at_utc": rec["locked_at_utc"], "git_commit": rec["git_commit"], "signed": "signature" in rec,
+              "plan_commit": rec["plan_commit"]})
 
 
 @command.command("amend")
@@ -177,7 +197,8 @@ def lock_cmd(file, key):
 @click.option("--key", default=None, type=click.Path(dir_okay=False, path_type=Path),
               help="Sign the amendment with this private key; required, and it must be the lock's key, when the "
                    "lock is signed.")
-def amend_cmd(file, reason, key):
+@json_option
+def amend_cmd(file, reason, key, as_json):
     """Record a change to a locked FILE in FILE.amendments.json (reported as a deviation)."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
     from tabsim.prereg.locking import amend
@@ -189,7 +210,10 @@ def amend_cmd(file, reason, key):
         _fail(err)
     signed = f"signed by key {short(rec['signature']['fingerprint'])}" if "signature" in rec else "unsigned"
     click.echo(f"amendment {rec['n']} of {file}: {rec['old_sha256'][:12]} -> {rec['new_sha256'][:12]}; changed "
-               f"{', '.join(rec['changed_fields'])} ({signed})")
+               f"{', '.join(rec['changed_fields'])} ({signed})", err=as_json)
+    if as_json:
+        emit({"command": "tabsim prereg amend", "file": str(file), "n": rec["n"], "old_sha256": rec["old_sha256"],
+              "new_sha256": rec["new_sha256"], "changed_fields": rec["changed_fields"], "signed": "signature" in rec})
 
 
 @command.command("run")
@@ -205,10 +229,11 @@ def amend_cmd(file, reason, key):
               help="Run although the tabsim source or library versions differ from the lock's; the report shows "
                    "the change as a deviation (refused by default).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@json_option
 @output_options
 @executor_options
-def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, overwrite, resume, executor, workers,
-            scheduler):
+def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, as_json, overwrite, resume, executor,
+            workers, scheduler):
     """Run the study of FILE; confirmatory mode refuses a missing or mismatched lock.
 
     \b
@@ -230,8 +255,14 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, o
     if not quiet:
         for h in res["analysis"]["hypotheses"]:
             click.echo(f"{h['id']:>6} [{h['kind'][:4]}] {h['verdict']:<13} {h['estimand']} = {h['estimate']:.4f} "
-                       f"[{h['ci_low']:.4f}, {h['ci_high']:.4f}]  ({h['rule_text']})")
-        click.echo(f"wrote {out}/report.md, report.json, results.json, data.parquet ({res['wall_seconds']} s)")
+                       f"[{h['ci_low']:.4f}, {h['ci_high']:.4f}]  ({h['rule_text']})", err=as_json)
+        click.echo(f"wrote {out}/report.md, report.json, results.json, data.parquet ({res['wall_seconds']} s)",
+                   err=as_json)
+    if as_json:
+        keep = ("id", "kind", "verdict", "estimand", "estimate", "ci_low", "ci_high", "rule_text")
+        emit({"command": "tabsim prereg run", "file": str(file), "out": str(out), "complete": True,
+              "confirmatory": not exploratory, "wall_seconds": res.get("wall_seconds"),
+              "hypotheses": [{k: h.get(k) for k in keep} for h in res["analysis"]["hypotheses"]]})
 
 
 @command.command("report")
@@ -241,7 +272,8 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, o
               help="Exit 1 (after writing the report) on any deviation from the plan: changed code, a plan not "
                    "committed before the run, a recorded commit that does not hold, a lock or amendment dated after "
                    "the run, an amendment, a failed manipulation check, reused seeds, an unlocked run.")
-def report_cmd(dir, public_key, strict):
+@json_option
+def report_cmd(dir, public_key, strict, as_json):
     """Write DIR/report.md and DIR/report.json for a complete run; refuses incomplete, altered or badly
     signed runs."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
@@ -255,8 +287,12 @@ def report_cmd(dir, public_key, strict):
     c = rep["confirmatory_counts"]
     click.echo(f"{rep['title']}: {c['SUPPORTED']} supported, {c['NOT SUPPORTED']} not supported, "
                f"{c['INCONCLUSIVE']} inconclusive; {len(rep['deviations'])} deviation(s), "
-               f"{len(rep['limitations'])} limitation(s) -> {dir}/report.md")
+               f"{len(rep['limitations'])} limitation(s) -> {dir}/report.md", err=as_json)
     failed = rep["deviations"]
+    if as_json:
+        emit({"command": "tabsim prereg report", "dir": str(dir), "report": str(Path(dir) / "report.md"),
+              "title": rep["title"], "confirmatory_counts": c, "deviations": rep["deviations"],
+              "limitations": rep["limitations"], "strict_failed": bool(strict and failed)})
     if strict and failed:
         _fail(PreregError(f"{dir}: --strict: integrity check failed: {len(failed)} deviation(s) from the plan: "
                           + "; ".join(f"{d['kind']}: {d['text']}" for d in failed)))

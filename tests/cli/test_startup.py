@@ -48,7 +48,8 @@ def test_import_and_every_help_load_no_heavy_module():
         import tabsim
         out = {{"import tabsim": loaded()}}
         from tabsim.cli import main
-        paths = [[], ["run"], ["sweep"], ["reproduce"], ["audit"], ["prereg"]]
+        paths = [[], ["run"], ["sweep"], ["reproduce"], ["audit"], ["prereg"], ["verify"], ["presets"], ["config"],
+                 ["config", "show"]]
         paths += [["prereg", c] for c in ("validate", "keygen", "lock", "amend", "run", "report")]
         for p in paths:
             try:
@@ -60,7 +61,7 @@ def test_import_and_every_help_load_no_heavy_module():
     """)
     assert res.returncode == 0, res.stderr
     seen = json.loads(res.stdout.strip().splitlines()[-1])
-    assert len(seen) == 13 and "tabsim prereg report --help" in seen
+    assert len(seen) == 17 and "tabsim prereg report --help" in seen and "tabsim config show --help" in seen
     assert {k: v for k, v in seen.items() if v} == {}
 
 
@@ -71,7 +72,7 @@ def test_command_list_is_the_commands_own_help():
         assert main.get_command(ctx, name).get_short_help_str(limit=10**6) == short, name
     listed = CliRunner().invoke(main, ["--help"]).output
     assert all(name in listed for name in COMMANDS)
-    assert len([p for p, _ in walk(main)]) == 1 + len(COMMANDS) + 6  # prereg's six subcommands
+    assert len([p for p, _ in walk(main)]) == 1 + len(COMMANDS) + 6 + 1  # prereg's six subcommands, config show
 
 
 def test_lazy_names_resolve():
