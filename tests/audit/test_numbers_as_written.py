@@ -7,6 +7,7 @@ import pytest
 
 from tabsim.audit import load_entries
 from tabsim.audit.core import audit
+from tabsim.audit.notation import MINUS_SIGNS, MISSING_MARKS
 from tabsim.audit.schema import AuditInputError
 
 SRC = "source: {id: s, paper: P, table: T1}\n"
@@ -71,11 +72,15 @@ def test_an_all_signed_row_with_paper_minus_signs_is_read_as_gains(tmp_path, fmt
     assert e.arms["random"].mean == pytest.approx(44.5)
 
 
-def test_the_docs_name_the_minus_signs_the_reader_accepts():
-    from tabsim.audit.notation import MINUS_SIGNS
+def test_the_docs_name_the_minus_signs_and_missing_marks_the_reader_accepts():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "audit.md").read_text(encoding="utf-8")
+    notation = docs[docs.index("### Paper notation"):docs.index("### Scales")]
     for ch in ("\u2212", "\u2013"):  # the docs show both; the reader must take both
-        assert f"{ch}4.9" in docs and ch in MINUS_SIGNS
+        assert f"{ch}4.9" in notation and ch in MINUS_SIGNS
+    for ch in MINUS_SIGNS:  # and every sign the reader takes is in the docs
+        assert f"`{ch}" in notation, ch
+    for mark in MISSING_MARKS:
+        assert f"`{mark}`" in notation or mark == "", mark
 
 
 def test_an_unquoted_negative_yaml_number_is_a_signed_gain(tmp_path):
