@@ -4,6 +4,7 @@ for Ctrl-C."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -153,8 +154,25 @@ def check_options(executor: str, workers: int | None, scheduler: str | None) -> 
             raise click.UsageError(str(err)) from None
 
 
+class MissingExtra(click.ClickException):
+    """An option whose packages are an extra that is not installed: one line naming it, exit code 2."""
+
+    exit_code = 2
+
+
+def _installed(*modules: str) -> bool:
+    """Whether ``modules`` can be imported, without importing them."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except (ImportError, ValueError):
+        return False
+
+
 @contextlib.contextmanager
 def open_executor(executor: str, workers: int | None = None, scheduler: str | None = None, *, quiet: bool = False):
+    if executor == "dask" and not _installed("dask", "distributed"):
+        raise MissingExtra("--executor dask: Dask is not installed; it comes with the dask extra: "
+                           "pip install \"tabsim[dask]\" (or pip install -e \".[dask]\" in a checkout)")
     """The executor chosen on the command line, as a context (None for local); closes what it started.
 
     A scheduler address is connected to at once (a wrong address fails before anything is written); a

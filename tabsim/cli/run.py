@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 import click
@@ -71,13 +72,18 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             return None
         # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
         from tabsim.files.atomic import write_json
-        from tabsim.runtime.run import run
+        from tabsim.runtime.run import ExpectedFlowNote, expected_note, run
+
+        if (note := expected_note(cfg)) is not None and not quiet:
+            click.echo(f"note: {note}", err=True)
 
         # the figure helper loads matplotlib, this process the Parquet writer, while the engine runs
         with (figure_helper.start(("tabsim.plotting.figures",)) if figure else figure_helper.LocalFigures()) as pool:
             warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, figure_helper.LocalFigures))
             say(f"{_describe(cfg, n_cond)}: compiling, then training (the bar counts steps)")
-            res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
+                res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
             trained = res.provenance["wall_seconds"]
             if figure:
                 many = n_cond > CURVE_PANELS
@@ -137,6 +143,8 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     Example:
       tabsim run experiments/configs/paper_sweep.toml --out results/paper
     """
+    check_options(executor, workers, scheduler)  # usage errors first, before any line
+    check_out(out)
     say = Phases(quiet)
     say("tabsim run: loading the engine (JAX)")
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
@@ -144,8 +152,6 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     from tabsim.runtime.planning import check_run
     from tabsim.runtime.run import check_dynamics
 
-    check_options(executor, workers, scheduler)
-    check_out(out)
     if not config.exists() and not config.is_symlink():
         usage(f"config file not found: {config}")
     try:
@@ -196,6 +202,8 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     Example (the reference prior sweep):
       tabsim sweep --preset paper --vary prior_strength=0.2,0.35,0.5,0.65,0.8 --out results/prior
     """
+    check_options(executor, workers, scheduler)  # usage errors first, before any line
+    check_out(out)
     say = Phases(quiet)
     say("tabsim sweep: loading the engine (JAX)")
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
@@ -203,8 +211,6 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     from tabsim.runtime.planning import check_run
     from tabsim.runtime.run import check_dynamics
 
-    check_options(executor, workers, scheduler)
-    check_out(out)
     if config is not None and not config.exists() and not config.is_symlink():
         usage(f"--config: config file not found: {config}")
     try:

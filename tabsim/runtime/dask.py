@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import sys
 import time
@@ -42,10 +43,14 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-import dask
-from distributed import Client, KilledWorker, LocalCluster, as_completed
-from distributed.comm.core import CommClosedError
-from distributed.diagnostics.plugin import WorkerPlugin
+try:
+    import dask
+    from distributed import Client, KilledWorker, LocalCluster, as_completed
+    from distributed.comm.core import CommClosedError
+    from distributed.diagnostics.plugin import WorkerPlugin
+except ModuleNotFoundError as _missing:  # an extra since tabsim 0.1: say which
+    raise ModuleNotFoundError(f"tabsim.runtime.dask needs Dask ({_missing.name} is not installed): "
+                              'pip install "tabsim[dask]"', name=_missing.name) from None
 
 from tabsim._host import cpu_count
 from tabsim.runtime.cache import enable_compilation_cache
@@ -166,7 +171,8 @@ class DaskExecutor:
         without counting as a retry).
       in_flight: chunks submitted ahead of the results (default 8 per worker thread, at least 16): the
         chunks a crash of the client can lose, and what keeps every worker busy between results.
-      announce: print the dashboard link on stderr once, when there is a dashboard.
+      announce: print the dashboard link on stderr once, when there is a dashboard; False (``-q``) also keeps
+        a local cluster's warnings (its nannies') off stderr, errors excepted.
       dashboard: serve the dashboard of a local cluster (needs ``bokeh``) on a free port.
       oversubscribe: start ``workers`` local workers even when they are more than the cores this process
         may use (by default they are capped at the cores, with a note on stderr).
@@ -252,6 +258,9 @@ class DaskExecutor:
                                             dashboard_address=":0",  # the scheduler's HTTP server on a free port
                                             scheduler_kwargs={"dashboard": self._serves_dashboard},
                                             env=self._worker_env(),
+                                            # warnings of the cluster (a nanny restarting or killing a
+                                            # worker at close) only when the command may speak (not -q)
+                                            silence_logs=logging.WARNING if self.announce else logging.ERROR,
                                             config={"distributed.worker.profile.enabled": False})
             self.client = Client(self.cluster)
         self._started = True

@@ -76,3 +76,17 @@ def test_chunks_count_their_steps_too(monkeypatch):
     ts.run(cfg, progress=True)
     (bar,) = Bar.made
     assert bar.unit == "step" and bar.total == 80 and bar.updates == [40, 40]
+
+
+def test_gpg_expected_flow_says_its_jensen_gap():
+    """GPG's flow sits 0.011-0.021 of MAJORITY's pass@1 from the seeds' mean; that was only in docs/expected.md."""
+    import warnings
+
+    cfg = {"preset": "gpg", "task": {"n_prompts": 8}, "arms": {"arms": ["frozen", "majority"]},
+           "train": {"dynamics": "expected", "steps": 1, "batch_size": 2, "group_size": 2}}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ts.run(cfg, progress=False)
+        ts.run({**cfg, "preset": "paper"}, progress=False)
+    notes = [w for w in seen if issubclass(w.category, run_mod.ExpectedFlowNote)]
+    assert len(notes) == 1 and "0.011-0.021" in str(notes[0].message) and notes[0].filename == __file__
