@@ -6,7 +6,8 @@ would without tabsim. Each tuning is a compile option given to one program's ``j
 (``compiler_options=``). XLA's set of options changes between releases (``xla_cpu_use_fusion_emitters``
 is gone from jaxlib 0.11), and an unknown option fails the compilation, so every option is tried once
 on a one-element program before it is used; the answer is kept per jaxlib version and platform in
-``xla-options.json`` in tabsim's cache folder, so later processes do not try again. An option the
+``xla-options.json`` beside the compiled programs (none when the compilation cache is off), so
+later processes do not try again. An option the
 running XLA refuses is dropped with one line on stderr, the first time it is tried.
 
 ``TABSIM_XLA_DEFAULTS=0`` switches every tuning off (programs compile with XLA's defaults).
@@ -40,7 +41,15 @@ _answers: dict = {}  # (jaxlib version, platform, name, value) -> accepted?
 _lock = threading.Lock()
 
 
-def _cache_file() -> Path:
+def _cache_file() -> Path | None:
+    """Where the answers are kept: beside the compiled programs (``TABSIM_COMPILATION_CACHE``, or
+    tabsim's cache folder), nowhere when the compilation cache is off (``--no-compile-cache`` writes
+    nothing to disk)."""
+    value = os.environ.get("TABSIM_COMPILATION_CACHE", "").strip()
+    if value.lower() in ("0", "off", "no", "false", "none"):
+        return None
+    if value:
+        return Path(value).expanduser() / FILE
     if os.environ.get("TABSIM_CACHE"):
         return Path(os.environ["TABSIM_CACHE"]).expanduser() / FILE
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -52,8 +61,10 @@ def _key(version: str, platform: str, name: str, value) -> str:
 
 
 def _read_disk() -> dict:
+    path = _cache_file()
+    if path is None:
+        return {}
     try:
-        path = _cache_file()
         if path.stat().st_size > 1 << 20:  # not ours: ignore
             return {}
         data = json.loads(path.read_text())
@@ -64,8 +75,10 @@ def _read_disk() -> dict:
 
 def _write_disk(key: str, accepted: bool) -> None:
     """Add one answer to the file (a temporary file renamed over it); any failure only skips it."""
+    path = _cache_file()
+    if path is None:
+        return
     try:
-        path = _cache_file()
         path.parent.mkdir(parents=True, exist_ok=True)
         data = {**_read_disk(), key: accepted}
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".xla-options.", suffix=".tmp")

@@ -63,6 +63,27 @@ class LazyGroup(click.Group):
 
 
 
+def _version(ctx, param, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    # lazy: only --version loads JAX to name its backend; every other option parses without it
+    import jax
+    import jaxlib
+
+    from tabsim import __version__  # lazy: as above (the device module is imported only here)
+    from tabsim.runtime.device import DeviceError, available  # lazy: as above
+
+    click.echo(f"tabsim {__version__}")
+    click.echo(f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, Python {sys.version.split()[0]}")
+    try:
+        devices = available()
+        click.echo(f"default backend: {jax.default_backend()} ({', '.join(str(d) for d in jax.devices())})")
+        click.echo(f"devices: {devices}")
+    except DeviceError as err:
+        click.echo(f"devices: none ({err})")
+    ctx.exit(0)
+
+
 def walk(cmd: click.Command, path: tuple = ()):
     """``(path, command)`` for ``cmd`` and every command under it (lazy ones imported)."""
     yield path, cmd
@@ -73,7 +94,8 @@ def walk(cmd: click.Command, path: tuple = ()):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tabsim")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show tabsim's, JAX's and jaxlib's versions and the devices JAX computes on, and exit.")
 @click.option("--compile-cache", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep compiled programs in this folder (default: ~/.cache/tabsim/jax, or $TABSIM_COMPILATION_CACHE): "
                    "later runs of the same structure skip compilation.")

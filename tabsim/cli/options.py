@@ -108,8 +108,34 @@ def _oversubscribed() -> bool:
     return bool(ctx is not None and ctx.meta.get("tabsim.oversubscribe"))
 
 
+class DeviceUnavailable(click.ClickException):
+    """An unavailable ``--device``: one line, exit code 2 (a usage error), before anything is written."""
+
+    exit_code = 2
+
+
+def _device(ctx, param, value: str) -> str:
+    # read by tabsim.runtime.device.pick wherever the command computes (ts.run, run_designs, the audit's
+    # calibration); checked now, so that a device that is not there is refused before anything is written
+    if ctx.resilient_parsing:
+        return value
+    os.environ["TABSIM_DEVICE"] = value
+    # lazy: the module is light, but checking a device loads JAX, which `--help` never does
+    from tabsim.runtime.device import DeviceError, check_startable
+
+    try:
+        check_startable(value)
+    except DeviceError as err:
+        raise DeviceUnavailable(str(err)) from None
+    return value
+
+
 def executor_options(fn):
-    """Add ``--executor``, ``--workers`` and ``--scheduler`` to a click command."""
+    """Add ``--executor``, ``--workers``, ``--scheduler`` and ``--device`` to a click command."""
+    fn = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"], case_sensitive=False), default="auto",
+                      show_default=True, expose_value=False, callback=_device,
+                      help="Where the programs compute: the CPU, a GPU, or auto (a GPU only for a study large "
+                           "enough to repay its start-up and compile time; the reference study stays on the CPU).")(fn)
     fn = click.option("--scheduler", metavar="tcp://HOST:PORT", default=None,
                       help="With --executor dask: run on the existing Dask cluster of this scheduler (left "
                            "running afterwards).")(fn)
@@ -128,8 +154,25 @@ def executor_options(fn):
 MAX_WORKERS_PER_CORE = 4  # with --oversubscribe; without it a local cluster is capped at one per core
 
 
+class MissingExtra(click.ClickException):
+    """An option whose packages are an extra that is not installed: one line naming it, exit code 2."""
+
+    exit_code = 2
+
+
+def _installed(*modules: str) -> bool:
+    """Whether ``modules`` can be imported, without importing them."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except (ImportError, ValueError):
+        return False
+
+
 def check_options(executor: str, workers: int | None, scheduler: str | None) -> None:
     """Refuse bad combinations of the executor options with a :class:`click.UsageError` naming the option."""
+    if executor == "dask" and not _installed("dask", "distributed"):
+        raise MissingExtra("--executor dask: Dask is not installed; it comes with the dask extra: "
+                           "pip install \"tabsim[dask]\" (or pip install -e \".[dask]\" in a checkout)")
     if workers is not None and workers < 1:
         raise click.UsageError(f"--workers: {workers} is not a number of workers (a whole number >= 1)")
     if _oversubscribed() and workers is None:
@@ -154,25 +197,8 @@ def check_options(executor: str, workers: int | None, scheduler: str | None) -> 
             raise click.UsageError(str(err)) from None
 
 
-class MissingExtra(click.ClickException):
-    """An option whose packages are an extra that is not installed: one line naming it, exit code 2."""
-
-    exit_code = 2
-
-
-def _installed(*modules: str) -> bool:
-    """Whether ``modules`` can be imported, without importing them."""
-    try:
-        return all(importlib.util.find_spec(m) is not None for m in modules)
-    except (ImportError, ValueError):
-        return False
-
-
 @contextlib.contextmanager
 def open_executor(executor: str, workers: int | None = None, scheduler: str | None = None, *, quiet: bool = False):
-    if executor == "dask" and not _installed("dask", "distributed"):
-        raise MissingExtra("--executor dask: Dask is not installed; it comes with the dask extra: "
-                           "pip install \"tabsim[dask]\" (or pip install -e \".[dask]\" in a checkout)")
     """The executor chosen on the command line, as a context (None for local); closes what it started.
 
     A scheduler address is connected to at once (a wrong address fails before anything is written); a

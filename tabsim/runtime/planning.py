@@ -327,6 +327,15 @@ def step_units(cfg: Config, per: int, n_seeds: int) -> tuple[int, int]:
     return step, runs * table * 4
 
 
+def run_work(cfg: Config, n_cond: int, n_seeds: int) -> float:
+    """Units of work of a whole run of ``n_cond`` conditions x ``n_seeds`` seeds (every step and
+    evaluation point): what :mod:`tabsim.runtime.device` weighs against an accelerator's fixed cost."""
+    steps = cfg.train.steps
+    every = cfg.train.eval_every or steps
+    step, point = step_units(cfg, n_cond, n_seeds)
+    return float(steps * step + (steps // every + 1) * point)
+
+
 def steps_per_segment(cfg: Config, per: int, n_seeds: int) -> int | None:
     """Training steps per call of a chunk of ``per`` conditions x ``n_seeds`` seeds: ``None`` (the whole run
     in one call) when the chunk's work is under :data:`SEGMENTED_ABOVE`, else about :data:`SEGMENT_UNITS`

@@ -43,6 +43,7 @@ from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.params import stack_hypers
 from tabsim.rng import seed_array
+from tabsim.runtime import device as device_mod
 from tabsim.runtime import planning
 from tabsim.runtime.executors import Executor
 from tabsim.runtime.run import _progress, call_program, compiled_train, static_key
@@ -434,7 +435,7 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
 
 def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, progress: bool | None = None,
                 units_per_chunk: int | None = None, skip_frozen: bool = True,
-                desc: str = "tabsim factorial", store=None) -> list[DesignResult]:
+                desc: str = "tabsim factorial", store=None, device: str | None = None) -> list[DesignResult]:
     """Run several designs as one packed job: shared units run once, each program compiles once.
 
     Args:
@@ -448,6 +449,8 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
       desc: progress bar label.
       store: a :class:`tabsim.runtime.store.RunStore` keeping each finished chunk, so an interrupted job resumes
         where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
+      device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (default ``$TABSIM_DEVICE``, else ``"auto"``), as in
+        :func:`tabsim.runtime.run.run`: chosen from the work of every chunk together.
 
     Returns:
       One :class:`DesignResult` per design, in order.
@@ -467,7 +470,9 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
         executor = planning.local_executor(max(planning.estimate_bytes(Config.model_validate(json.loads(conf)), n, 1)
                                                for conf, n in sizes))
-    with _progress(len(planned), show, desc) as bar:
+    work = sum(planning.run_work(Config.model_validate(c.config), c.n_real, 1) for c in chunks)
+    dev = device_mod.pick(device, work)
+    with _progress(len(planned), show, desc) as bar, device_mod.using(dev):
         outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
     for (ids, _), out in zip(planned, outs):
         for j, uid in enumerate(ids):
@@ -477,7 +482,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     for d, per in zip(designs, index):
         frame = _frame(d, per, outputs, skip_frozen)
         prov = provenance(design=d.name, seeds=list(d.seeds), wall_seconds_job=wall, n_units_job=n_units,
-                          n_chunks_job=len(planned), n_programs_job=len(programs),
+                          n_chunks_job=len(planned), n_programs_job=len(programs), **device_mod.describe(dev),
                           config_hashes=sorted({_program_config(d, s).digest() for s in _static_combos(d)}))
         conf = {"base": d.base, "factors": [dataclasses.asdict(f) for f in d.factors], "seeds": list(d.seeds),
                 "programs": [_program_config(d, s).model_dump(mode="json") for s in _static_combos(d)]}
@@ -557,7 +562,7 @@ def _arm_rows(values: np.ndarray, arms: list, ran: list, keep: list) -> np.ndarr
 def run_factorial(base: Config | dict | None, factors, *, seeds: int | Sequence[int] | None = None,
                   executor: Executor | None = None, progress: bool | None = None,
                   units_per_chunk: int | None = None, skip_frozen: bool = True,
-                  name: str = "factorial") -> DesignResult:
+                  name: str = "factorial", device: str | None = None) -> DesignResult:
     """Run the full factorial of ``factors`` x ``seeds`` on ``base`` and return its tidy frame.
 
     Every cell x seed x arm is one trajectory; traced factors and seeds are vmapped units of one
@@ -572,13 +577,14 @@ def run_factorial(base: Config | dict | None, factors, *, seeds: int | Sequence[
       units_per_chunk: units per compiled call (default about 4e6 sampled answers).
       skip_frozen: see :func:`run_designs`.
       name: label for progress and provenance.
+      device: ``"cpu"``, ``"gpu"`` or ``"auto"``, see :func:`run_designs`.
 
     Returns:
       :class:`DesignResult`.
     """
     design = make_design(base, factors, seeds=seeds, name=name)
     return run_designs([design], executor=executor, progress=progress, units_per_chunk=units_per_chunk,
-                       skip_frozen=skip_frozen, desc=f"tabsim {name}")[0]
+                       skip_frozen=skip_frozen, desc=f"tabsim {name}", device=device)[0]
 
 
 def frames_by_design(results: Iterable[DesignResult]) -> dict[str, pd.DataFrame]:

@@ -243,7 +243,7 @@ def test_import_and_a_run_leave_the_environment_alone():
             "ts.run({'task': {'n_prompts': 4}, 'train': {'steps': 2, 'batch_size': 2, 'seeds': 1, 'eval_every': 2}},"
             " progress=False)\n"
             "print(json.dumps([after_import == before, dict(os.environ) == before]))\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TABSIM_XLA_DEFAULTS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "TABSIM_XLA_DEFAULTS", "TABSIM_DEVICE")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[true, true]"
@@ -257,7 +257,7 @@ def test_an_unknown_compile_option_is_dropped_with_one_line(tmp_path, monkeypatc
     from tabsim.params import stack_hypers
     from tabsim.runtime.run import algo_spec
 
-    monkeypatch.setenv("TABSIM_CACHE", str(tmp_path))
+    monkeypatch.setenv("TABSIM_COMPILATION_CACHE", str(tmp_path))
     monkeypatch.setattr(_xla, "_answers", {})
     cfg = ts.resolve({"task": {"n_prompts": 4}, "train": {"steps": 2, "batch_size": 2, "seeds": 1, "eval_every": 2}})
     env = ts.make_env(cfg)
