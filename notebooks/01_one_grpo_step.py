@@ -40,6 +40,7 @@ from IPython.display import display
 import jax
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
+from matplotlib_inline.backend_inline import set_matplotlib_formats
 import numpy as np
 import pandas as pd
 
@@ -49,6 +50,7 @@ from tabsim.plotting import ALGO_COLORS, PAGE_RC
 
 pd.set_option("display.precision", 4)
 plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
+set_matplotlib_formats("retina")  # twice the pixels at the same size: sharp on high-DPI screens
 
 # %% [markdown]
 # ## One prompt, one group

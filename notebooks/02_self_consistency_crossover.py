@@ -44,6 +44,7 @@ import functools
 import ipywidgets as widgets
 from IPython.display import display
 import matplotlib.pyplot as plt
+from matplotlib_inline.backend_inline import set_matplotlib_formats
 import numpy as np
 import pandas as pd
 
@@ -53,6 +54,7 @@ from tabsim.plotting import ARM_COLORS, ARM_STYLES, PAGE_RC, TERM_COLORS
 
 pd.set_option("display.precision", 3)
 plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
+set_matplotlib_formats("retina")  # twice the pixels at the same size: sharp on high-DPI screens
 
 # %% [markdown]
 # ## Where is the prior's mode correct?

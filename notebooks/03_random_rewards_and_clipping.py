@@ -46,6 +46,7 @@ import functools
 import ipywidgets as widgets
 from IPython.display import display
 import matplotlib.pyplot as plt
+from matplotlib_inline.backend_inline import set_matplotlib_formats
 import numpy as np
 import pandas as pd
 
@@ -55,6 +56,7 @@ from tabsim.plotting import ARM_COLORS, PAGE_RC, SETTING_COLORS
 
 pd.set_option("display.precision", 4)
 plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
+set_matplotlib_formats("retina")  # twice the pixels at the same size: sharp on high-DPI screens
 
 # %% [markdown]
 # ## Three settings, one reward that knows nothing

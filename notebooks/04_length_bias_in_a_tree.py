@@ -38,6 +38,7 @@
 
 # %%
 import matplotlib.pyplot as plt
+from matplotlib_inline.backend_inline import set_matplotlib_formats
 import numpy as np
 import pandas as pd
 
@@ -46,6 +47,7 @@ from tabsim.plotting import ALGO_COLORS, PAGE_RC
 
 pd.set_option("display.precision", 3)
 plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
+set_matplotlib_formats("retina")  # twice the pixels at the same size: sharp on high-DPI screens
 
 # %% [markdown]
 # ## The task

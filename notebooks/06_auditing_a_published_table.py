@@ -42,6 +42,7 @@ import tempfile
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib_inline.backend_inline import set_matplotlib_formats
 import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
@@ -53,6 +54,7 @@ from tabsim.plotting import PAGE_RC, TERM_COLORS
 pd.set_option("display.precision", 2)
 pd.set_option("display.max_colwidth", 80)
 plt.rcParams.update(PAGE_RC)  # figures sized for a page column: text at body size
+set_matplotlib_formats("retina")  # twice the pixels at the same size: sharp on high-DPI screens
 AUDITS = Path(tabsim.__file__).resolve().parents[1] / "experiments" / "audits"
 assert AUDITS.is_dir(), f"{AUDITS} not found: run this notebook from a checkout of the tabsim repository"
 _tmp = tempfile.TemporaryDirectory(prefix="tabsim-audit-")  # removed when the kernel stops

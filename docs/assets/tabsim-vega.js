@@ -89,7 +89,14 @@
     var grid = JSON.parse(data.textContent);
     var width = Math.max(240, Math.min(560, el.clientWidth - 90));
     var spec = window.vegaLite.compile(crossoverSpec(grid, width)).spec;
-    var view = new window.vega.View(window.vega.parse(spec), {renderer: "svg", container: el, hover: true});
+    // the slider above the figure (the two panels are taller than a phone's screen), the chart below it
+    var controls = document.createElement("div");
+    controls.className = "tabsim-vega-controls";
+    var chart = document.createElement("div");
+    el.appendChild(controls);
+    el.appendChild(chart);
+    var view = new window.vega.View(window.vega.parse(spec), {renderer: "svg", container: chart, bind: controls,
+                                                              hover: true});
     el.tabsimView = view;
     view.runAsync();
   }

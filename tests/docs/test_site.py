@@ -66,13 +66,18 @@ def test_notebook_pages_open_figures_full_size_and_link_their_neighbours(site):
         html = (site / "notebooks" / f"{stem}.html").read_text()
         assert not re.search(r'<img[^>]*src="data:image/png', html), f"{stem}: a figure left inline"
         figures = re.findall(r'<a class="tabsim-figure" href="(figures/[^"]+\.png)"', html)
-        shown = re.findall(r'<img[^>]*src="figures/', html)
+        shown = re.findall(r'<img([^>]*)src="figures/[^"]+"([^>]*)>', html)
         assert len(figures) == len(shown), f"{stem}: {len(shown)} figures, {len(figures)} open full size"
-        for fig in figures:
+        for fig, attrs in zip(figures, shown):
             png = (site / "notebooks" / fig).read_bytes()
-            width = struct.unpack(">I", png[16:20])[0]
+            pixels = struct.unpack(">I", png[16:20])[0]
+            shown_width = re.search(r'\bwidth="(\d+)"', "".join(attrs))
+            assert shown_width, f"{stem}: {fig} has no display width (the retina format gives one)"
+            width = int(shown_width.group(1))
             # the column is 584-688 px at a desktop width: a figure no wider keeps its 12 pt text at body size
             assert width <= 600, f"{stem}: {fig} is {width} px wide; stack its panels (tabsim.plotting.PAGE_RC)"
+            # twice the pixels it is shown at: sharp on a high-DPI screen
+            assert abs(pixels - 2 * width) <= 2, f"{stem}: {fig} has {pixels} px for {width} px shown"
         assert 'class="tabsim-nb-bar"' in html and f'href="{stem}.ipynb" download' in html, stem
         assert (site / "notebooks" / f"{stem}.ipynb").is_file(), stem
         if i > 0:
