@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -178,15 +179,33 @@ class _Steps:
 
     ``update(n)`` (the run store's call) counts ``n`` whole chunks of ``steps`` steps, except where the chunks
     are computed in segments here (``hooks``), which tick their steps as they go (:meth:`step`). The label
-    reads ``compiling`` until the first steps are done (the first call compiles, or loads, the program)."""
+    reads ``compiling`` until the first steps are done (the first call compiles, or loads, the program),
+    and meanwhile the bar is redrawn every :data:`HEARTBEAT` seconds, so its clock shows the compilation
+    going on (nothing else would be printed for seconds). :meth:`close` ends that."""
+
+    HEARTBEAT = 1.0
 
     def __init__(self, bar, steps: int, hooks, desc: str):
         self.bar, self.steps, self.hooks, self.desc = bar, steps, hooks, desc
         self.started = False
+        self._done = threading.Event()
+        if hasattr(bar, "refresh"):
+            threading.Thread(target=self._beat, name="tabsim-progress", daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.HEARTBEAT):
+            try:
+                self.bar.refresh()
+            except Exception:  # noqa: BLE001  (a bar closed meanwhile: nothing more to show)
+                return
+
+    def close(self) -> None:
+        self._done.set()
 
     def step(self, n: int) -> None:
         if not self.started:
             self.started = True
+            self._done.set()
             self.bar.set_description(self.desc, refresh=False)
         self.bar.update(n)
 
@@ -351,8 +370,11 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
                                    done=segments.steps_done(segments.calls(cfg.train.steps, ev, segment), ev))
             fn, ticks.hooks = functools.partial(fn, hooks=hooks), hooks
             fn.interruptible = True  # computed in a helper thread, so that Ctrl-C is seen at once
-        with device_mod.using(dev):
-            parts = execute(fn, chunks, executor=executor, store=store, job=job, progress=ticks)
+        try:
+            with device_mod.using(dev):
+                parts = execute(fn, chunks, executor=executor, store=store, job=job, progress=ticks)
+        finally:
+            ticks.close()
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
     steps = list(range(0, cfg.train.steps + 1, ev))
     if expected(cfg):

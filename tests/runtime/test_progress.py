@@ -90,3 +90,22 @@ def test_gpg_expected_flow_says_its_jensen_gap():
         ts.run({**cfg, "preset": "paper"}, progress=False)
     notes = [w for w in seen if issubclass(w.category, run_mod.ExpectedFlowNote)]
     assert len(notes) == 1 and "0.011-0.021" in str(notes[0].message) and notes[0].filename == __file__
+
+
+def test_the_bar_shows_its_clock_while_the_first_call_compiles(monkeypatch):
+    """Nothing was printed for the seconds of a compilation; the bar now redraws itself until steps come."""
+    import time
+
+    class Redrawn(Bar):
+        def refresh(self):
+            self.descs.append("refresh")
+
+    monkeypatch.setattr(run_mod._Steps, "HEARTBEAT", 0.02)
+    bar = Redrawn(10, "x: compiling", "step", False)
+    ticks = run_mod._Steps(bar, 10, None, "x")
+    time.sleep(0.3)
+    ticks.step(5)
+    n = bar.descs.count("refresh")
+    time.sleep(0.1)
+    ticks.close()
+    assert n >= 3 and bar.descs.count("refresh") == n  # redrawn while compiling, not after the first steps
