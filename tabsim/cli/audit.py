@@ -98,10 +98,12 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
         res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
                     cache_dir=cache, progress=not quiet, executor=ex, rule=rule, dominance=dominance)
         write_outputs(res, store.dir, files=inputs, command=cmd)
-    show = res.audit[["source", "model", "benchmark", "train_set", "verdict", "reference_verdict", "verdict_basis"]]
+    # what a verdict rests on (a simulator bound: model-based) and whether a point of seed spread changes it
+    show = res.audit[["source", "model", "benchmark", "train_set", "verdict", "reference_verdict", "verdict_basis",
+                      "verdict_model_based", "fragile"]]
     written = ["audit.csv", "terms.csv", "entries.csv", "calibration.csv", "report.md", "terms.png", "provenance.json"]
     if not quiet:
-        click.echo(show.to_string(index=False), err=as_json)
+        click.echo(show.rename(columns={"verdict_model_based": "model_based"}).to_string(index=False), err=as_json)
         click.echo(f"wrote {out}/{', '.join(written)}", err=as_json)
     if as_json:
         emit({"command": "tabsim audit", "out": str(out), "complete": True, "inputs": [str(f) for f in inputs],

@@ -10,6 +10,7 @@ import click
 from tabsim._host import started_at
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
+from tabsim.cli.study import parse_set, set_option, usage
 from tabsim.presets import PRESETS
 from tabsim.studies.reference.design import SCALES
 
@@ -27,11 +28,13 @@ from tabsim.studies.reference.design import SCALES
               help="heavy = the reference's heavy settings (N=80, K=10, G=10, batch 20, more seeds and steps).")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True,
               help="Data format of the run frames.")
+@set_option("applied over the preset and --scale in the base of every study; the prior strength, the seeds "
+            "and the steps are the studies' own", example="--set algo.lr=0.05 --set train.group_size=16")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @json_option
 @output_options
 @executor_options
-def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, as_json, overwrite, resume, executor, workers,
+def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, as_json, overwrite, resume, executor, workers,
                    scheduler):
     """Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers.
 
@@ -43,6 +46,7 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, as_json, overwr
     Example:
       tabsim reproduce --out results/reproduce
       tabsim reproduce --scale heavy --out results/reproduce_heavy
+      tabsim reproduce --set algo.lr=0.05 --out results/reproduce_lr005
     """
     started = started_at()  # the report's time is the command's, imports and start-up counted
     if preset not in PRESETS:
@@ -54,13 +58,19 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, quiet, as_json, overwr
                    "(JAX, statsmodels)", err=True)
     # lazy: `tabsim reproduce --help` loads only the light design module
     from tabsim.studies.reference import reproduce
+    from tabsim.studies.reference.design import check_overrides
 
     check_options(executor, workers, scheduler)
+    overrides = parse_set(sets)  # a malformed or unknown key is a usage error naming the allowed ones
+    try:
+        check_overrides(overrides)
+    except ValueError as err:
+        usage(f"--set {err}")
     try:
         with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt,
                                 progress=not quiet, overwrite=overwrite, resume=resume, executor=ex,
-                                started=started)
+                                started=started, overrides=overrides)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     if not quiet:

@@ -102,23 +102,26 @@ def check_preset(preset: str | None) -> None:
 
 
 # -- --set KEY=VALUE -----------------------------------------------------------------------------------
-def parse_value(text: str):
-    """A ``--set`` value: an integer, a plain number, ``true``/``false``, ``null``, a ``[a, b]`` list of
-    those, a quoted string, or else the text itself (a name such as ``dr_grpo``)."""
+def parse_value(text: str, *, item: bool = False):
+    """A ``--set`` value: an integer, a plain number, ``true``/``false``, ``null``, a ``[a, b]`` list, a
+    quoted string, or else the text itself (a name such as ``dr_grpo``).
+
+    In a list (``item``), ``true``, ``false`` and ``null`` are names: every list field holds names or numbers
+    (``arms.arms=[frozen,true]`` is the TRUE arm, not a boolean)."""
     s = text.strip()
     if INTEGER.fullmatch(s):
         return int(s)
     if NUMBER.fullmatch(s):
         return float(s)
-    if s in ("true", "false"):
+    if s in ("true", "false") and not item:
         return s == "true"
-    if s in ("null", "none", "None"):
+    if s in ("null", "none", "None") and not item:
         return None
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
         return s[1:-1]
-    if s.startswith("[") and s.endswith("]"):
+    if s.startswith("[") and s.endswith("]") and not item:
         inner = s[1:-1].strip()
-        return [parse_value(x) for x in inner.split(",")] if inner else []
+        return [parse_value(x, item=True) for x in inner.split(",")] if inner else []
     return s
 
 
@@ -179,13 +182,18 @@ def parse_set(specs) -> dict:
     return out
 
 
+def set_option(applied: str, example: str = "--set algo.lr=0.1 --set train.steps=100"):
+    """The ``--set KEY=VALUE`` option (parameter ``sets``; parse it with :func:`parse_set`); ``applied`` says
+    where its values go, in the help."""
+    return click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                        help=f"Override one config value by its dotted key, e.g. {example} (repeatable; lists as "
+                             f"[a,b]; {applied}).")
+
+
 # -- one config from a file and the options -------------------------------------------------------------
 def study_options(fn):
     """Add ``--preset``, ``--vary``, ``--arms`` and ``--set`` (shared by ``run`` and ``sweep``)."""
-    fn = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                      help="Override one config value by its dotted key, e.g. --set algo.lr=0.1 --set "
-                           "train.steps=100 (repeatable; lists as [a,b]; applied after the file, before "
-                           "--seeds/--steps/--vary/--arms).")(fn)
+    fn = set_option("applied after the file, before --seeds/--steps/--vary/--arms")(fn)
     fn = click.option("--arms", default=None, help="Comma-separated arms (default: the file's, else the preset's).")(fn)
     fn = click.option("--vary", multiple=True, metavar="FIELD=v1,v2,...",
                       help="A numeric field and its levels; repeat for a full factorial (replaces the file's "

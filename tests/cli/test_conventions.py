@@ -92,6 +92,16 @@ def test_run_with_overrides_then_rerun_its_config_json(small, tmp_path):
                                   pd.read_parquet(tmp_path / "o2" / "results.parquet"))
 
 
+def test_set_lists_hold_names_and_numbers():
+    """In a list, ``true`` is the TRUE arm (it was read as a boolean and refused as a YAML mistake)."""
+    from tabsim.cli.study import parse_set
+
+    assert parse_set(["arms.arms=[frozen,random,majority,true]", "train.metrics=[pass1,null]",
+                      "sweep.lr=[0.05,1e-1]", "algo.filter=true"]) == {
+        "arms": {"arms": ["frozen", "random", "majority", "true"]}, "train": {"metrics": ["pass1", "null"]},
+        "sweep": {"lr": [0.05, 0.1]}, "algo": {"filter": True}}
+
+
 # -- --json ------------------------------------------------------------------------------------------------
 def test_sweep_and_verify_print_one_json_object(tmp_path):
     res = cli("sweep", "--vary", "prior_strength=0.3", "--seeds", "2", "--steps", "2", "--set", "task.n_prompts=8",
@@ -133,6 +143,35 @@ def test_prereg_validate_and_audit_print_one_json_object(tmp_path):
     got = one_object(cli("audit", root / "experiments" / "audits" / "ttrl.yaml", "--no-calibration", "--out",
                          tmp_path / "a", "-q", "--json"))
     assert got["command"] == "tabsim audit" and got["entries"] and "verdict" in got["entries"][0]
+
+
+def test_audit_summary_says_which_verdicts_are_model_based_or_fragile(tmp_path, monkeypatch):
+    """One line per row: a verdict a simulator bound decides, and one that a point of seed spread reverses,
+    are marked there too (as in report.md, audit.csv and the figure)."""
+    from pathlib import Path
+
+    import tabsim.audit.core as core
+
+    real = core.audit
+
+    def audit(entries, **kw):  # the simulator's calibration stood in for: one verdict marked as resting on it
+        res = real(entries, **kw)
+        res.audit["verdict_model_based"] = res.audit["model"] == "OLMo2-7B"
+        return res
+
+    monkeypatch.setattr(core, "audit", audit)
+    table = Path(__file__).resolve().parents[2] / "experiments" / "audits" / "spurious_rewards.yaml"
+    res = cli("audit", table, "--no-calibration", "--out", tmp_path / "a")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    header = next(ln for ln in lines if ln.lstrip().startswith("source"))
+    assert header.split()[-2:] == ["model_based", "fragile"]
+    flags = {ln.split()[1]: ln.split()[-2:] for ln in lines if ln.startswith("spurious-rewards")}
+    assert flags["Qwen2.5-7B"] == ["False", "True"]  # fragile (tests/audit/test_model_based.py)
+    assert flags["OLMo2-7B"] == ["True", "False"] and flags["Qwen2.5-Math-7B"] == ["False", "False"]
+    got = one_object(cli("audit", table, "--no-calibration", "--out", tmp_path / "b", "-q", "--json"))
+    rows = {r["model"]: r for r in got["entries"]}
+    assert rows["Qwen2.5-7B"]["fragile"] is True and rows["OLMo2-7B"]["verdict_model_based"] is True
 
 
 # -- presets and config show -----------------------------------------------------------------------------------

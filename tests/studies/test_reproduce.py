@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from tabsim.cli import main
 from tabsim.studies.reference import run
-from tabsim.studies.reference.design import SWEEP_PRIORS, settings
+from tabsim.studies.reference.design import SWEEP_PRIORS, build_designs, settings
 from tabsim.studies.reference.run import reproduce
 
 SEEDS, STEPS = 3, 10  # reduced size: the five studies in a few seconds
@@ -117,6 +117,16 @@ def test_interrupted_run_leaves_the_earlier_output_untouched(tmp_path, monkeypat
     (["--scale", "huge"], ["--scale", "huge", "heavy"]),
     (["--preset", "nope"], ["--preset", "nope", "paper"]),
     (["--format", "xlsx"], ["--format", "xlsx"]),
+    # --set: the parser of run and sweep; an unknown key names the allowed ones
+    (["--set", "algo.learning_rate=0.1"], ["algo.learning_rate", "allowed in algo", "lr", "eps_high"]),
+    (["--set", "algos.lr=0.1"], ["algos", "task, arms, algo, train"]),
+    (["--set", "lr"], ["--set", "KEY=VALUE"]),
+    # values the studies set themselves, or reproduce's own options, would be replaced without a word
+    (["--set", "task.prior_strength=0.3"], ["task.prior_strength", "every study sets the prior strength"]),
+    (["--set", "train.steps=50"], ["train.steps", "--steps"]),
+    (["--set", "train.seeds=4"], ["train.seeds", "--seeds"]),
+    (["--set", "sweep.lr=[0.1,0.2]"], ["--set sweep", "their own factors"]),
+    (["--set", "preset=dapo"], ["--set preset", "--preset"]),
 ])
 def test_bad_options_are_refused_before_anything_runs(tmp_path, args, words):
     out = tmp_path / "out"
@@ -135,6 +145,56 @@ def test_settings_refuse_bad_values():
     s = settings(scale="heavy")
     assert (s.seeds, s.steps, s.factorial_seeds, s.factorial_steps) == (50, 400, 100, 500)
     assert settings(scale="heavy", seeds=4).factorial_seeds == 4
+
+
+def test_set_reaches_the_base_of_every_study_and_is_checked():
+    s = settings(overrides={"algo": {"lr": 0.1}, "train": {"group_size": 4}})
+    assert s.overrides == {"algo": {"lr": 0.1}, "train": {"group_size": 4}}
+    for name, design in build_designs(s).items():
+        assert design.base["algo"]["lr"] == 0.1 and design.base["train"]["group_size"] == 4, name
+    assert build_designs(s)["factorial"].base["train"]["steps"] == s.factorial_steps  # --steps still wins
+    heavy = settings(scale="heavy", overrides={"train": {"batch_size": 40}})
+    assert heavy.base(5)["train"] == {"group_size": 10, "batch_size": 40, "steps": 5}  # over the scale's sizes
+    assert settings().overrides == {} and "overrides" not in settings().base(5)
+    for over, words in (({"algo": {"lr": -1}}, "algo.lr"),
+                        ({"arms": {"arms": ["true", "majority"]}}, "the partition needs arms"),
+                        ({"train": {"metrics": ["entropy"]}}, "lacks pass1"),
+                        ({"train": {"dynamics": "expected"}}, "sampled"),
+                        ({"task": {"prior_strength": 0.3}}, "task.prior_strength"),
+                        ({"sweep": {"lr": [0.1]}}, "sweep")):
+        with pytest.raises(ValueError, match=words):
+            settings(overrides=over)
+
+
+def test_set_is_passed_to_reproduce(tmp_path, monkeypatch):
+    """The command's own work is stood in for: what is tested is what ``--set`` hands to it."""
+    import tabsim.studies.reference as reference
+
+    got = {}
+    monkeypatch.setattr(reference, "reproduce", lambda out, **kw: got.update(kw) or {})
+    r = CliRunner().invoke(main, ["reproduce", "--out", str(tmp_path / "o"), "-q", "--set", "algo.lr=0.1",
+                                  "--set", "task.tree.depth=2", "--set", "arms.arms=[frozen,random,majority,true]"])
+    assert r.exit_code == 0, r.output
+    assert got["overrides"] == {"algo": {"lr": 0.1}, "task": {"tree": {"depth": 2}},
+                                "arms": {"arms": ["frozen", "random", "majority", "true"]}}
+
+
+def test_set_is_recorded_in_config_provenance_summary_and_report(tmp_path):
+    out = tmp_path / "o"
+    r = CliRunner().invoke(main, ["reproduce", "--out", str(out), "--seeds", "2", "--steps", "2", "-q",
+                                  "--set", "algo.lr=0.1", "--set", "train.group_size=4"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    want = {"algo": {"lr": 0.1}, "train": {"group_size": 4}}
+    config = json.loads((out / "config.json").read_text())
+    assert config["settings"]["overrides"] == want
+    for name, design in config["designs"].items():
+        assert design["base"]["algo"]["lr"] == 0.1 and design["base"]["train"]["group_size"] == 4, name
+        assert {p["algo"]["lr"] for p in design["programs"]} == {0.1}, name  # what was trained
+    assert json.loads((out / "provenance.json").read_text())["overrides"] == want
+    assert json.loads((out / "summary.json").read_text())["settings"]["overrides"] == want
+    text = (out / "report.md").read_text()
+    assert "overrides `algo.lr=0.1`, `train.group_size=4`" in text
+    assert "algo.lr 0.1 instead of 0.05" in text and "G 4 instead of 8" in text
 
 
 @pytest.mark.heavy

@@ -6,6 +6,7 @@ statistics stack are imported inside the functions that need them.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 from tabsim.presets import PRESETS
@@ -54,21 +55,56 @@ class Settings:
     task: dict
     train: dict
     n_resamples: int = 2000
+    overrides: dict = dataclasses.field(default_factory=dict)  # ``--set``: config values over the preset and scale
 
     def base(self, steps: int) -> dict:
-        return {"preset": self.preset, "task": dict(self.task), "train": {**self.train, "steps": steps}}
+        """Every study's base config: the preset, the scale's sizes, the overrides, then ``steps``."""
+        # lazy: tabsim.config loads JAX; `tabsim reproduce --help` imports this module
+        from tabsim.config import _deep_merge
+
+        base = _deep_merge({"preset": self.preset, "task": dict(self.task), "train": dict(self.train)}, self.overrides)
+        base["train"] = {**base["train"], "steps": steps}
+        return base
+
+
+# Config values that the studies set themselves, or that an option of `tabsim reproduce` sets: an override
+# of one would be replaced without a word, so it is refused with what to use instead.
+STUDY_KEYS = {
+    "preset": "choose the preset with --preset (preset= in Python)",
+    "sweep": "the five studies set their own factors and levels",
+    "task.prior_strength": "every study sets the prior strength itself (the sweep, grid, factorial, gate, families "
+                           "and power levels are pre-set)",
+    "train.steps": "set the training steps of every study with --steps",
+    "train.seeds": "set the seeds per condition with --seeds",
+    "train.seed": "the studies number their own seeds; set how many with --seeds",
+}
+
+
+def check_overrides(overrides: dict) -> None:
+    """Refuse an override of a value the studies or ``reproduce``'s own options set (:data:`STUDY_KEYS`),
+    with a ``ValueError`` naming the key and what to use instead."""
+    if not isinstance(overrides, dict):
+        raise ValueError(f"overrides: expected a mapping such as {{'algo': {{'lr': 0.05}}}}, got {overrides!r}")
+    for key, why in STUDY_KEYS.items():
+        section, _, name = key.partition(".")
+        if section in overrides and (not name or (isinstance(overrides[section], dict) and name in overrides[section])):
+            raise ValueError(f"{key}: not overridable in the reproduction: {why}")
 
 
 def settings(*, scale: str = "default", seeds: int | None = None, steps: int | None = None,
-             preset: str = "paper", n_resamples: int = 2000) -> Settings:
+             preset: str = "paper", n_resamples: int = 2000, overrides: dict | None = None) -> Settings:
     """Study sizes for a scale, with optional overrides; bad values raise ``ValueError`` naming them.
 
     ``default``: the paper's sizes (8 seeds x 200 steps, N=40, K=8, G=8, batch 16). ``heavy``: 50
     seeds x 400 steps for the sweep, 100 seeds x 500 steps for the factorial, N=80, K=10, G=10,
-    batch 20. ``seeds`` / ``steps`` override every study.
+    batch 20. ``seeds`` / ``steps`` override every study. ``overrides`` is a nested config mapping
+    (``{"algo": {"lr": 0.05}}``, what ``--set algo.lr=0.05`` gives) applied over the preset and the
+    scale in the base of every study; values the studies set themselves are refused
+    (:data:`STUDY_KEYS`), and so is a study that would record no pass@1 or run no seeds.
     """
     from tabsim.config import (  # lazy: tabsim.config loads JAX; `tabsim reproduce --help` imports this module
         ConfigError,
+        _deep_merge,
         resolve,
     )
 
@@ -86,20 +122,29 @@ def settings(*, scale: str = "default", seeds: int | None = None, steps: int | N
     fst = steps if steps is not None else (500 if heavy else None)
     task = dict(HEAVY_TASK) if heavy else {}
     train = dict(HEAVY_TRAIN) if heavy else {}
+    overrides = {} if overrides is None else overrides
+    check_overrides(overrides)
     try:
-        cfg = resolve({"preset": preset, "task": task, "train": train})
+        cfg = resolve(_deep_merge({"preset": preset, "task": task, "train": train}, overrides))
     except ConfigError as err:
-        raise ValueError(f"preset {preset!r}: {err}") from None
+        raise ValueError(f"preset {preset!r}" + (" with the overrides" if overrides else "") + f": {err}") from None
     need = ("frozen", "random", "majority", "true")
     missing = [a for a in need if a not in cfg.arms.arms]
     if missing:
-        raise ValueError(f"preset {preset!r}: the partition needs arms {list(need)}; the preset lacks {missing}")
+        lacks = "arms.arms" if "arms" in overrides else "the preset"
+        raise ValueError(f"preset {preset!r}: the partition needs arms {list(need)}; {lacks} lacks {missing}")
+    if cfg.train.metrics is not None and "pass1" not in cfg.train.metrics:
+        raise ValueError(f"train.metrics: {cfg.train.metrics} lacks pass1, which every study of the reproduction "
+                         "analyses; add it (e.g. --set train.metrics=[pass1,entropy]) or leave train.metrics unset")
+    if cfg.train.dynamics != "sampled":
+        raise ValueError(f"train.dynamics: {cfg.train.dynamics!r}; the reproduction's intervals are over seeds, so "
+                         "it needs sampled training (dynamics = 'sampled')")
     st = st if st is not None else cfg.train.steps
     fst = fst if fst is not None else cfg.train.steps
     pilot = min(PAPER_SEEDS, s)
     return Settings(preset=preset, scale=scale, seeds=s, steps=st, factorial_seeds=fs, factorial_steps=fst,
                     pilot_seeds=pilot, pilot_replicates=8, power_seeds=max(32, s), task=task, train=train,
-                    n_resamples=n_resamples)
+                    n_resamples=n_resamples, overrides=copy.deepcopy(overrides))
 
 
 def uniform_prior(cfg) -> float:

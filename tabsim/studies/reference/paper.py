@@ -145,7 +145,32 @@ def settings_changes(s: Settings, cfg) -> list[str]:
                                 ("format boost", cfg.task.format_boost, ref.task.format_boost)):
         if mine != theirs:
             out.append(f"{label} {mine} instead of {theirs}")
+    # the other --set values, each as its dotted key (the sizes above are already named)
+    shown = {"task.n_prompts", "task.n_answers", "task.n_correct", "train.group_size", "train.batch_size",
+             "task.format_boost"}
+    mine_all, ref_all = cfg.model_dump(mode="json"), ref.model_dump(mode="json")
+    for key in dotted_keys(s.overrides):
+        if key in shown:
+            continue
+        mine, theirs = value_at(mine_all, key), value_at(ref_all, key)
+        if mine != theirs:
+            out.append(f"{key} {mine} instead of {theirs}")
     return out
+
+
+def dotted_keys(tree: dict, prefix: str = "") -> list[str]:
+    """The dotted keys of a nested mapping's leaves: ``{"algo": {"lr": 0.1}}`` -> ``["algo.lr"]``."""
+    keys = []
+    for k, v in tree.items():
+        keys += dotted_keys(v, f"{prefix}{k}.") if isinstance(v, dict) and v else [f"{prefix}{k}"]
+    return keys
+
+
+def value_at(tree: dict, key: str):
+    """The value at a dotted key of a nested mapping (None where it is missing)."""
+    for part in key.split("."):
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
 
 
 def difference_reasons(cmp: pd.DataFrame, a: dict, s: Settings, cfg) -> dict[str, str]:

@@ -22,7 +22,7 @@ from tabsim.studies.reference.design import (
     Settings,
     uniform_prior,
 )
-from tabsim.studies.reference.paper import compare_every_point, remarks, settings_changes
+from tabsim.studies.reference.paper import compare_every_point, dotted_keys, remarks, settings_changes, value_at
 
 
 def _fmt(x, nd=3) -> str:
@@ -59,7 +59,9 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     every = compare_every_point(a, s)
     L = []
     L.append("# tabsim reproduce: the reference study (arXiv 2606.05932)\n")
-    L.append(f"Preset `{s.preset}`, scale `{s.scale}`: N={cfg.task.n_prompts} prompts, K={cfg.task.n_answers} answers "
+    sets = ", ".join(f"`{k}={value_at(s.overrides, k)}`" for k in dotted_keys(s.overrides))
+    L.append(f"Preset `{s.preset}`, scale `{s.scale}`" + (f", overrides {sets}" if sets else "")
+             + f": N={cfg.task.n_prompts} prompts, K={cfg.task.n_answers} answers "
              f"(k={cfg.task.n_correct} correct), G={cfg.train.group_size}, batch {cfg.train.batch_size}; "
              f"{s.seeds} seeds x {s.steps} steps per condition (sweep, crossover grid, gate, families, power), "
              f"{s.factorial_seeds} seeds x {s.factorial_steps} steps per factorial cell. "
@@ -82,7 +84,7 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     if changes:
         L.append("**This run changes the paper's settings** (" + "; ".join(changes) + "). The headline numbers "
                  "belong to the paper's settings, so differences here are expected and say nothing about the "
-                 "reproduction; `tabsim reproduce` without --scale, --steps or --preset runs the paper's "
+                 "reproduction; `tabsim reproduce` without --scale, --steps, --preset or --set runs the paper's "
                  "settings.\n")
     agree = cmp[~cmp.beyond_seed_noise]
     if len(agree):

@@ -35,7 +35,8 @@ from tabsim.studies.reference.report import render_report, summary_json
 def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = None, steps: int | None = None,
               preset: str = "paper", fmt: str = "parquet", progress: bool = True,
               log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
-              resume: bool = False, executor=None, started: float | None = None) -> dict:
+              resume: bool = False, executor=None, started: float | None = None,
+              overrides: dict | None = None) -> dict:
     """Run the five studies, write ``out``'s report, figures, data and provenance; return the summary.
 
     Args:
@@ -54,6 +55,10 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
       started: the ``time.perf_counter()`` reading the stage lines and the recorded wall time count from
         (default: this call; ``tabsim reproduce`` gives its process's start, :func:`tabsim._host.started_at`).
+      overrides: config values over the preset in the base of every study, as a nested mapping
+        (``{"algo": {"lr": 0.05}}``; ``tabsim reproduce --set algo.lr=0.05``); see :func:`settings`. They
+        are recorded in ``config.json``, ``summary.json`` and ``provenance.json``, and the report lists
+        them among the changes to the paper's settings.
 
     Returns:
       The ``summary.json`` content.
@@ -61,12 +66,15 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
     t0 = time.perf_counter() if started is None else started
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt: unknown data format {fmt!r}; allowed: csv, parquet")
-    s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples)
+    s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples, overrides=overrides)
     out = Path(out)
     say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
     designs = build_designs(s)  # validates every study's config before anything is written
     cfg = resolve(s.base(s.steps))
-    key = job_key("reproduce", dataclasses.asdict(s), fmt)
+    fields = dataclasses.asdict(s)
+    if not s.overrides:  # the key of a run without overrides is the one it had before they existed (--resume)
+        del fields["overrides"]
+    key = job_key("reproduce", fields, fmt)
     with RunStore(out, overwrite=overwrite, resume=resume, key=key, description="tabsim reproduce") as store:
         if store.complete:
             say(f"nothing to resume: {out} already holds this reproduction, complete")
@@ -124,7 +132,7 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
                       seconds_statistics=round(t_stats - t_train, 3), config_hash=cfg.digest(),
                       n_units=results[0].provenance["n_units_job"], n_chunks=results[0].provenance["n_chunks_job"],
-                      n_programs=results[0].provenance["n_programs_job"], argv=sys.argv,
+                      n_programs=results[0].provenance["n_programs_job"], argv=sys.argv, overrides=s.overrides,
                       process_seconds=process_seconds())
     write_json(dest / "provenance.json", prov)
     write_json(dest / "config.json", {"settings": dataclasses.asdict(s),
