@@ -9,17 +9,10 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from tabsim.audit.core import AuditResult
-from tabsim.plotting import ARM_COLORS, TERM_COLORS  # one palette for the project
+from tabsim.plotting import TERM_COLORS  # one palette for the project
 
-# d_majority = acc(MAJORITY) - acc(FROZEN) = d_null + d_elicit: the one term a base + majority table
-# identifies. Until the palette names it, it takes the majority arm's second (offline) shade, d_elicit
-# having the first.
-D_MAJORITY_COLOR = TERM_COLORS.get("d_majority", ARM_COLORS["majority_offline"])
-
-
-def term_color(term: str) -> str:
-    return D_MAJORITY_COLOR if term == "d_majority" else TERM_COLORS[term]
-
+# d_majority = acc(MAJORITY) - acc(FROZEN) = d_null + d_elicit is the one term a base + majority table
+# identifies; the palette gives it a colour of its own
 PLOT_TERMS = ("d_null", "d_elicit", "d_majority", "d_rd", "d_total")
 TITLE = ("Partition of published gains, per model (terms top to bottom: " + ", ".join(PLOT_TERMS)
          + "); simulator bounds are model-based; under each model its verdict")
@@ -67,7 +60,7 @@ def plot_terms(res: AuditResult):
         pad = 0.06 * (hi_ax - lo_ax + 1.0)
         lo_ax, hi_ax = lo_ax - pad, hi_ax + pad
         for y, term, r in rows:
-            c = term_color(term)
+            c = TERM_COLORS[term]
             if r["identified"] == "point":
                 ax.errorbar(r["estimate"], y, xerr=[[r["estimate"] - r["low"]], [r["high"] - r["estimate"]]],
                             fmt="o", ms=4, color=c, elinewidth=1.2, capsize=0)
@@ -117,7 +110,7 @@ def _model_label(r) -> str:
 
 
 def _legend_handles() -> list:
-    handles = [Line2D([], [], color=term_color(t), marker="o", ls="-", label=t) for t in PLOT_TERMS]
+    handles = [Line2D([], [], color=TERM_COLORS[t], marker="o", ls="-", label=t) for t in PLOT_TERMS]
     return handles + [
         Line2D([], [], color="k", marker="o", ls="-", label="identified: estimate and interval"),
         Line2D([], [], color="k", marker="|", ms=8, ls="-", label="simulator bound (model-based, 'sim')"),

@@ -6,7 +6,9 @@ One palette for the whole project: every figure (the CLI's, ``tabsim reproduce``
 the study scripts' and the notebooks') takes its colours from the dictionaries below, so an arm, a
 partition term or an algorithm has the same colour everywhere. Each partition term shares the
 colour of the arm whose reward defines its upper end (``d_null`` = RANDOM - FROZEN is RANDOM's
-orange, ``d_elicit`` MAJORITY's green, ``d_rd`` TRUE's blue).
+orange, ``d_elicit`` MAJORITY's green, ``d_rd`` TRUE's blue). ``d_majority`` = MAJORITY - FROZEN =
+``d_null + d_elicit`` is drawn beside both, so it has a colour of its own: olive, between their orange
+and green.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ ARM_COLORS = {"frozen": "#7f7f7f", "random": "#ff7f0e", "majority": "#2ca02c", "
 ARM_STYLES = {"frozen": ("--", "o"), "random": ("-", "s"), "majority": ("-", "^"), "majority_offline": (":", "v"),
               "incorrect": ("-.", "x"), "format": (":", "D"), "true": ("-", "o"), "noisy": ("-.", "P")}
 TERM_COLORS = {"d_null": ARM_COLORS["random"], "d_elicit": ARM_COLORS["majority"], "d_rd": ARM_COLORS["true"],
-               "d_total": "#000000", "d_naive": "#8c564b", "bias": ARM_COLORS["majority"],
+               "d_majority": "#bcbd22", "d_total": "#000000", "d_naive": "#8c564b", "bias": ARM_COLORS["majority"],
                "rd_fraction": "#8c564b", "elicitation_share": ARM_COLORS["majority"], "rd_share": ARM_COLORS["true"]}
 TERM_MARKERS = {"d_null": "s", "d_elicit": "^", "d_rd": "o", "d_total": "D", "d_naive": "v"}
 # Algorithms and training settings compared in the study scripts and notebooks.

@@ -111,6 +111,30 @@ def test_partition_terms_share_their_arms_colours():
     assert len(set(ARM_COLORS.values())) == len(ARM_COLORS)  # arms are told apart by colour
 
 
+def test_d_majority_has_its_own_palette_colour_and_the_audit_figure_uses_it():
+    """d_majority (= d_null + d_elicit) is drawn beside both in the audit figure: a colour no arm and no other
+    term has (it borrowed the offline-majority arm's shade)."""
+    from matplotlib.colors import to_hex
+
+    from tabsim.audit import load_entries
+    from tabsim.audit.core import audit
+    from tabsim.audit.report import plot_terms
+    from tabsim.plotting import ARM_COLORS, TERM_COLORS
+
+    mine = TERM_COLORS["d_majority"]
+    others = {c for t, c in TERM_COLORS.items() if t != "d_majority"} | set(ARM_COLORS.values())
+    assert mine not in others
+    res = audit(load_entries([ROOT / "experiments" / "audits" / "ttrl.yaml"]), calibrate=False)
+    fig = plot_terms(res)
+    legend = {t.get_text(): to_hex(h.get_color()) for t, h in zip(fig.legends[0].get_texts(),
+                                                                   fig.legends[0].legend_handles)}
+    assert legend["d_majority"] == mine
+    drawn = {to_hex(ln.get_color()) for ax in fig.axes for ln in ax.get_lines()}
+    drawn |= {to_hex(c.get_color()[0]) for ax in fig.axes for c in ax.collections if len(c.get_color())}
+    assert mine in drawn and ARM_COLORS["majority_offline"] not in drawn
+    matplotlib.pyplot.close(fig)
+
+
 def test_every_option_of_every_command_has_help():
     from tabsim.cli import main, walk
 
