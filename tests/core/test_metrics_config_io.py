@@ -72,7 +72,7 @@ def test_heterogeneous_prior_has_requested_mean_and_spread():
     ({"algo": {"estimator": "ppo"}}, "unknown estimator 'ppo'"),
     ({"preset": "nope"}, "preset: unknown preset 'nope'"),
     ({"sweep": {"prior_strength": [0.2, 1.5]}}, "sweep.prior_strength[1]"),
-    ({"sweep": {"n_prompts": [10, 20]}}, "sweep.n_prompts: not a numeric field"),
+    ({"sweep": {"n_prompts": [10, 20]}}, "sweep.n_prompts: task.n_prompts is a static field"),
     ({"sweep": {"heterogeneity": [1.0, 50.0]}}, "sweep.heterogeneity: the prior is homogeneous"),
     ({"task": {"nprompts": 3}}, "task.nprompts"),
 ])

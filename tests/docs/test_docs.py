@@ -55,6 +55,7 @@ SKIP_PREFIXES = (
     "jupytext",  # notebook conversion; tests/docs/test_notebooks.py runs the notebooks
     "git ",  # inspecting history (docs/prereg.md: how to verify a study)
     "lint-imports",  # the import contracts: .ci/run and tests/test_floors.py run them
+    "python .ci/",  # the CI scripts: a fresh virtualenv and the whole suite (.ci/run, .ci/floors)
 )
 FENCE = re.compile(r"^(`{3,})([^`\n]*)$")
 
