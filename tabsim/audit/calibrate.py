@@ -41,9 +41,15 @@ FAMILY_CONFIGS = {
     # no KL, token-mean loss, dynamic-sampling filter; clipping makes RANDOM drift toward the mode.
     "reuse": {"preset": "grpo", "algo": {"kl_placement": "none", "beta": 0.0, "epochs": 2, "minibatches": 1,
                                          "aggregation": "token-mean", "filter": True}},
+    # The training intensity of the spurious-rewards recipe (docs/science.md, off-policy reuse): each
+    # rollout batch reused for 8 clipped (0.2) full-batch epochs, no KL; the learning rate reaches 10x the
+    # `reuse` family's lowest level, where the random arm's drift is largest (either sign).
+    "reuse8": {"preset": "grpo", "algo": {"kl_placement": "none", "beta": 0.0, "epochs": 8, "minibatches": 1,
+                                          "aggregation": "token-mean", "filter": True}},
 }
 # Default learning-rate levels of each family (its loss scale differs).
-FAMILY_LR = {"paper": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0), "reuse": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)}
+FAMILY_LR = {"paper": (0.01, 0.03, 0.1, 0.3, 1.0, 3.0), "reuse": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+             "reuse8": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)}
 SIM_ARMS = ("frozen", "random", "majority", "majority_offline", "true")
 
 
@@ -62,7 +68,7 @@ class CalibrationGrid:
       pass_k, maj_k: exact base-model metrics to simulate (only those some entry reports: maj@k is costly).
     """
 
-    families: tuple = (("paper", (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)),)
+    families: tuple = (("paper", (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)), ("reuse8", (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)))
     prior_strength: tuple = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
     format_boost: tuple = (0.0, 0.5)
     heterogeneity: tuple = (1.0, 10.0)
@@ -354,6 +360,33 @@ def calibrate_entry(entry: Entry, structs: list, *, grid: CalibrationGrid, ci: f
     empty = np.zeros((0, 4))
     return Calibration(means=np.asarray(comp_m) if comp_m else empty, variances=np.asarray(comp_v) if comp_v else empty,
                        candidates=cand, n_candidates=len(cand), n_consistent=n_cons, constraints=constraints, z=z)
+
+
+def with_null_envelope(means: np.ndarray, variances: np.ndarray, envelope: tuple, *, step: float = 1.0,
+                       seed_sd: float = 0.0) -> tuple:
+    """The consistent completions with their RANDOM arm also anywhere in the measured ``d_null`` range.
+
+    Each completion ``c`` (reported base ``b_c``) is repeated with ``acc(RANDOM) = b_c + g`` for ``g`` on a
+    grid over ``envelope`` (its ends included), clipped to [0, 100], with variance ``seed_sd^2`` like a
+    logical completion; the original completions are kept. Only the RANDOM column changes.
+
+    Args:
+      means, variances: ``[C, 4]`` completions (columns :data:`PARTITION_ARMS`).
+      envelope: ``(low, high)`` of ``d_null`` in points (:func:`tabsim.audit.measured.null_envelope`).
+      step: grid step in points.
+      seed_sd: assumed seed sd of the filled arm.
+
+    Returns:
+      ``(means [C (1 + G), 4], variances [C (1 + G), 4])``.
+    """
+    lo, hi = float(envelope[0]), float(envelope[1])
+    gains = np.unique(np.concatenate([np.arange(lo, hi, step), [hi]]))
+    r, f = PARTITION_ARMS.index("random"), PARTITION_ARMS.index("frozen")
+    m = np.repeat(means[:, None, :], gains.size, axis=1).copy()  # [C, G, 4]
+    v = np.repeat(variances[:, None, :], gains.size, axis=1).copy()
+    m[..., r] = np.clip(means[:, f, None] + gains[None, :], 0.0, 100.0)
+    v[..., r] = seed_sd ** 2
+    return (np.concatenate([means, m.reshape(-1, 4)]), np.concatenate([variances, v.reshape(-1, 4)]))
 
 
 def logical_completions(entry: Entry, *, seed_sd: float = 0.0, step: float = 1.0, unit: str = "items") -> tuple:

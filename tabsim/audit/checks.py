@@ -98,17 +98,7 @@ def outside_family(entries: list, rows: list, reach: dict, registry=(), *, ci: f
         families' probability).
       ci: level of a registry measurement's interval.
     """
-    measured: dict = {}  # (model, benchmark) -> [(index or -1, who, estimate, low, high)]
-    for i, (e, r) in enumerate(zip(entries, rows)):
-        if "random" in e.arms and math.isfinite(r["d_null"]):
-            measured.setdefault((model_key(e.model), bench_key(e.benchmark)), []).append(
-                (i, e.source["id"], r["d_null"], r["d_null_low"], r["d_null_high"], e.benchmark))
-    for m in registry:
-        est, lo, hi = m.interval(ci)
-        key = (model_key(m.model), bench_key(m.benchmark))
-        if not any(who == m.source_id and abs(x - est) < 0.05 for _, who, x, *_ in measured.get(key, [])):
-            measured.setdefault(key, []).append((-1, f"{m.source_id} (registered measurement)", est, lo, hi,
-                                                 m.benchmark))
+    measured = _measured(entries, rows, registry, ci=ci)
     span = [min(v["d_null"][0] for v in reach.values()), max(v["d_null"][1] for v in reach.values())]
     by_model: dict = {}
     for (mk, _), ms in measured.items():
@@ -133,3 +123,47 @@ def outside_family(entries: list, rows: list, reach: dict, registry=(), *, ci: f
                           "the simulator cannot train like this model, so the bounds are logical")
                 break
     return out
+
+
+def families_excluded(entries: list, rows: list, reach: dict, registry=(), *, ci: float = 0.95) -> dict:
+    """Index -> ``{family: reason}`` for the families that cannot train like the row's model.
+
+    A family is excluded for a row (without a RANDOM arm of its own) when a ``d_null`` measured for the
+    row's model, on any benchmark (another input of the run or the registry), lies, interval and all,
+    outside that family's reach: a bound from that family's structures would rest on a model the
+    measurement rules out, so the row is bounded by the other families only (by none: logical bounds,
+    :func:`outside_family`).
+    """
+    measured = _measured(entries, rows, registry, ci=ci)
+    by_model: dict = {}
+    for (mk, _), ms in measured.items():
+        by_model.setdefault(mk, []).extend(ms)
+    out = {}
+    for j, e in enumerate(entries):
+        if "random" in e.arms:
+            continue
+        for fam, terms in reach.items():
+            lo_f, hi_f = terms["d_null"]
+            for i, src, est, lo, hi, bench in by_model.get(model_key(e.model), []):
+                if i != j and (lo > hi_f or hi < lo_f):
+                    out.setdefault(j, {})[fam] = (f"d_null measured at {est:+.1f} [{lo:.1f}, {hi:.1f}] for this model "
+                                                  f"on {bench} by {src} lies outside the `{fam}` family's reach "
+                                                  f"[{lo_f:g}, {hi_f:g}]")
+                    break
+    return out
+
+
+def _measured(entries: list, rows: list, registry=(), *, ci: float = 0.95) -> dict:
+    """(model, benchmark) -> [(index or -1, who, estimate, low, high, benchmark)] of measured ``d_null``."""
+    measured: dict = {}
+    for i, (e, r) in enumerate(zip(entries, rows)):
+        if "random" in e.arms and math.isfinite(r["d_null"]):
+            measured.setdefault((model_key(e.model), bench_key(e.benchmark)), []).append(
+                (i, e.source["id"], r["d_null"], r["d_null_low"], r["d_null_high"], e.benchmark))
+    for m in registry:
+        est, lo, hi = m.interval(ci)
+        key = (model_key(m.model), bench_key(m.benchmark))
+        if not any(who == m.source_id and abs(x - est) < 0.05 for _, who, x, *_ in measured.get(key, [])):
+            measured.setdefault(key, []).append((-1, f"{m.source_id} (registered measurement)", est, lo, hi,
+                                                 m.benchmark))
+    return measured

@@ -83,7 +83,7 @@ def _terms_rule(by: dict, threshold: float):
     return term_verdict({s: (by[s]["estimate"], by[s]["low"], by[s]["high"]) for s in SHARES}, threshold=threshold)
 
 
-def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid) -> dict:
+def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=None) -> dict:
     """Every term of ``entry`` with the arms' variances of one sampling unit."""
     mean, var, note = arm_moments(entry, seed_sd=seed_sd, unit=unit)
     cov = paired_cov(entry)
@@ -97,13 +97,20 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid) -> dict:
     primary, source, calib, alt = logical, "logical", None, None
     if entry.missing and structs is not None:
         calib = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd, unit=unit)
+        widen = null_envelope is not None and "random" in entry.missing
         if calib.n_consistent:
-            primary, source = term_intervals(calib.means, calib.variances, ci=ci, cov=cov), "simulator"
+            cm, cv = calib.means, calib.variances
+            if widen:  # the simulator's own d_null reach is a few points; real models moved much further
+                cm, cv = cal.with_null_envelope(cm, cv, null_envelope, seed_sd=seed_sd)
+            primary, source = term_intervals(cm, cv, ci=ci, cov=cov), "simulator"
         if "majority" in entry.missing:
             other = "offline" if (entry.majority_kind or "online") == "online" else "online"
             c2 = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd, majority_kind=other, unit=unit)
             if c2.n_consistent:
-                alt = (other, term_intervals(c2.means, c2.variances, ci=ci, cov=cov))
+                m2, v2 = c2.means, c2.variances
+                if widen:
+                    m2, v2 = cal.with_null_envelope(m2, v2, null_envelope, seed_sd=seed_sd)
+                alt = (other, term_intervals(m2, v2, ci=ci, cov=cov))
     by, free = {}, {}
     for t in TERMS:
         l_lo, l_hi, l_slo, l_shi = _union(logical, t)
@@ -135,7 +142,7 @@ def _unit_label(entry: Entry) -> str:
 
 def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
                 structs: Optional[list] = None, grid: Optional[cal.CalibrationGrid] = None,
-                rule: str = "terms", dominance: float = 0.5) -> dict:
+                rule: str = "terms", dominance: float = 0.5, null_envelope: Optional[tuple] = None) -> dict:
     """Audit one entry.
 
     The intervals take the benchmark item as the sampling unit (conservative for avg@k without
@@ -154,14 +161,17 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
         or ``reference`` (the reference study's rule); both are always in the row.
       dominance: share above which a term dominates in the three-term rule (0.5: more than the other
         two terms together).
+      null_envelope: ``(low, high)`` of ``d_null`` measured in published random-reward runs
+        (:func:`tabsim.audit.measured.null_envelope`); a simulator bound on a missing RANDOM arm is
+        widened to it. None: the simulator's own reach only.
 
     Returns:
       dict with keys ``row`` (wide record), ``terms`` (list of records), ``calibration`` (frame or None).
     """
-    side = _side(entry, "items", ci=ci, seed_sd=seed_sd, structs=structs, grid=grid)
+    side = _side(entry, "items", ci=ci, seed_sd=seed_sd, structs=structs, grid=grid, null_envelope=null_envelope)
     opt = None
     if entry.protocol == "avg" and _unit_label(entry).startswith("items (avg"):
-        opt = _side(entry, "trials", ci=ci, seed_sd=seed_sd, structs=structs, grid=grid)
+        opt = _side(entry, "trials", ci=ci, seed_sd=seed_sd, structs=structs, grid=grid, null_envelope=null_envelope)
     by, mean, var, calib, source = side["by"], side["mean"], side["var"], side["calib"], side["source"]
 
     base = {"source": entry.source["id"], "model": entry.model, "benchmark": entry.benchmark,
@@ -215,6 +225,10 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
     row["bounded_terms"] = ",".join(t for t in TERMS if t not in side["ident"])
     row["bound_source"] = "" if not entry.missing else source
     row["bound_note"] = ""
+    row["null_envelope"] = ""
+    if source == "simulator" and null_envelope is not None and "random" in entry.missing:
+        row["null_envelope"] = (f"RANDOM filled over the measured d_null range [{null_envelope[0]:.1f}, "
+                                f"{null_envelope[1]:.1f}] as well as the simulator's")
     row["n_consistent"] = calib.n_consistent if calib is not None else 0
     row["n_candidates"] = calib.n_candidates if calib is not None else 0
     row["variance_note"] = "; ".join(f"{a}: {n}" for a, n in side["note"].items())
@@ -243,6 +257,16 @@ def _audit_rows(entries, structs, reach, registry, *, seed_sd, **kw) -> list:
     """:func:`audit_entry` of every entry, simulator bounds that a measurement contradicts set aside."""
     outs = [audit_entry(e, structs=structs, seed_sd=seed_sd, **kw) for e in entries]
     if structs is not None:
+        # a family whose reach excludes what the row's model was measured to do bounds nothing for it
+        for i, why in checks.families_excluded(entries, [o["row"] for o in outs], reach, registry,
+                                               ci=kw["ci"]).items():
+            keep = [st for st in structs if st.key["family"] not in why]
+            if len(keep) == len(structs) or not keep:
+                continue  # none excluded, or all: outside_family's logical fallback below
+            outs[i] = audit_entry(entries[i], structs=keep, seed_sd=seed_sd, **kw)
+            r = outs[i]["row"]
+            r["bound_note"] = "families set aside: " + "; ".join(why.values())
+            r["verdict_reason"] = f"{r['bound_note']}; {r['verdict_reason']}"
         for i, why in checks.outside_family(entries, [o["row"] for o in outs], reach, registry,
                                             ci=kw["ci"]).items():
             outs[i] = audit_entry(entries[i], structs=None, seed_sd=seed_sd, **kw)  # logical bounds only
@@ -275,7 +299,7 @@ def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame
 def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
           calibrate: bool = True, grid: Optional[cal.CalibrationGrid] = None, cache_dir: Optional[Path] = None,
           progress: bool = False, executor=None, rule: str = "terms", dominance: float = 0.5,
-          measurements=None) -> AuditResult:
+          measurements=None, null_range: bool = True) -> AuditResult:
     """Partition, intervals, bounds and verdicts for every entry.
 
     Args:
@@ -293,6 +317,9 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
       dominance: share threshold of the three-term rule (0.5).
       measurements: published null-reward runs that overrule simulator bounds they contradict (default:
         the registry :data:`tabsim.audit.measured.MEASUREMENTS`; ``()`` for none).
+      null_range: widen every simulator bound on a missing RANDOM arm to the range of ``d_null`` those
+        random-reward runs measured (:func:`tabsim.audit.measured.null_envelope`); False: the simulated
+        families' reach only.
 
     Every row also says whether its verdict is *fragile*: ``fragile`` is true when the verdict changes
     at an assumed seed sd up to 1 point away from ``seed_sd`` (quarter-point steps), and
@@ -318,10 +345,14 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
                                "sim_d_null_range": [min(r["d_null"][0] for r in reach.values()),
                                                     max(r["d_null"][1] for r in reach.values())]}
     registry = ms.random_measurements(measurements)
+    envelope = ms.null_envelope(registry, ci) if null_range else None
+    info["null_envelope"] = [round(x, 2) for x in envelope] if envelope is not None else None
+    if structs is not None:
+        info["calibration"]["null_envelope"] = info["null_envelope"]
     info["measurements"] = [{"model": m.model, "benchmark": m.benchmark, "reward": m.reward, "gamma": m.gamma,
                              "d_null": round(m.gain, 2), "source": m.source_id} for m in registry]
     reach = info["calibration"]["reach"] if structs is not None else None
-    kw = dict(ci=ci, threshold=threshold, grid=grid, rule=rule, dominance=dominance)
+    kw = dict(ci=ci, threshold=threshold, grid=grid, rule=rule, dominance=dominance, null_envelope=envelope)
     outs = _audit_rows(entries, structs, reach, registry, seed_sd=seed_sd, **kw)
     # fragility: the verdict one point of seed spread (more, or less) would give
     info["fragile_seed_sd"] = _fragility_sds(seed_sd)

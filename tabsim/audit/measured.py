@@ -109,3 +109,21 @@ def random_measurements(measurements=None, *, gamma: float = 0.5) -> tuple:
     """The random-reward runs at reward probability ``gamma`` (the simulated families' one)."""
     ms = MEASUREMENTS if measurements is None else measurements
     return tuple(m for m in ms if m.reward == "random" and m.gamma is not None and abs(m.gamma - gamma) < 1e-9)
+
+
+def null_envelope(registry, ci: float = 0.95) -> Optional[tuple]:
+    """``(low, high)``: the range of ``d_null`` that published random-reward runs reached, intervals included.
+
+    The simulated families' own reach of ``d_null`` is a few points (their clipping drift is small), while
+    real models moved by -8.5 to +21.4 points under a random reward. A model without a measurement of its
+    own may be any of them, so a simulator bound on a missing RANDOM arm is widened to this range
+    (:func:`tabsim.audit.calibrate.with_null_envelope`). None when ``registry`` is empty.
+
+    Args:
+      registry: :class:`NullMeasurement` records (random reward at the families' probability).
+      ci: level of each measurement's interval.
+    """
+    ivs = [m.interval(ci) for m in registry]
+    if not ivs:
+        return None
+    return min(lo for _, lo, _ in ivs), max(hi for _, _, hi in ivs)

@@ -172,9 +172,16 @@ def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
                  + ". Simulator bounds on d_null cannot contain such values; rows whose bound contradicts a d_null "
                  "measured for the same model and benchmark, or whose model was measured outside every family's "
                  "reach, fall back to logical bounds (see `bound_note`).")
-    if "reuse" not in [n for n, _ in g["families"]]:
+    if not {"reuse", "reuse8"} & {n for n, _ in g["families"]}:
         L.append("  The `paper` family has no clipping, so it produces no random-reward gain from clipping under "
                  "off-policy reuse; `--family reuse` adds a clipped-reuse family.")
+    env = cal_info.get("null_envelope")
+    if env:
+        L.append(f"  The families' own d_null reach is a few points, while published random-reward runs moved real "
+                 f"models by much more: every simulator bound on a missing RANDOM arm is widened to the range those "
+                 f"runs measured, d_null in [{env[0]:.1f}, {env[1]:.1f}] (the registry's intervals, `null_envelope` "
+                 "in `audit.csv`). A family whose reach excludes what a row's model was measured to do bounds "
+                 "nothing for that row (`bound_note`).")
     L.append("  The logical bounds in `terms.csv` make no model assumption.")
     return L
 

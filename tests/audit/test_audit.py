@@ -261,10 +261,11 @@ def test_simulator_bound_contradicted_by_a_measurement_falls_back_to_logical(kno
                      model="sim", benchmark="sim", n_items=1000, samples_per_item=1, decoding="greedy",
                      values="absolute", majority_kind="online", gamma=0.5, arms=arms, other={}, base_pass_at_k={},
                      base_maj_at_k={})
-    alone = audit([bounded], grid=SMALL).audit.iloc[0]
+    # the simulator's own bound (not widened to the registry's measured range, which reaches +27)
+    alone = audit([bounded], grid=SMALL, null_range=False).audit.iloc[0]
     assert alone["bound_source"] == "simulator" and alone["bound_note"] == ""
     assert alone["d_null_high"] < 25.0
-    row = audit([measured, bounded], grid=SMALL).audit.iloc[1]
+    row = audit([measured, bounded], grid=SMALL, null_range=False).audit.iloc[1]
     assert row["bound_source"] == "logical" and row["verdict_basis"] == "logical bounds"
     assert "d_null measured at +25.0" in row["bound_note"] and "other" in row["bound_note"]
     assert row["d_null_low"] <= 25.0 <= row["d_null_high"]

@@ -6,12 +6,13 @@ the row, and check whether the measured ``d_null`` lies inside the bound, or els
 verdict is INCONCLUSIVE (a bound that misses but decides nothing does no harm).
 
 Design: every shipped row with a measured RANDOM arm (``experiments/audits``: Spurious Rewards' four
-MATH-500 rows, grpo-decomp's GSM8K row). Each is audited alone with the RANDOM arm removed, under the
-default calibration (``paper`` family) and with the clipped-reuse family added. The registry of
+MATH-500 rows, grpo-decomp's GSM8K row). Each is audited alone with the RANDOM arm removed: with the
+``paper`` family, with the ``reuse8`` family added, and with both and the measured d_null range (the
+audit's default). The registry of
 measured null effects is used *without every measurement of the row's model* (the hidden value and
 anything else known about that model), so the check sees only what an audit of a table without the
-measurement would see. None of these rows was used to choose the families: the families were set
-before this check, and no family was tuned to any of them.
+measurement would see; the measured range is then the other models' (leave one model out). The
+measured-range rule was chosen after a first run of this check; nothing was tuned to a row.
 
 Pass: the measured d_null (point) inside the bound, or the hidden row INCONCLUSIVE.
 
@@ -36,10 +37,13 @@ from tabsim.files.atomic import write_frame
 
 HERE = Path(__file__).resolve().parent
 AUDITS = HERE.parent
+PAPER = cal.CalibrationGrid(families=(("paper", cal.FAMILY_LR["paper"]),))
+WIDE = cal.CalibrationGrid(families=(("paper", cal.FAMILY_LR["paper"]), ("reuse8", cal.FAMILY_LR["reuse8"])))
+# name -> (grid, widen simulator bounds on RANDOM to the measured d_null range of the *other* models)
 GRIDS = {
-    "paper": cal.CalibrationGrid(),
-    "paper + reuse": cal.CalibrationGrid(families=(("paper", cal.FAMILY_LR["paper"]),
-                                                   ("reuse", cal.FAMILY_LR["reuse"]))),
+    "paper": (PAPER, False),
+    "paper + reuse8": (WIDE, False),
+    "paper + reuse8 + measured range": (WIDE, True),
 }
 
 
@@ -52,11 +56,13 @@ def hide_random(entry):
 def coverage(entries, grids=GRIDS, *, cache_dir=None) -> pd.DataFrame:
     """One row per entry x grid: the measured d_null, the hidden row's bound and verdict, pass or fail."""
     rows = []
-    for gname, grid in grids.items():
+    for gname, spec in grids.items():
+        grid, null_range = spec if isinstance(spec, tuple) else (spec, True)  # a bare grid: the audit's default
         for e in entries:
             full = audit([e], calibrate=False, measurements=()).audit.iloc[0]
             others = tuple(m for m in ms.MEASUREMENTS if model_key(m.model) != model_key(e.model))
-            hid = audit([hide_random(e)], grid=grid, cache_dir=cache_dir, measurements=others)
+            hid = audit([hide_random(e)], grid=grid, cache_dir=cache_dir, measurements=others, null_range=null_range)
+            env = hid.info["null_envelope"]
             h = hid.audit.iloc[0]
             reach = hid.info["calibration"]["reach"]
             inside = bool(h["d_null_low"] <= full["d_null"] <= h["d_null_high"])
@@ -69,6 +75,7 @@ def coverage(entries, grids=GRIDS, *, cache_dir=None) -> pd.DataFrame:
                 "bound_high": round(float(h["d_null_high"]), 2),
                 "reach_low": min(v["d_null"][0] for v in reach.values()),
                 "reach_high": max(v["d_null"][1] for v in reach.values()),
+                "null_range_low": env[0] if env else float("nan"), "null_range_high": env[1] if env else float("nan"),
                 "n_consistent": int(h["n_consistent"]), "inside": inside,
                 "verdict_hidden": h["verdict"], "verdict_model_based": bool(h["verdict_model_based"]),
                 "verdict_full": full["verdict"],
