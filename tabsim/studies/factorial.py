@@ -470,6 +470,8 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
         executor = planning.local_executor(max(planning.estimate_bytes(Config.model_validate(json.loads(conf)), n, 1)
                                                for conf, n in sizes))
+    for cfg in programs.values():  # built before the bar: a note about the compile options prints above it
+        compiled_train(cfg)
     work = sum(planning.run_work(Config.model_validate(c.config), c.n_real, 1) for c in chunks)
     dev = device_mod.pick(device, work)
     with _progress(len(planned), show, desc) as bar, device_mod.using(dev):
