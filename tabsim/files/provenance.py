@@ -4,11 +4,13 @@ changes), on which command line, where and when."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -19,30 +21,44 @@ from tabsim import __version__, _xla
 DEPENDENCIES = ("jax", "jaxlib", "numpy", "scipy", "optax", "pandas", "statsmodels", "matplotlib", "pyarrow", "pydantic")
 
 
-def git_commit(cwd: str | Path | None = None) -> str | None:
+_GIT_SECONDS = 5.0  # a command asks several times (once per study): git's answer is reused this long
+_git_answers: dict = {}
+
+
+def _git(args: tuple, cwd: Path, reuse: bool = False):
+    """``git ARGS`` in ``cwd``: ``(returncode, stdout)``, or None where git cannot run. ``reuse``: an
+    answer at most :data:`_GIT_SECONDS` old is reused (provenance, asked once per study of a command)."""
+    key = (args, str(cwd))
+    hit = _git_answers.get(key)
+    if reuse and hit is not None and time.monotonic() - hit[0] < _GIT_SECONDS:
+        return hit[1]
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+        answer = (out.returncode, out.stdout)
+    except (OSError, subprocess.SubprocessError):
+        answer = None
+    _git_answers[key] = (time.monotonic(), answer)
+    return answer
+
+
+def git_commit(cwd: str | Path | None = None, *, reuse: bool = False) -> str | None:
     """The current git commit of ``cwd`` (or of the package's folder), or None outside a checkout."""
     cwd = Path(cwd) if cwd else Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    answer = _git(("rev-parse", "HEAD"), cwd, reuse)
+    return answer[1].strip() or None if answer is not None and answer[0] == 0 else None
 
 
-def git_dirty(cwd: str | Path | None = None) -> bool | None:
+def git_dirty(cwd: str | Path | None = None, *, reuse: bool = False) -> bool | None:
     """Whether the checkout of ``cwd`` has uncommitted changes to tracked files (None outside one)."""
     cwd = Path(cwd) if cwd else Path.cwd()
-    try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd, capture_output=True,
-                             text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+    answer = _git(("status", "--porcelain", "--untracked-files=no"), cwd, reuse)
+    return bool(answer[1].strip()) if answer is not None and answer[0] == 0 else None
 
 
+@functools.lru_cache(maxsize=1)
 def versions() -> dict:
     """tabsim's and its direct dependencies' installed versions (None for one that is not installed)."""
-    found = {"tabsim": __version__}
+    found = {"tabsim": __version__}  # a copy is returned by provenance(): callers may not change this one
     for name in DEPENDENCIES:
         try:
             found[name] = importlib.metadata.version(name)
@@ -59,13 +75,13 @@ def provenance(**extra) -> dict:
     package's own commit is ``tabsim_commit``, never passed off as the user's)."""
     return {
         "tabsim_version": __version__,
-        "git_commit": git_commit(Path.cwd()),
-        "git_dirty": git_dirty(Path.cwd()),
-        "tabsim_commit": git_commit(),
+        "git_commit": git_commit(Path.cwd(), reuse=True),
+        "git_dirty": git_dirty(Path.cwd(), reuse=True),
+        "tabsim_commit": git_commit(reuse=True),
         "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "jax": jax.__version__,
-        "versions": versions(),
+        "versions": dict(versions()),
         "backend": jax.default_backend(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "xla_options_dropped": _xla.dropped(),

@@ -2,8 +2,9 @@
 
 Loading matplotlib and laying out a text-heavy figure costs about 0.5 s per figure on a laptop
 core. :class:`FigureProcess` starts ``python -m tabsim.plotting.helper`` when a command begins; the
-helper loads the plotting stack while the engine trains, then draws each figure it is sent, in
-order, while the command goes on with its statistics and tables. :meth:`FigureProcess.wait` returns the written paths
+helper loads the plotting stack while the engine trains, then draws each figure it is sent, in a
+child forked from it (several at once, one per core; only while the helper is a single thread, else
+in order in the helper itself), while the command goes on with its statistics and tables. :meth:`FigureProcess.wait` returns the written paths
 (or raises :class:`FigureError` with the helper's traceback), so a command publishes its output only
 after every figure is on disk.
 
@@ -24,6 +25,7 @@ import io
 import os
 import pickle
 import queue
+import selectors
 import struct
 import subprocess
 import sys
@@ -32,9 +34,23 @@ import traceback
 from pathlib import Path
 
 import tabsim
+from tabsim._host import cpu_count
 from tabsim.plotting.formats import figure_formats
 
 _HEADER = struct.Struct("<Q")
+# The helper's environment: no native thread pools, so that the helper is one thread and may fork a
+# child per figure. OpenBLAS (numpy) and OpenMP start a pool at import, and pyarrow's jemalloc (loaded
+# with pandas) a background thread; drawing a figure needs none of them.
+SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                   "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+
+
+def threads() -> int:
+    """The threads of this process as the system counts them (0 where it cannot tell)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
 
 
 class FigureError(RuntimeError):
@@ -97,15 +113,18 @@ class FigureProcess:
     """A helper process drawing figures (see the module docstring); use :func:`start`.
 
     Jobs are sent as they are submitted, by a thread of this process (the command never waits on the
-    pipe); the helper draws them in order (matplotlib already loaded) and replies as each is written;
+    pipe); the helper draws up to ``parallel`` of them at once, each in a child forked from it
+    (matplotlib already loaded) while it is a single thread, and replies as each is written;
     :meth:`wait` returns the paths in submission order.
     """
 
-    def __init__(self, extra_imports: tuple[str, ...] = ()):
+    def __init__(self, extra_imports: tuple[str, ...] = (), parallel: int | None = None):
         root = str(Path(tabsim.__file__).resolve().parent.parent)  # importable from a source checkout too
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]),
+                   **SINGLE_THREADED)
 
-        self._proc = subprocess.Popen([sys.executable, "-m", "tabsim.plotting.helper", *extra_imports],
+        parallel = parallel or cpu_count()
+        self._proc = subprocess.Popen([sys.executable, "-m", "tabsim.plotting.helper", str(parallel), *extra_imports],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                       start_new_session=hasattr(os, "killpg"))  # close(kill=True) ends its children too
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -146,8 +165,8 @@ class FigureProcess:
                 replies[i] = reply
             written: list[str] = []
             for i, stem in enumerate(self._stems):
-                status, value = replies.get(i, ("ended", "nothing came back from the figure helper (it "
-                                                         "ended early while drawing this figure or an earlier one; helper "
+                status, value = replies.get(i, ("ended", "nothing came back from the figure helper (it, or "
+                                                         "the child drawing this figure, ended early; helper "
                                                          f"exit status {self._proc.poll()})"))
                 if status == "ended":
                     raise FigureError(f"figure {stem}: {value}")
@@ -184,16 +203,34 @@ class FigureProcess:
         self.close(kill=exc_type is not None)  # an error or Ctrl-C in the command: its figures are not wanted
 
 
-def start(extra_imports: tuple[str, ...] = ()) -> FigureProcess | LocalFigures:
-    """A :class:`FigureProcess`, or :class:`LocalFigures` when ``TABSIM_FIGURE_PROCESS=0`` or no helper
-    can be started. ``extra_imports``: modules the helper loads before its first job (the modules of the
+def start(extra_imports: tuple[str, ...] = (), parallel: int | None = None) -> FigureProcess | LocalFigures:
+    """A :class:`FigureProcess` drawing up to ``parallel`` figures at once (default: the cores this
+    process may use), or :class:`LocalFigures` when ``TABSIM_FIGURE_PROCESS=0`` or no helper can be
+    started. ``extra_imports``: modules the helper loads before its first job (the modules of the
     figure functions)."""
     if os.environ.get("TABSIM_FIGURE_PROCESS", "1").strip().lower() in ("0", "false", "no", "off"):
         return LocalFigures()
     try:
-        return FigureProcess(extra_imports)
+        return FigureProcess(extra_imports, parallel)
     except OSError:
         return LocalFigures()
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, n - got)
+        if not b:
+            raise EOFError
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def _recv_fd(fd: int):
+    """The next message on raw descriptor ``fd`` (unbuffered, so ``select`` sees what is left)."""
+    n = _HEADER.unpack(_read_exact(fd, _HEADER.size))[0]
+    return pickle.loads(_read_exact(fd, n))
 
 
 def _reply(target, args, kwargs, stem, formats):
@@ -205,14 +242,14 @@ def _reply(target, args, kwargs, stem, formats):
         return ("error", traceback.format_exc())
 
 
-def _serve(extra_imports: list[str]) -> None:
-    """Read jobs from standard input; draw each in this process, in order, and reply ``(job index,
-    reply)`` on standard output as each is written.
+def _serve(parallel: int, extra_imports: list[str]) -> None:
+    """Read jobs from standard input; draw each in a forked child (up to ``parallel`` at once) and
+    reply ``(job index, reply)`` on standard output as each child finishes.
 
-    No child is forked: the plotting stack starts threads (pyarrow's, through pandas), and a fork of
-    a threaded process can deadlock in the child (Python 3.12 warns about it). Drawing in order costs
-    nothing measurable: the command's own statistics and tables take the other core meanwhile
-    (``tabsim reproduce``: 5.2-5.5 s against 5.4-5.9 s with a child per figure, on 2 cores)."""
+    A child is forked only while this process is one thread (:func:`threads` is 1): a fork of a
+    threaded process can deadlock in the child (Python 3.12 warns about it). The helper starts without
+    native thread pools (:data:`SINGLE_THREADED`), so it stays one thread; where it is not (a library
+    started a thread anyway, or the system cannot tell), each figure is drawn here, in order."""
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # anything a library prints goes to the log, not into the replies
     # lazy: matplotlib loads in the helper process only, never in the command's
@@ -221,14 +258,52 @@ def _serve(extra_imports: list[str]) -> None:
     matplotlib.use("Agg")
     for name in extra_imports:
         importlib.import_module(name)
-    _draw_once(())  # fonts and the renderer are ready before the first job arrives
-    stdin = sys.stdin.buffer
-    while True:
-        try:
-            i, job = _recv(stdin)
-        except EOFError:
-            return
-        _send(out, (i, _reply(*job)))
+    _draw_once(())  # fonts and the renderer are ready before the first job arrives (children inherit them)
+    fork = hasattr(os, "fork") and parallel > 1 and threads() == 1
+    sel = selectors.DefaultSelector()
+    sel.register(0, selectors.EVENT_READ, None)
+    queued: list = []
+    running = 0
+    reading = True
+    while reading or queued or running:
+        while queued and (running < parallel or not fork):
+            i, job = queued.pop(0)
+            if not fork:
+                _send(out, (i, _reply(*job)))
+                continue
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: draw, reply to the helper, leave without any teardown
+                try:
+                    os.close(r)
+                    with os.fdopen(w, "wb") as fh:
+                        _send(fh, (i, _reply(*job)))
+                finally:
+                    os._exit(0)
+            os.close(w)
+            sel.register(r, selectors.EVENT_READ, pid)
+            running += 1
+        if not (reading or running):
+            break
+        for key, _ in sel.select():
+            if key.data is None:  # a job, or the end of the jobs
+                try:
+                    queued.append(_recv_fd(0))
+                except EOFError:
+                    sel.unregister(0)
+                    reading = False
+                continue
+            try:
+                i, reply = _recv_fd(key.fd)
+            except EOFError:  # the child died without replying
+                i, reply = None, None
+            sel.unregister(key.fd)
+            os.close(key.fd)
+            _, status = os.waitpid(key.data, 0)
+            running -= 1
+            if i is not None:
+                _send(out, (i, reply))
+            # a child that died without a reply leaves its job unanswered: the command reports it
 
 
 def _draw_once(modules: tuple[str, ...], draw: bool = True) -> None:
@@ -266,7 +341,7 @@ if __name__ == "__main__":
     # os._exit: no interpreter teardown (0.3-0.5 s with matplotlib and pandas loaded), which the
     # command would wait for; every reply is flushed and every figure written by then
     try:
-        _serve(sys.argv[1:])
+        _serve(int(sys.argv[1]), sys.argv[2:])
     except (KeyboardInterrupt, BrokenPipeError):  # the command was interrupted: it reports that itself
         os._exit(1)
     sys.stderr.flush()

@@ -145,22 +145,38 @@ def figs_module(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_figures_are_drawn_in_the_helper_without_a_fork_and_return_in_submission_order(figs_module):
-    """The helper draws each figure itself: no child is forked from it (a fork of its threaded process
-    can deadlock; Python 3.12 warns), and nothing it writes to stderr is such a warning."""
+def test_figures_are_drawn_in_forked_children_of_a_single_threaded_helper(figs_module, capfd):
+    """The helper starts without native thread pools, so it is one thread and forks a child per figure
+    (in parallel, replies in submission order); no fork warning is printed (Python 3.12 warns when a
+    threaded process forks)."""
     log = figs_module / "pids.txt"
-    with fp.start(("figs_mod",)) as pool:
+    with fp.start(("figs_mod",), parallel=2) as pool:
         for i in range(4):
             pool.submit("figs_mod:pid_figure", str(log), stem=figs_module / f"p{i}", formats=["png"])
         written = pool.wait()
     assert written == [str(figs_module / f"p{i}.png") for i in range(4)]
     pids = [int(x) for x in log.read_text().split()]
-    assert pids == [pool.pid] * 4
+    assert len(pids) == 4 and pool.pid not in pids and len(set(pids)) == 4  # one child per figure
     assert pool._proc.poll() is not None
+    assert "fork" not in capfd.readouterr().err
+
+
+def test_a_threaded_helper_draws_in_order_without_forking(figs_module):
+    """A helper that is not one thread (here: a module it loads starts a thread) never forks: it draws
+    each figure itself, in order."""
+    (figs_module / "threads_mod.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    log = figs_module / "pids.txt"
+    with fp.start(("threads_mod", "figs_mod"), parallel=2) as pool:
+        for i in range(3):
+            pool.submit("figs_mod:pid_figure", str(log), stem=figs_module / f"q{i}", formats=["png"])
+        written = pool.wait()
+    assert written == [str(figs_module / f"q{i}.png") for i in range(3)]
+    assert [int(x) for x in log.read_text().split()] == [pool.pid] * 3
 
 
 def test_a_child_that_dies_is_reported(figs_module):
-    with fp.start(("figs_mod",)) as pool:
+    with fp.start(("figs_mod",), parallel=2) as pool:
         pool.submit("figs_mod:pid_figure", str(figs_module / "pids.txt"), stem=figs_module / "ok", formats=["png"])
         pool.submit("figs_mod:die", stem=figs_module / "dead", formats=["png"])
         with pytest.raises(fp.FigureError, match="dead"):
