@@ -155,8 +155,18 @@ def config_cases() -> list[Case]:
                     files={"cfg.toml": "# " + "x" * 60_000_000 + "\n"}))
     out.append(Case("config", "missing-file", ["run", "{d}/none.toml", "--out", "{d}/o", "-q"]))
     out.append(Case("config", "a-folder", ["run", "{d}", "--out", "{d}/o", "-q"]))
-    out.append(Case("config", "wrong-extension", ["run", "{d}/cfg.json", "--out", "{d}/o", "-q"],
-                    files={"cfg.json": '{"preset": "paper"}'}))
+    out.append(Case("config", "wrong-extension", ["run", "{d}/cfg.ini", "--out", "{d}/o", "-q"],
+                    files={"cfg.ini": '[train]\nsteps = 4\n'}))
+    # a run's own config.json is a config (issue 34): `.json` is accepted since
+    out.append(Case("config", "json-config", ["run", "{d}/cfg.json", "--out", "{d}/o", "-q"], "accept",
+                    files={"cfg.json": '{"preset": "paper", "train": {"steps": 4, "seeds": 2}}'}))
+    # --set on reproduce: an unknown key, a value the studies set themselves, a bad value, a list holding
+    # the TRUE arm without the partition's other arms; all refused before anything runs
+    for name, kv in (("unknown-key", "algo.learning_rate=0.1"), ("study-prior", "task.prior_strength=0.3"),
+                     ("study-steps", "train.steps=5"), ("sweep", "sweep.lr=[0.1,0.2]"), ("bad-value", "algo.lr=-1"),
+                     ("arms", "arms.arms=[frozen,true]"), ("no-pass1", "train.metrics=[entropy]"),
+                     ("expected", "train.dynamics=expected")):
+        out.append(Case("config", f"reproduce-set-{name}", ["reproduce", "--out", "{d}/o", "-q", "--set", kv]))
     add("good-config", toml(), "accept")
     # expected dynamics: what has no exact flow is refused with the reason, the rest runs
     exp = {"dynamics": '"expected"'}
