@@ -26,7 +26,8 @@ from tabsim.cli.options import check_options, executor_options, open_executor, o
               help="Rule of the verdict column: terms (names the dominant term) or reference (the reference "
                    "study's rule); both are always written.")
 @click.option("--family", "families", multiple=True, metavar="NAME",
-              help="Simulator family for the missing-arm calibration (repeatable): paper (default), reuse.")
+              help="Simulator family for the missing-arm calibration (repeatable): paper, reuse (2 clipped epochs), "
+                   "reuse8 (8 clipped epochs, the Spurious Rewards recipe); default: paper and reuse8.")
 @click.option("--no-calibration", is_flag=True, help="Bound missing arms logically only (no simulation).")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Cache of the calibration sweep (default $TABSIM_CACHE or ~/.cache/tabsim).")
