@@ -8,6 +8,7 @@ import click
 
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, executor_options, open_executor, output_options
+from tabsim.cli.phases import Phases
 
 
 @click.command("audit")
@@ -27,7 +28,7 @@ from tabsim.cli.options import check_options, executor_options, open_executor, o
                    "study's rule); both are always written.")
 @click.option("--family", "families", multiple=True, metavar="NAME",
               help="Simulator family for the missing-arm calibration (repeatable): paper, reuse (2 clipped epochs), "
-                   "reuse8 (8 clipped epochs, the Spurious Rewards recipe); default: paper and reuse8.")
+                   "reuse8 (8 clipped epochs, the Spurious Rewards recipe); default: paper.")
 @click.option("--no-calibration", is_flag=True, help="Bound missing arms logically only (no simulation).")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Cache of the calibration sweep (default $TABSIM_CACHE or ~/.cache/tabsim).")
@@ -49,14 +50,6 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
     Example (the shipped tables):
       tabsim audit experiments/audits --out results/audit
     """
-    # lazy: `tabsim audit --help` loads none of the audit's stack
-    from tabsim.audit import calibrate as cal
-    from tabsim.audit.core import audit
-    from tabsim.audit.report import _sha, write_outputs
-    from tabsim.audit.schema import AuditInputError, load_entries
-    from tabsim.cli.options import open_store
-    from tabsim.runtime.store import job_key
-
     problems = []
     if not (0.0 < ci < 1.0):
         problems.append(f"--ci: {ci!r} must be in (0, 1)")
@@ -66,16 +59,31 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
         problems.append(f"--threshold: {threshold!r} must be a share in (0, 1)")
     if not (0.0 < dominance < 1.0):
         problems.append(f"--dominance: {dominance!r} must be a share in (0, 1)")
-    bad = [f for f in families if f not in cal.FAMILY_CONFIGS]
-    if bad:
-        problems.append(f"--family: unknown {bad}; allowed: {', '.join(cal.FAMILY_CONFIGS)}")
-    if problems:
+    if problems:  # usage errors first, before any line
         raise click.UsageError("; ".join(problems))
     check_options(executor, workers, scheduler)
+    say = Phases(quiet)
+    say("tabsim audit: loading the engine (JAX, pandas)")
+    # lazy: `tabsim audit --help` loads none of the audit's stack; the engine first, then the audit's
+    # statistics and figure, each announced (together they take seconds)
+    import tabsim.runtime.run  # noqa: F401
+
+    say("loading the audit (scipy, matplotlib)")
+    from tabsim.audit import calibrate as cal  # lazy: as above
+    from tabsim.audit.core import audit
+    from tabsim.audit.report import _sha, write_outputs
+    from tabsim.audit.schema import AuditInputError, load_entries
+    from tabsim.cli.options import open_store
+    from tabsim.runtime.store import job_key
+
+    bad = [f for f in families if f not in cal.FAMILY_CONFIGS]
+    if bad:
+        raise click.UsageError(f"--family: unknown {bad}; allowed: {', '.join(cal.FAMILY_CONFIGS)}")
     try:
         entries = load_entries(list(files))
     except AuditInputError as err:
         raise click.ClickException(str(err))
+    say(f"read {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} from {len(files)} input(s)")
     grid = cal.CalibrationGrid()
     if families:
         grid = cal.CalibrationGrid(families=tuple((f, cal.FAMILY_LR[f]) for f in dict.fromkeys(families)))
@@ -97,15 +105,17 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
                 emit({"command": "tabsim audit", "out": str(out), "complete": True, "resumed_nothing": True})
             return
         res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
-                    cache_dir=cache, progress=not quiet, executor=ex, rule=rule, dominance=dominance)
-        write_outputs(res, store.dir, files=inputs, command=cmd)
+                    cache_dir=cache, progress=not quiet, executor=ex, rule=rule, dominance=dominance, log=say)
+        say("writing the tables and report.md")
+        # provenance's wall time is the command's, from the process's start to its last file
+        write_outputs(res, store.dir, files=inputs, command=cmd, log=say, started=say.t0)
     # what a verdict rests on (a simulator bound: model-based) and whether a point of seed spread changes it
     show = res.audit[["source", "model", "benchmark", "train_set", "verdict", "reference_verdict", "verdict_basis",
                       "verdict_model_based", "fragile"]]
     written = ["audit.csv", "terms.csv", "entries.csv", "calibration.csv", "report.md", "terms.png", "provenance.json"]
     if not quiet:
         click.echo(show.rename(columns={"verdict_model_based": "model_based"}).to_string(index=False), err=as_json)
-        click.echo(f"wrote {out}/{', '.join(written)}", err=as_json)
+        click.echo(f"wrote {out}/{', '.join(written)} ({say.seconds():.1f} s)", err=as_json)
     if as_json:
         emit({"command": "tabsim audit", "out": str(out), "complete": True, "inputs": [str(f) for f in inputs],
-              "files": written, "entries": show.to_dict(orient="records")})
+              "files": written, "wall_seconds": round(say.seconds(), 3), "entries": show.to_dict(orient="records")})

@@ -7,8 +7,8 @@ verdict is INCONCLUSIVE (a bound that misses but decides nothing does no harm).
 
 Design: every shipped row with a measured RANDOM arm (``experiments/audits``: Spurious Rewards' four
 MATH-500 rows, grpo-decomp's GSM8K row). Each is audited alone with the RANDOM arm removed: with the
-``paper`` family, with the ``reuse8`` family added, and with both and the measured d_null range (the
-audit's default). The registry of
+``paper`` family, with the ``reuse8`` family added, with ``paper`` and the measured d_null range (the
+audit's default), and with all three. The registry of
 measured null effects is used *without every measurement of the row's model* (the hidden value and
 anything else known about that model), so the check sees only what an audit of a table without the
 measurement would see; the measured range is then the other models' (leave one model out). The
@@ -43,6 +43,7 @@ WIDE = cal.CalibrationGrid(families=(("paper", cal.FAMILY_LR["paper"]), ("reuse8
 GRIDS = {
     "paper": (PAPER, False),
     "paper + reuse8": (WIDE, False),
+    "paper + measured range": (PAPER, True),  # the audit's default
     "paper + reuse8 + measured range": (WIDE, True),
 }
 
