@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -299,7 +299,7 @@ def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame
 def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
           calibrate: bool = True, grid: Optional[cal.CalibrationGrid] = None, cache_dir: Optional[Path] = None,
           progress: bool = False, executor=None, rule: str = "terms", dominance: float = 0.5,
-          measurements=None, null_range: bool = True) -> AuditResult:
+          measurements=None, null_range: bool = True, log: Callable[[str], None] | None = None) -> AuditResult:
     """Partition, intervals, bounds and verdicts for every entry.
 
     Args:
@@ -320,6 +320,7 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
       null_range: widen every simulator bound on a missing RANDOM arm to the range of ``d_null`` those
         random-reward runs measured (:func:`tabsim.audit.measured.null_envelope`); False: the simulated
         families' reach only.
+      log: where the phases are said, one line each (``tabsim audit``'s phase lines; default: nowhere).
 
     Every row also says whether its verdict is *fragile*: ``fragile`` is true when the verdict changes
     at an assumed seed sd up to 1 point away from ``seed_sd`` (quarter-point steps), and
@@ -336,9 +337,12 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
     grid = dataclasses.replace(grid, pass_k=need_p, maj_k=need_m)
     info = {"ci": ci, "seed_sd": seed_sd, "threshold": threshold, "calibrate": calibrate, "rule": rule,
             "dominance": dominance, "n_entries": len(entries)}
+    say = log or (lambda msg: None)
     structs = None
     if calibrate and any(e.missing for e in entries):
-        frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor)
+        say(f"calibrating the missing arms of {sum(bool(e.missing) for e in entries)} entries on the simulated "
+            f"families {', '.join(name for name, _ in grid.families)}")
+        frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor, log=log)
         structs = cal.structures(frame)
         reach = cal.family_reach(frame)
         info["calibration"] = {**sim_info, "grid": grid.as_dict(), "n_structures": len(structs), "reach": reach,
@@ -353,11 +357,15 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
                              "d_null": round(m.gain, 2), "source": m.source_id} for m in registry]
     reach = info["calibration"]["reach"] if structs is not None else None
     kw = dict(ci=ci, threshold=threshold, grid=grid, rule=rule, dominance=dominance, null_envelope=envelope)
+    say(f"bounds and verdicts of {len(entries)} entries"
+        + (" (simulator bounds where an arm is missing)" if structs is not None else ""))
     outs = _audit_rows(entries, structs, reach, registry, seed_sd=seed_sd, **kw)
     # fragility: the verdict one point of seed spread (more, or less) would give
     info["fragile_seed_sd"] = _fragility_sds(seed_sd)
-    shifted = {s: [o["row"]["verdict"] for o in _audit_rows(entries, structs, reach, registry, seed_sd=s, **kw)]
-               for s in info["fragile_seed_sd"]}
+    shifted = {}
+    for i, sd in enumerate(info["fragile_seed_sd"]):
+        say(f"fragility: the verdicts again at seed sd {sd:g} ({i + 1} of {len(info['fragile_seed_sd'])})")
+        shifted[sd] = [o["row"]["verdict"] for o in _audit_rows(entries, structs, reach, registry, seed_sd=sd, **kw)]
     for i, o in enumerate(outs):
         r = o["row"]
         changed = [(s, v[i]) for s, v in shifted.items() if v[i] != r["verdict"]]

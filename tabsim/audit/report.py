@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -348,29 +350,38 @@ def _source_section(src, sub, term) -> list:
 
 
 def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_extra: dict | None = None,
-                  overwrite: bool = False) -> Path:
+                  overwrite: bool = False, log: Callable[[str], None] | None = None,
+                  started: float | None = None) -> Path:
     """Write every output into ``out_dir``, published whole (a run store: see :mod:`tabsim.runtime.store`).
 
     A non-empty ``out_dir`` is refused unless ``overwrite`` (the old contents stay until the new audit
     is published). Inside an open store's staging folder the files are written there directly.
+    ``log``: where the figure's drawing is said (one line); ``started``: the ``time.perf_counter()`` reading
+    provenance's ``wall_seconds`` counts from (``tabsim audit`` gives its process's start; None: not recorded).
     """
     out = Path(out_dir)
+    kw = dict(files=files, command=command, provenance_extra=provenance_extra, log=log, started=started)
     if writing_into(out):
-        _write_files(res, out, files=files, command=command, provenance_extra=provenance_extra)
+        _write_files(res, out, **kw)
         return out
     with RunStore(out, overwrite=overwrite, description="tabsim audit") as store:
-        _write_files(res, store.dir, files=files, command=command, provenance_extra=provenance_extra)
+        _write_files(res, store.dir, **kw)
     return out
 
 
-def _write_files(res: AuditResult, folder: Path, *, files, command: str, provenance_extra: dict | None) -> None:
+def _write_files(res: AuditResult, folder: Path, *, files, command: str, provenance_extra: dict | None,
+                 log: Callable[[str], None] | None = None, started: float | None = None) -> None:
     write_frame(folder / "audit.csv", csv_safe(res.audit))
     write_frame(folder / "terms.csv", csv_safe(res.terms))
     write_frame(folder / "entries.csv", csv_safe(res.entries))
     write_frame(folder / "calibration.csv", csv_safe(res.calibration))
     atomic_write_text(folder / "report.md", render_report(res, files=files, command=command))
+    if log is not None:
+        log("drawing the figure (terms.png)")
     save_figure(plot_terms(res), folder / "terms")
+    # written last: its wall time covers every other file
+    wall = {} if started is None else {"wall_seconds": round(time.perf_counter() - started, 3)}
     write_json(folder / "provenance.json", provenance(
         command=command, inputs=[{"path": str(f), "sha256": _sha(f)} for f in files],
         options={k: v for k, v in res.info.items() if k != "calibration"},
-        calibration=res.info.get("calibration"), **(provenance_extra or {})))
+        calibration=res.info.get("calibration"), **wall, **(provenance_extra or {})))

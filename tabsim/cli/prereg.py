@@ -11,6 +11,7 @@ import click
 
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
+from tabsim.cli.phases import Phases
 from tabsim.prereg.errors import PreregError
 
 
@@ -240,28 +241,36 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, a
     Example:
       tabsim prereg run preregistration/clipping_null/plan.yaml --out preregistration/clipping_null/results
     """
-    # lazy: `tabsim prereg ... --help` loads none of the prereg stack
+    check_options(executor, workers, scheduler)  # usage errors first, before any line
+    say = Phases(quiet)
+    say("tabsim prereg run: loading the engine (JAX, pandas)")
+    # lazy: `tabsim prereg ... --help` loads none of the prereg stack; the engine first, then the statistics,
+    # each announced (together they take seconds)
+    import tabsim.studies.factorial  # noqa: F401
     from tabsim.config import ConfigError
-    from tabsim.prereg.runner import run_study
 
-    check_options(executor, workers, scheduler)
+    say("loading the statistics (scipy, statsmodels)")
+    from tabsim.prereg.runner import run_study  # lazy: as above
+
     try:
         with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
+            # results.json's wall time is the command's, from the process's start
             res = run_study(file, out, confirmatory=not exploratory, overwrite=overwrite, progress=not quiet,
                             resume=resume, executor=ex, key=key, public_key=public_key,
-                            allow_code_change=allow_code_change)
+                            allow_code_change=allow_code_change, log=say, started=say.t0)
     except (PreregError, ConfigError) as err:
         _fail(err)
     if not quiet:
         for h in res["analysis"]["hypotheses"]:
             click.echo(f"{h['id']:>6} [{h['kind'][:4]}] {h['verdict']:<13} {h['estimand']} = {h['estimate']:.4f} "
                        f"[{h['ci_low']:.4f}, {h['ci_high']:.4f}]  ({h['rule_text']})", err=as_json)
-        click.echo(f"wrote {out}/report.md, report.json, results.json, data.parquet ({res['wall_seconds']} s)",
+        # the command's time to here (results.json records it as of its writing, a moment earlier)
+        click.echo(f"wrote {out}/report.md, report.json, results.json, data.parquet ({say.seconds():.1f} s)",
                    err=as_json)
     if as_json:
         keep = ("id", "kind", "verdict", "estimand", "estimate", "ci_low", "ci_high", "rule_text")
         emit({"command": "tabsim prereg run", "file": str(file), "out": str(out), "complete": True,
-              "confirmatory": not exploratory, "wall_seconds": res.get("wall_seconds"),
+              "confirmatory": not exploratory, "wall_seconds": round(say.seconds(), 3),
               "hypotheses": [{k: h.get(k) for k in keep} for h in res["analysis"]["hypotheses"]]})
 
 

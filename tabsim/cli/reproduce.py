@@ -2,14 +2,13 @@
 statsmodels, matplotlib come with :func:`tabsim.studies.reference.reproduce` when it runs)."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
 
-from tabsim._host import started_at
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
+from tabsim.cli.phases import Phases
 from tabsim.cli.study import parse_set, set_option, usage
 from tabsim.presets import PRESETS
 from tabsim.studies.reference.design import SCALES
@@ -31,11 +30,13 @@ from tabsim.studies.reference.design import SCALES
 @set_option("applied over the preset and --scale in the base of every study; the prior strength, the seeds "
             "and the steps are the studies' own", example="--set algo.lr=0.05 --set train.group_size=16")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@click.option("--no-figure", "no_figure", is_flag=True,
+              help="Write no figure (report, summary, tables, data, config and provenance only).")
 @json_option
 @output_options
 @executor_options
-def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, as_json, overwrite, resume, executor, workers,
-                   scheduler):
+def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure, as_json, overwrite, resume, executor,
+                   workers, scheduler):
     """Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers.
 
     Runs the prior sweep, the 2x2x2 factorial, the pilot gate, the two simulated families and a
@@ -48,14 +49,12 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, as_json, 
       tabsim reproduce --scale heavy --out results/reproduce_heavy
       tabsim reproduce --set algo.lr=0.05 --out results/reproduce_lr005
     """
-    started = started_at()  # the report's time is the command's, imports and start-up counted
+    say = Phases(quiet)  # the report's time is the command's, imports and start-up counted
     if preset not in PRESETS:
         raise click.BadParameter(f"unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}",
                                  param_hint="--preset")
 
-    if not quiet:
-        click.echo(f"[{time.perf_counter() - started:5.1f}s] tabsim reproduce: loading the engine and the statistics "
-                   "(JAX, statsmodels)", err=True)
+    say("tabsim reproduce: loading the engine and the statistics (JAX, statsmodels)")
     # lazy: `tabsim reproduce --help` loads only the light design module
     from tabsim.studies.reference import reproduce
     from tabsim.studies.reference.design import check_overrides
@@ -70,15 +69,15 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, as_json, 
         with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt,
                                 progress=not quiet, overwrite=overwrite, resume=resume, executor=ex,
-                                started=started, overrides=overrides)
+                                started=say.t0, overrides=overrides, figure=not no_figure)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     if not quiet:
         # the command's time to here (the report records it as of its writing, a moment earlier)
-        click.echo(f"report: {out / 'report.md'} ({time.perf_counter() - started:.1f} s)", err=as_json)
+        click.echo(f"report: {out / 'report.md'} ({say.seconds():.1f} s)", err=as_json)
     if as_json:
         emit({"command": "tabsim reproduce", "out": str(out), "complete": True, "report": str(out / "report.md"),
-              "wall_seconds": round(time.perf_counter() - started, 3), "summary": summary})
+              "wall_seconds": round(say.seconds(), 3), "summary": summary})
 
 
 command = click.command("reproduce", context_settings={"help_option_names": ["-h", "--help"]})(_reproduce_cmd)

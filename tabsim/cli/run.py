@@ -1,16 +1,15 @@
 """``tabsim run CONFIG`` and ``tabsim sweep``: train the arms of a config and write its results."""
 from __future__ import annotations
 
-import time
 import warnings
 from pathlib import Path
 
 import click
 
-from tabsim._host import started_at
 from tabsim.cli.jsonout import emit, json_option, say as _human
 from tabsim.cli.options import (check_options, check_out, executor_options, fail as _fail, open_executor, open_store,
                                 output_options)
+from tabsim.cli.phases import Phases
 from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, study_options, usage
 from tabsim.plotting import helper as figure_helper
 from tabsim.plotting.helper import warm_up
@@ -25,21 +24,6 @@ STEPS = click.IntRange(1, 10_000_000)
 # conditions beyond which the pass@1 figure is one summary (final pass@1 against a swept factor, per arm)
 # instead of one panel of curves per condition
 CURVE_PANELS = 8
-
-
-class Phases:
-    """The command's phase lines on stderr, ``[  2.3s] what starts now``, timed from the process's start
-    (its imports counted), so that every number printed or recorded is the wall time ``time`` measures."""
-
-    def __init__(self, quiet: bool):
-        self.t0, self.quiet = started_at(), quiet
-
-    def seconds(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def __call__(self, msg: str) -> None:
-        if not self.quiet:
-            click.echo(f"[{self.seconds():5.1f}s] {msg}", err=True)
 
 
 def _describe(cfg, n_cond: int) -> str:

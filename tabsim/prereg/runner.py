@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import time
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -34,6 +36,15 @@ from tabsim.studies.factorial import run_factorial
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _describe(plan: Plan) -> str:
+    """``6 cells x 32 seeds x 2 arms, 200 steps``: the size of the design."""
+    d = plan.design
+    arms = next((f.levels for f in d.factors if f.field == "arm"), None) or d.arms
+    cells = math.prod(len(f.levels) for f in d.factors if f.field != "arm")
+    n_arms = f" x {len(arms)} arms" if arms else ""
+    return f"{cells} cell{'s' * (cells != 1)} x {d.seeds} seeds{n_arms}, {d.steps} steps"
 
 
 def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd.DataFrame, list[dict]]:
@@ -64,7 +75,8 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
 def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, overwrite: bool = False,
               progress: bool = False, write_report: bool = True, resume: bool = False,
               key: str | Path | None = None, public_key: str | None = None,
-              allow_code_change: bool = False, executor=None) -> dict:
+              allow_code_change: bool = False, executor=None, log: Callable[[str], None] | None = None,
+              started: float | None = None) -> dict:
     """Run the study of the plan at ``path`` into ``out`` and (by default) write its report.
 
     Args:
@@ -83,12 +95,17 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         lock's, recording the change as a deviation (refused otherwise).
       executor: where the training chunks run (default in this process; e.g.
         :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
+      log: where the phases are said, one line each (``tabsim prereg run``'s phase lines; default: nowhere).
+      started: the ``time.perf_counter()`` reading ``results.json``'s ``wall_seconds`` counts from (default:
+        this call; ``tabsim prereg run`` gives its process's start, :func:`tabsim._host.started_at`).
 
     The run is built in a staging folder beside ``out`` and published whole at the end.
 
     Returns:
       The ``results.json`` content.
     """
+    t0 = time.perf_counter() if started is None else started
+    say = log or (lambda msg: None)
     path, out = Path(path), Path(out)
     private = signing.load_private_key(key) if key is not None else None
     pin = signing.pinned(public_key)
@@ -98,6 +115,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
                           f"give its private key with --key{given}")
     plan, doc = load_plan(path)
     sha = plan_hash(doc)
+    say(f"checking the plan{' and its lock' if confirmatory else ''} and the code ({path})")
     if confirmatory:
         record = lock_mod.verify(path, public_key=pin)
         lock_fp = (record["lock"].get("signature") or {}).get("fingerprint")
@@ -122,8 +140,9 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         if store.complete:
             return json.loads((out / RESULTS).read_text())
         results = _run_into(store.dir, path, plan, doc, sha, record, confirmatory=confirmatory, progress=progress,
-                            checks=checks, private=private, executor=executor)
+                            checks=checks, private=private, executor=executor, say=say, t0=t0)
         if write_report:
+            say("writing report.md and report.json")
             report.write_report(store.dir, public_key=pin)
     if not confirmatory:
         integrity.log_exploratory_run(path, {"out": str(out), "started_utc": results["started_utc"],
@@ -158,18 +177,27 @@ def integrity_record(path: Path, doc: dict, sha: str, record: dict, *, confirmat
 
 
 def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confirmatory: bool,
-              progress: bool, checks: dict, private=None, executor=None) -> dict:
-    """Run the design and write data, results and status into ``out`` (the run's staging folder)."""
+              progress: bool, checks: dict, private=None, executor=None, say=None, t0: float | None = None) -> dict:
+    """Run the design and write data, results and status into ``out`` (the run's staging folder).
+
+    ``say``: the phase lines; ``t0``: the ``time.perf_counter()`` reading ``wall_seconds`` counts from."""
+    say = say or (lambda msg: None)
     started = _utc_now()
     base_status = {"started_utc": started, "prereg_file": str(path), "prereg_sha256": sha,
                    "mode": "confirmatory" if confirmatory else "exploratory", "seeds": integrity.design_seeds(doc)}
     write_json(out / STATUS, {**base_status, "state": "running"})
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if t0 is None else t0
     try:
+        say(f"{_describe(plan)}: compiling, then training (the bar counts chunks)")
+        t_train = time.perf_counter()
         frame, runs = run_design(plan, progress=progress, executor=executor)
+        t_train = time.perf_counter() - t_train
+        say(f"trained in {t_train:.1f} s; writing the data, then the statistics of "
+            f"{len(plan.hypotheses)} hypotheses and {len(plan.exploratory)} exploratory analyses")
         write_frame(out / DATA, frame)
 
         analysis = analyse(plan, frame)
+        say("statistics done; writing results.json")
         results = {
             "schema": "tabsim.prereg.results/1",
             "title": plan.title,
@@ -180,7 +208,8 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
             "analysis_settings": plan.analysis.model_dump(mode="json"),
             "started_utc": started,
             "finished_utc": _utc_now(),
-            "wall_seconds": round(time.perf_counter() - t0, 3),
+            "wall_seconds": round(time.perf_counter() - t0, 3),  # as of this file, a moment before the report
+            "seconds_training": round(t_train, 3),
             "provenance": provenance(prereg_sha256=sha),
             "seeds": base_status["seeds"],
             "integrity": checks,

@@ -48,6 +48,7 @@ from tabsim.runtime import planning
 from tabsim.runtime.executors import Executor
 from tabsim.runtime.run import _progress, call_program, compiled_train, static_key
 from tabsim.runtime.store import OutputExistsError, execute, job_key, writing_into
+from tabsim.studies.heartbeat import until_first_chunk
 
 ARM, TRACED, STATIC = "arm", "traced", "static"
 _SECTIONS = {"task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}
@@ -474,7 +475,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         compiled_train(cfg)
     work = sum(planning.run_work(Config.model_validate(c.config), c.n_real, 1) for c in chunks)
     dev = device_mod.pick(device, work)
-    with _progress(len(planned), show, desc) as bar, device_mod.using(dev):
+    with _progress(len(planned), show, desc) as bar, device_mod.using(dev), until_first_chunk(bar):
         outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
     for (ids, _), out in zip(planned, outs):
         for j, uid in enumerate(ids):

@@ -375,3 +375,38 @@ def test_calibration_cache_key_covers_every_source_file(monkeypatch):
     monkeypatch.setattr(cal, "source_digest", lambda: "0" * 16)
     assert SMALL.digest() != key
     assert cal.source_digest is not executors.source_digest
+
+
+def test_calibration_says_each_sweep_or_where_it_read_it(monkeypatch, tmp_path):
+    """``tabsim audit``'s phase lines: a sweep of seconds per family, announced before it compiles, or one line
+    saying the calibration came from the cache (the sweeps are stood in for: what is tested is what is said)."""
+    import dataclasses
+
+    import pandas as pd
+
+    grid = dataclasses.replace(SMALL, families=(("paper", (0.1,)), ("reuse8", (0.3,))))
+
+    class Ran:
+        def __init__(self, cfg):
+            self.cfg = cfg
+
+        def final(self):
+            sweep = self.cfg["sweep"]
+            return pd.DataFrame([{"prior_strength": p, "format_boost": 0.2, "heterogeneity": 10.0,
+                                  "lr": sweep["lr"][0], "seed": 0, "arm": arm, "pass1": 0.5}
+                                 for p in sweep["prior_strength"] for arm in cal.SIM_ARMS])
+
+    monkeypatch.setattr(cal, "run", lambda cfg, **kw: Ran(cfg))
+    monkeypatch.setattr(cal, "_MEMO", {})
+    lines = []
+    cal.simulate(grid, cache_dir=tmp_path, log=lines.append)
+    assert lines == [f"calibration sweep {i} of 2: family {name} (k = 2), 4 conditions x 4 seeds x 5 arms, 50 steps: "
+                     "compiling, then training" for i, name in ((1, "paper"), (2, "reuse8"))]
+    monkeypatch.setattr(cal, "_MEMO", {})
+    lines.clear()
+    cal.simulate(grid, cache_dir=tmp_path, log=lines.append)
+    path = tmp_path / f"audit-calibration-{grid.digest()}.parquet"
+    assert lines == [f"calibration: read from the cache ({path})"]
+    lines.clear()
+    cal.simulate(grid, cache_dir=tmp_path, log=lines.append)
+    assert lines == ["calibration: computed earlier in this process"]

@@ -84,3 +84,66 @@ def test_many_conditions_are_one_readable_summary_figure(levels, panels, n_x):
     w, h = fig.get_size_inches() * 130
     assert w < 1400 and h < 1300, (w, h)  # a screen's worth at save_figure's 130 dpi (32 panels: 1701 x 2936)
     matplotlib.pyplot.close(fig)
+
+
+def _stamped(stderr: str) -> list[tuple[float, str]]:
+    """The phase lines of a command's stderr, ``[  2.3s] what``, as (seconds, what)."""
+    found = [re.match(r"\[\s*([\d.]+)s\] (.*)", ln) for ln in stderr.splitlines()]
+    return [(float(m.group(1)), m.group(2)) for m in found if m]
+
+
+def test_audit_says_each_phase_and_records_the_command_time(tmp_path):
+    """`tabsim audit` was silent until its table (about 10 s on the shipped tables with a cached calibration)."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from tabsim._host import started_at
+    from tabsim.cli import main
+
+    table = Path(__file__).resolve().parents[2] / "experiments" / "audits" / "ttrl.yaml"
+    since_start = time.perf_counter() - started_at()  # the command's clock starts with the process
+    res = CliRunner().invoke(main, ["audit", str(table), "--no-calibration", "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    lines = _stamped(res.stderr)
+    assert [t for t, _ in lines] == sorted(t for t, _ in lines) and lines[0][0] <= since_start + 1
+    text = "\n".join(what for _, what in lines)
+    for phase in ("tabsim audit: loading the engine", "read 9 entries from 1 input(s)", "bounds and verdicts of 9",
+                  "fragility: the verdicts again at seed sd 1 (4 of 4)", "writing the tables and report.md",
+                  "drawing the figure (terms.png)"):
+        assert phase in text, (phase, res.stderr)
+    assert "calibrat" not in text  # --no-calibration
+    printed = float(re.search(r"provenance\.json \(([\d.]+) s\)", res.stdout).group(1))
+    prov = json.loads((tmp_path / "a" / "provenance.json").read_text())
+    assert since_start < prov["wall_seconds"] <= printed + 0.05
+    # -q: not a line; --json: the lines on stderr, one object on stdout with the command's time
+    quiet = CliRunner().invoke(main, ["audit", str(table), "--no-calibration", "--out", str(tmp_path / "q"), "-q"])
+    assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == ""
+    res = CliRunner().invoke(main, ["audit", str(table), "--no-calibration", "--out", str(tmp_path / "j"), "--json"])
+    got = json.loads(res.stdout)
+    assert got["wall_seconds"] > since_start and "drawing the figure" in res.stderr
+
+
+def test_the_chunk_bar_ticks_while_its_first_chunk_compiles(monkeypatch):
+    """`prereg run` (and `reproduce`) showed a bar at 0% and nothing else for seconds while the first chunk
+    compiled (2.4-3.6 s on 2 cores): its clock is redrawn until a chunk is done, then left to the chunks."""
+    from tabsim.studies import heartbeat
+
+    class Bar:
+        n, refreshed = 0, 0
+
+        def refresh(self):
+            self.refreshed += 1
+
+    monkeypatch.setattr(heartbeat, "HEARTBEAT", 0.01)
+    bar = Bar()
+    with heartbeat.until_first_chunk(bar):
+        time.sleep(0.2)
+        assert bar.refreshed >= 3
+        bar.n = 1  # the first chunk done: the chunks' own updates redraw it from now on
+        time.sleep(0.05)
+        seen = bar.refreshed
+        time.sleep(0.1)
+        assert bar.refreshed == seen
+    with heartbeat.until_first_chunk(object()):  # no bar (progress off): nothing to redraw
+        pass

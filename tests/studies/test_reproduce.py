@@ -92,6 +92,24 @@ def test_report_sets_tabsim_beside_the_paper(reduced):
         assert section in text
 
 
+def test_no_figure_writes_the_report_without_figures(reduced, tmp_path):
+    """`--no-figure`: no figures/ folder (and no figure helper), the rest as without it, and a report that points
+    to no figure (after `reduced`, whose program this process has compiled: seconds)."""
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["reproduce", "--out", str(out), "--seeds", str(SEEDS), "--steps", str(STEPS), "-q",
+                                  "--no-figure"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    assert not (out / "figures").exists()
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "config.json", "data", "provenance.json", "report.md", "summary.json", "tables"]
+    assert json.loads((out / "summary.json").read_text())["figures"] == []
+    text = (out / "report.md").read_text()
+    assert "figures/" not in text and "and figures included" not in text and "no figures (`--no-figure`)" in text
+    # the same report otherwise: the figures' mentions are the only difference in wording
+    assert "figures/" in (reduced / "report.md").read_text()
+    assert sorted(p.name for p in (out / "tables").iterdir()) == sorted(p.name for p in (reduced / "tables").iterdir())
+
+
 def test_interrupted_run_leaves_the_earlier_output_untouched(tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()

@@ -53,8 +53,11 @@ def md_table(frame: pd.DataFrame, nd: int = 3) -> str:
     return "\n".join(lines)
 
 
-def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, wall: float, prov: dict) -> str:
-    """``report.md``: the headline table, every point beside the paper, then one section per study."""
+def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, wall: float, prov: dict, *,
+                  figures: bool = True) -> str:
+    """``report.md``: the headline table, every point beside the paper, then one section per study.
+
+    ``figures``: whether ``figures/`` was written (``--no-figure``: the report names none)."""
     summ, fit, ratio, x = a["sweep_summary"], a["fit"], a["ratio"], a["crossover"]
     every = compare_every_point(a, s)
     L = []
@@ -65,7 +68,7 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
              f"(k={cfg.task.n_correct} correct), G={cfg.train.group_size}, batch {cfg.train.batch_size}; "
              f"{s.seeds} seeds x {s.steps} steps per condition (sweep, crossover grid, gate, families, power), "
              f"{s.factorial_seeds} seeds x {s.factorial_steps} steps per factorial cell. "
-             f"Wall time {wall:.1f} s for the studies (compilation and figures included)"
+             f"Wall time {wall:.1f} s for the studies (compilation{' and figures' if figures else ''} included)"
              + (f", {prov['process_seconds']:.1f} s since the process started (imports included)"
                 if prov.get("process_seconds") else "") + ". "
              f"All intervals are {CI_LEVEL:.0%}: Student t over seeds for the partition terms and Fieller for "
@@ -193,11 +196,12 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     L.append("")
     mde = a["power_mde"].pivot(index="n_seeds", columns="term", values="mde").reset_index()
     L.append("Smallest true difference detected with 80% power by a two-sided t test at 5%, from the pilot's "
-             "per-seed spread (`figures/power`):\n\n" + md_table(mde, 4) + "\n")
+             f"per-seed spread{' (`figures/power`)' if figures else ''}:\n\n" + md_table(mde, 4) + "\n")
 
     L.append("## Files and provenance\n")
     L.append("`summary.json` (headline numbers), `tables/*.csv` (every table above), `data/*.parquet|csv` "
-             "(tidy run frames, one row per condition x seed x arm x eval step), `figures/*.png` (and `.pdf` with `--pdf`), "
+             "(tidy run frames, one row per condition x seed x arm x eval step), "
+             + ("`figures/*.png` (and `.pdf` with `--pdf`), " if figures else "no figures (`--no-figure`), ") +
              "`config.json` (settings and designs), `provenance.json`.\n")
     L.append(f"tabsim {prov.get('tabsim_version')}, commit `{prov.get('git_commit')}`, jax {prov.get('jax')} on "
              f"{prov.get('backend')}, {prov.get('time_utc')}.\n")

@@ -36,7 +36,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
               preset: str = "paper", fmt: str = "parquet", progress: bool = True,
               log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
               resume: bool = False, executor=None, started: float | None = None,
-              overrides: dict | None = None) -> dict:
+              overrides: dict | None = None, figure: bool = True) -> dict:
     """Run the five studies, write ``out``'s report, figures, data and provenance; return the summary.
 
     Args:
@@ -59,6 +59,8 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         (``{"algo": {"lr": 0.05}}``; ``tabsim reproduce --set algo.lr=0.05``); see :func:`settings`. They
         are recorded in ``config.json``, ``summary.json`` and ``provenance.json``, and the report lists
         them among the changes to the paper's settings.
+      figure: draw the three figures (``tabsim reproduce --no-figure``: none, no figure helper, and a report
+        that points to none).
 
     Returns:
       The ``summary.json`` content.
@@ -80,25 +82,30 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
             say(f"nothing to resume: {out} already holds this reproduction, complete")
             summary = json.loads((out / "summary.json").read_text())
         else:
-            summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0, executor=executor)
+            summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0, executor=executor,
+                                      figure=figure)
     if not store.complete:
         say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
     return summary
 
 
 def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
-                    t0: float, executor=None) -> dict:
+                    t0: float, executor=None, figure: bool = True) -> dict:
     """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
     # the figures are drawn by a helper process that loads matplotlib while the engine trains; this
-    # process loads the statistics stack meanwhile (XLA releases the GIL while it computes)
-    with _figure_process.start((figures.__module__,)) as pool:  # the helper imports the figures' module
+    # process loads the statistics stack meanwhile (XLA releases the GIL while it computes). Without
+    # figures neither the helper nor matplotlib is started.
+    with (_figure_process.start((figures.__module__,)) if figure else _figure_process.LocalFigures()) as pool:
         warm = _figure_process.warm_up("scipy.stats", "statsmodels.regression.linear_model",
-                                       "statsmodels.stats.anova", draw=isinstance(pool, _figure_process.LocalFigures))
-        return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm, pool)
+                                       "statsmodels.stats.anova",
+                                       draw=figure and isinstance(pool, _figure_process.LocalFigures))
+        return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm,
+                                 pool if figure else None)
 
 
 def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say, t0: float,
                       executor, warm, pool) -> dict:
+    """Train, analyse, write; ``pool`` draws the figures (None: no figure)."""
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
     results = factorial.run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
                                     executor=executor)
@@ -108,7 +115,8 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
         f"{results[0].provenance['n_chunks_job']} chunks, "
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
     warm.join()
-    a = analyze(frames, s, cfg, on_section=lambda name, part: figures(part, dest, pool, which=(name,)))
+    draw = (lambda name, part: figures(part, dest, pool, which=(name,))) if pool is not None else None
+    a = analyze(frames, s, cfg, on_section=draw)
     for name, fr in frames.items():  # while the helper draws
         write_frame(dest / "data" / f"{name}.{fmt}", fr)
     cmp = compare_with_paper(a, s)
@@ -126,8 +134,9 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     }
     for name, tab in tables.items():
         write_frame(dest / "tables" / f"{name}.csv", tab)
-    figs = pool.wait()
-    say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
+    figs = pool.wait() if pool is not None else []
+    if pool is not None:
+        say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
     wall = time.perf_counter() - t0
     prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
                       seconds_statistics=round(t_stats - t_train, 3), config_hash=cfg.digest(),
@@ -144,6 +153,7 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     summary["figures"] = [str(Path(p).relative_to(dest)) for p in figs]
     summary["wall_seconds"] = round(wall, 3)
     write_json(dest / "summary.json", summary)
-    atomic_write_text(dest / "report.md", render_report(a, cmp, reasons, s, cfg, wall, prov))  # last: marks completion
+    atomic_write_text(dest / "report.md", render_report(a, cmp, reasons, s, cfg, wall, prov,
+                                                              figures=pool is not None))  # last: marks completion
     say(f"[{time.perf_counter() - t0:5.1f}s] wrote report.md")
     return summary
