@@ -189,6 +189,7 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
         fin.insert(0, "family", name)
         parts.append(fin)
     frame = pd.concat(parts, ignore_index=True)
+    say(f"calibration computed in {time.perf_counter() - t0:.1f} s" + (f"; keeping it in {path}" if path else ""))
     if path is not None:
         try:
             write_frame(path, frame)

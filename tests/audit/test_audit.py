@@ -381,6 +381,7 @@ def test_calibration_says_each_sweep_or_where_it_read_it(monkeypatch, tmp_path):
     """``tabsim audit``'s phase lines: a sweep of seconds per family, announced before it compiles, or one line
     saying the calibration came from the cache (the sweeps are stood in for: what is tested is what is said)."""
     import dataclasses
+    import re
 
     import pandas as pd
 
@@ -400,12 +401,14 @@ def test_calibration_says_each_sweep_or_where_it_read_it(monkeypatch, tmp_path):
     monkeypatch.setattr(cal, "_MEMO", {})
     lines = []
     cal.simulate(grid, cache_dir=tmp_path, log=lines.append)
-    assert lines == [f"calibration sweep {i} of 2: family {name} (k = 2), 4 conditions x 4 seeds x 5 arms, 50 steps: "
-                     "compiling, then training" for i, name in ((1, "paper"), (2, "reuse8"))]
+    path = tmp_path / f"audit-calibration-{grid.digest()}.parquet"
+    assert lines[:2] == [f"calibration sweep {i} of 2: family {name} (k = 2), 4 conditions x 4 seeds x 5 arms, 50 "
+                         "steps: compiling, then training" for i, name in ((1, "paper"), (2, "reuse8"))]
+    assert re.fullmatch(rf"calibration computed in [\d.]+ s; keeping it in {re.escape(str(path))}", lines[2])
+    assert len(lines) == 3
     monkeypatch.setattr(cal, "_MEMO", {})
     lines.clear()
     cal.simulate(grid, cache_dir=tmp_path, log=lines.append)
-    path = tmp_path / f"audit-calibration-{grid.digest()}.parquet"
     assert lines == [f"calibration: read from the cache ({path})"]
     lines.clear()
     cal.simulate(grid, cache_dir=tmp_path, log=lines.append)
