@@ -13,8 +13,11 @@ from __future__ import annotations
 import ast
 import json
 import os
+import tempfile
 import re
+import shutil
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,22 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 BUILD = Path(os.environ.get("TABSIM_NOTEBOOK_BUILD", NOTEBOOKS.parent / "build" / "notebooks"))
 CELL_TIMEOUT = 120  # seconds per cell
+
+
+def notebook_client(nb, tmp_path):
+    """A client whose kernel talks over Unix sockets in a folder of its own, not TCP ports.
+
+    A kernel on TCP ports can lose its output to a port that another test's process (a Dask cluster
+    starting beside it in the other xdist worker) took between the choice of the port and its bind:
+    nbclient then waits the whole cell timeout for output that never comes (115-120 s for two notebooks
+    in each of two full runs, the CPU half idle meanwhile)."""
+    from jupyter_client.manager import KernelManager
+
+    sockets = tempfile.mkdtemp(prefix="tabsim-kernel-")  # short: a Unix socket path has at most 107 bytes
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "k"))
+    client = nbclient.NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(tmp_path)}})
+    weakref.finalize(client, shutil.rmtree, sockets, True)  # the folder goes with the client
+    return client
 
 
 def test_there_are_six_numbered_notebooks():
@@ -43,8 +62,7 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     # the kernel inherits the environment: keep the figures headless and any cache in the tmp folder
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("TABSIM_CACHE", str(tmp_path / "cache"))
-    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = notebook_client(nb, tmp_path)
     t0 = time.perf_counter()
     failure = None
     try:
@@ -144,8 +162,7 @@ print("SLIDER_TIMES " + _json.dumps(_times))
     nb.cells.append(nbformat.v4.new_code_cell(probe))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("TABSIM_CACHE", str(tmp_path / "cache"))
-    nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    notebook_client(nb, tmp_path).execute()
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     times = json.loads(text.split("SLIDER_TIMES ", 1)[1])
     print(f"{stem}: " + ", ".join(f"{n}={v}: {t:.2f} s" for n, v, _, t in times))
