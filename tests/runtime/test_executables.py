@@ -112,12 +112,24 @@ def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
     assert second["same"] and second["stats"] == {"loaded": 1, "compiled": 0, "saved": 0}
 
 
-@pytest.mark.parametrize("value", ["", "0"])
-def test_off_by_default_and_opt_out_keep_no_executables(tmp_path, value):
-    """The layer is opt-in: with TABSIM_EXECUTABLE_CACHE unset (or 0) nothing is serialised."""
-    out = child(tmp_path, {executables.ENV: value})
+def test_off_by_default_keeps_no_executables(tmp_path):
+    """The layer is opt-in: in a new process with TABSIM_EXECUTABLE_CACHE unset nothing is serialised."""
+    out = child(tmp_path, {executables.ENV: ""})
     assert out["same"] and out["folder"] == "None" and out["stats"]["saved"] == 0
     assert not (tmp_path / executables.FOLDER).exists()
+
+
+@pytest.mark.parametrize("value,on", [("", False), ("0", False), ("off", False), ("1", True)])
+def test_only_a_value_other_than_off_switches_the_layer_on(monkeypatch, tmp_path, value, on):
+    import jax
+
+    monkeypatch.setenv(executables.ENV, value)
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    try:
+        assert (executables.folder() is not None) == on
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
 
 
 def test_fingerprint_depends_on_argument_shapes_and_program(tmp_path):
