@@ -2,10 +2,10 @@
 
 Loading matplotlib and laying out a text-heavy figure costs about 0.5 s per figure on a laptop
 core. :class:`FigureProcess` starts ``python -m tabsim.plotting.helper`` when a command begins; the
-helper loads the plotting stack while the engine trains, then draws each figure it is sent, in a
-child forked from it (several at once, one per core; only while the helper is a single thread, else
-in order in the helper itself), while the command goes on with its statistics and tables. :meth:`FigureProcess.wait` returns the written paths
-(or raises :class:`FigureError` with the helper's traceback), so a command publishes its output only
+helper starts a :mod:`multiprocessing` fork server that loads the plotting stack while the engine
+trains, then draws each figure it is sent in a process of that server (several at once, one per
+core; the helper itself never forks), while the command goes on with its statistics and tables.
+:meth:`FigureProcess.wait` returns the written paths (or raises :class:`FigureError` with the helper's traceback), so a command publishes its output only
 after every figure is on disk.
 
 A job names a module-level function (``"module:function"``) that takes plain picklable data (frames,
@@ -38,19 +38,11 @@ from tabsim._host import cpu_count
 from tabsim.plotting.formats import figure_formats
 
 _HEADER = struct.Struct("<Q")
-# The helper's environment: no native thread pools, so that the helper is one thread and may fork a
-# child per figure. OpenBLAS (numpy) and OpenMP start a pool at import, and pyarrow's jemalloc (loaded
-# with pandas) a background thread; drawing a figure needs none of them.
+# The helper's environment, which its fork server inherits: no native thread pools, so that the server
+# is one thread when it forks a process per figure. OpenBLAS (numpy) and OpenMP start a pool at import,
+# and pyarrow's jemalloc (loaded with pandas) a background thread; drawing a figure needs none of them.
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                    "JE_ARROW_MALLOC_CONF": "background_thread:false"}
-
-
-def threads() -> int:
-    """The threads of this process as the system counts them (0 where it cannot tell)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 0
 
 
 class FigureError(RuntimeError):
@@ -113,8 +105,8 @@ class FigureProcess:
     """A helper process drawing figures (see the module docstring); use :func:`start`.
 
     Jobs are sent as they are submitted, by a thread of this process (the command never waits on the
-    pipe); the helper draws up to ``parallel`` of them at once, each in a child forked from it
-    (matplotlib already loaded) while it is a single thread, and replies as each is written;
+    pipe); the helper draws up to ``parallel`` of them at once, each in a process of its fork server
+    (matplotlib already loaded), and replies as each is written;
     :meth:`wait` returns the paths in submission order.
     """
 
@@ -242,46 +234,57 @@ def _reply(target, args, kwargs, stem, formats):
         return ("error", traceback.format_exc())
 
 
+def _child(i: int, job: tuple, conn) -> None:
+    """In a process of the figure server: draw one figure and reply ``(job index, reply)`` on ``conn``."""
+    conn.send((i, _reply(*job)))
+    conn.close()
+
+
 def _serve(parallel: int, extra_imports: list[str]) -> None:
-    """Read jobs from standard input; draw each in a forked child (up to ``parallel`` at once) and
-    reply ``(job index, reply)`` on standard output as each child finishes.
+    """Read jobs from standard input; draw each in a process of its own (up to ``parallel`` at once) and
+    reply ``(job index, reply)`` on standard output as each finishes.
 
-    A child is forked only while this process is one thread (:func:`threads` is 1): a fork of a
-    threaded process can deadlock in the child (Python 3.12 warns about it). The helper starts without
-    native thread pools (:data:`SINGLE_THREADED`), so it stays one thread; where it is not (a library
-    started a thread anyway, or the system cannot tell), each figure is drawn here, in order."""
-    out = sys.stdout.buffer
-    sys.stdout = sys.stderr  # anything a library prints goes to the log, not into the replies
-    # lazy: matplotlib loads in the helper process only, never in the command's
-    import matplotlib
+    The processes come from :mod:`multiprocessing`'s fork server, started here at once with the
+    plotting stack preloaded (while the command trains), so each figure starts with matplotlib loaded.
+    The helper itself never forks. The server starts without native thread pools
+    (:data:`SINGLE_THREADED`) and preloads only matplotlib and tabsim's figure modules; any other module
+    of a job is imported in the job's process. Where no fork server exists, or ``parallel`` is 1, the
+    helper draws each figure itself, in order."""
+    reply_fd = os.dup(1)  # the replies' pipe; whatever else writes to fd 1 (a library, a child) goes to stderr
+    os.dup2(2, 1)
+    out = os.fdopen(reply_fd, "wb")
+    sys.stdout = sys.stderr
+    os.environ["MPLBACKEND"] = "Agg"  # this process and the fork server
+    # lazy: multiprocessing's server only in the helper process, never in the command's
+    import multiprocessing
 
-    matplotlib.use("Agg")
-    for name in extra_imports:
-        importlib.import_module(name)
-    _draw_once(())  # fonts and the renderer are ready before the first job arrives (children inherit them)
-    fork = hasattr(os, "fork") and parallel > 1 and threads() == 1
+    server = parallel > 1 and "forkserver" in multiprocessing.get_all_start_methods()
+    if server:
+        ctx = multiprocessing.get_context("forkserver")
+        # tabsim's own figure modules start no thread; another module is imported where it draws
+        ctx.set_forkserver_preload(["matplotlib.pyplot", "tabsim.plotting.figures",
+                                    *(m for m in extra_imports if m.split(".")[0] == "tabsim")])
+        from multiprocessing import forkserver  # lazy: as above
+
+        forkserver.ensure_running()  # loads the plotting stack now, beside the command's training
+    else:
+        _draw_once(tuple(extra_imports))
     sel = selectors.DefaultSelector()
     sel.register(0, selectors.EVENT_READ, None)
     queued: list = []
     running = 0
     reading = True
     while reading or queued or running:
-        while queued and (running < parallel or not fork):
+        while queued and (running < parallel or not server):
             i, job = queued.pop(0)
-            if not fork:
+            if not server:
                 _send(out, (i, _reply(*job)))
                 continue
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: draw, reply to the helper, leave without any teardown
-                try:
-                    os.close(r)
-                    with os.fdopen(w, "wb") as fh:
-                        _send(fh, (i, _reply(*job)))
-                finally:
-                    os._exit(0)
-            os.close(w)
-            sel.register(r, selectors.EVENT_READ, pid)
+            r, w = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, args=(i, job, w), daemon=True)
+            proc.start()
+            w.close()
+            sel.register(r, selectors.EVENT_READ, proc)
             running += 1
         if not (reading or running):
             break
@@ -294,16 +297,16 @@ def _serve(parallel: int, extra_imports: list[str]) -> None:
                     reading = False
                 continue
             try:
-                i, reply = _recv_fd(key.fd)
-            except EOFError:  # the child died without replying
+                i, reply = key.fileobj.recv()
+            except (EOFError, OSError):  # the process died without replying
                 i, reply = None, None
-            sel.unregister(key.fd)
-            os.close(key.fd)
-            _, status = os.waitpid(key.data, 0)
+            sel.unregister(key.fileobj)
+            key.fileobj.close()
+            key.data.join()
             running -= 1
             if i is not None:
                 _send(out, (i, reply))
-            # a child that died without a reply leaves its job unanswered: the command reports it
+            # a process that died without a reply leaves its job unanswered: the command reports it
 
 
 def _draw_once(modules: tuple[str, ...], draw: bool = True) -> None:

@@ -129,8 +129,10 @@ import os, sys
 import matplotlib.pyplot as plt
 
 def pid_figure(log):
+    parent = os.getppid()
+    threads = len(os.listdir(f"/proc/{parent}/task"))
     with open(log, "a") as fh:
-        fh.write(f"{os.getpid()}\\n")
+        fh.write(f"{os.getpid()} {parent} {threads}\\n")
     return plt.figure(figsize=(1, 1))
 
 def die():
@@ -145,34 +147,37 @@ def figs_module(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_figures_are_drawn_in_forked_children_of_a_single_threaded_helper(figs_module, capfd):
-    """The helper starts without native thread pools, so it is one thread and forks a child per figure
-    (in parallel, replies in submission order); no fork warning is printed (Python 3.12 warns when a
-    threaded process forks)."""
+def test_figures_are_drawn_in_processes_of_a_single_threaded_fork_server(figs_module, capfd):
+    """The helper never forks: each figure is drawn in a process of its own from multiprocessing's fork
+    server (in parallel, replies in submission order), and that server is one thread when it forks (it
+    starts without native thread pools); no fork warning is printed."""
     log = figs_module / "pids.txt"
     with fp.start(("figs_mod",), parallel=2) as pool:
         for i in range(4):
             pool.submit("figs_mod:pid_figure", str(log), stem=figs_module / f"p{i}", formats=["png"])
         written = pool.wait()
     assert written == [str(figs_module / f"p{i}.png") for i in range(4)]
-    pids = [int(x) for x in log.read_text().split()]
-    assert len(pids) == 4 and pool.pid not in pids and len(set(pids)) == 4  # one child per figure
+    rows = [line.split() for line in log.read_text().splitlines()]
+    pids, parents, parent_threads = ({int(r[k]) for r in rows} for k in range(3))
+    assert len(rows) == 4 and len(pids) == 4 and pool.pid not in pids  # one process per figure
+    assert pool.pid not in parents and parent_threads == {1}  # forked by the server, a single thread
     assert pool._proc.poll() is not None
     assert "fork" not in capfd.readouterr().err
 
 
-def test_a_threaded_helper_draws_in_order_without_forking(figs_module):
-    """A helper that is not one thread (here: a module it loads starts a thread) never forks: it draws
-    each figure itself, in order."""
+def test_a_figure_module_that_starts_a_thread_is_imported_where_it_draws(figs_module):
+    """A job's own module is imported in the process that draws, never in the fork server: a module that
+    starts a thread at import leaves the server one thread."""
     (figs_module / "threads_mod.py").write_text(
-        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "from figs_mod import pid_figure\n")
     log = figs_module / "pids.txt"
-    with fp.start(("threads_mod", "figs_mod"), parallel=2) as pool:
+    with fp.start(("threads_mod",), parallel=2) as pool:
         for i in range(3):
-            pool.submit("figs_mod:pid_figure", str(log), stem=figs_module / f"q{i}", formats=["png"])
+            pool.submit("threads_mod:pid_figure", str(log), stem=figs_module / f"q{i}", formats=["png"])
         written = pool.wait()
     assert written == [str(figs_module / f"q{i}.png") for i in range(3)]
-    assert [int(x) for x in log.read_text().split()] == [pool.pid] * 3
+    assert {int(line.split()[2]) for line in log.read_text().splitlines()} == {1}
 
 
 def test_a_child_that_dies_is_reported(figs_module):
