@@ -202,6 +202,9 @@ def test_bytecode_compiled_from_other_source_is_named_whatever_its_header(tmp_pa
     assert bytecode.bytecode_problems(root) == []  # honest bytecode
     data, st = src.read_bytes(), src.stat()
     src.write_bytes(data.replace(b"return 1", b"return 2"))
+    # the forger gives the edited source the original's mtime before compiling it, so a timestamp-mode
+    # header records the original's (mtime, size) however much wall-clock time the writes take
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
     py_compile.compile(str(src), cfile=cached, doraise=True, invalidation_mode=mode)
     header = Path(cached).read_bytes()
     if mode is py_compile.PycInvalidationMode.CHECKED_HASH:  # a forger also rewrites the header's source hash
