@@ -93,10 +93,15 @@ def on_files(files, config):
     readme = root / "notebooks" / "README.md"
     files.append(File("notebooks/README.md", src_dir=str(root), dest_dir=site, use_directory_urls=urls))
     del readme
-    files.append(_RenamedFile("readme.md", root / "README.md", site, urls))
+    for page, source in REPO_PAGES.items():
+        files.append(_RenamedFile(page, root / source, site, urls))
     _FILES[:] = list(files)
     return files
 
+
+# repository files published as pages of the site: page -> source, and source -> page for links
+REPO_PAGES = {"readme.md": "README.md", "contributing.md": "CONTRIBUTING.md", "changelog.md": "CHANGELOG.md"}
+SITE_PAGES = {**{source: page for page, source in REPO_PAGES.items()}, "notebooks/README.md": "notebooks/README.md"}
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -152,7 +157,7 @@ def on_page_markdown(markdown, page, config, files):
     docs = Path(config["docs_dir"]).resolve()
     src = page.file.src_uri
     # where the page's source lies in the repository
-    if src == "readme.md":
+    if src in REPO_PAGES:
         here = root
     elif src.startswith("notebooks/") and src.endswith("README.md"):
         here = root / "notebooks"
@@ -177,7 +182,7 @@ def on_page_markdown(markdown, page, config, files):
                 rel_root = repo_path.relative_to(root).as_posix()
             except ValueError:
                 return m.group(0)
-            mapping = {"README.md": "readme.md", "notebooks/README.md": "notebooks/README.md"}
+            mapping = SITE_PAGES
             if rel_root in mapping:
                 site_path = mapping[rel_root]
             elif rel_root.startswith("notebooks/") and rel_root.endswith(".py") \
@@ -205,7 +210,7 @@ def _site_path(repo_path: Path, root: Path, docs: Path, on_site: set[str]) -> st
         rel_root = repo_path.relative_to(root).as_posix()
     except ValueError:
         return None
-    mapping = {"README.md": "readme.md", "notebooks/README.md": "notebooks/README.md"}
+    mapping = SITE_PAGES
     if rel_root in mapping:
         return mapping[rel_root]
     if rel_root.startswith("notebooks/") and rel_root.endswith((".py", ".ipynb")):
