@@ -157,7 +157,7 @@ def config_cases() -> list[Case]:
     out.append(Case("config", "a-folder", ["run", "{d}", "--out", "{d}/o", "-q"]))
     out.append(Case("config", "wrong-extension", ["run", "{d}/cfg.ini", "--out", "{d}/o", "-q"],
                     files={"cfg.ini": '[train]\nsteps = 4\n'}))
-    # a run's own config.json is a config (issue 34): `.json` is accepted since
+    # a run's own config.json is a config: `.json` is accepted since
     out.append(Case("config", "json-config", ["run", "{d}/cfg.json", "--out", "{d}/o", "-q"], "accept",
                     files={"cfg.json": '{"preset": "paper", "train": {"steps": 4, "seeds": 2}}'}))
     # --set on reproduce: an unknown key, a value the studies set themselves, a bad value, a list holding

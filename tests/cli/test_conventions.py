@@ -1,4 +1,4 @@
-"""Command-line conventions and reruns (issue 34, sections 2 and 3): usage errors exit 2, ``--json`` prints one
+"""Command-line conventions and reruns: usage errors exit 2, ``--json`` prints one
 object on stdout, ``run`` reads a run's own ``config.json``, ``--set`` overrides, ``run`` and ``sweep`` share
 their options, a static field in ``--vary`` says how to vary it, ``presets`` and ``config show``."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the hostile pass of issue 34 found, one test each: a traceback, three hangs and the silent accepts.
+"""What a hostile pass over the command line found, one test each: a traceback, three hangs and the silent accepts.
 
 Each test failed on the code before its fix (a run that crashed or waited, an input that ran). The
 refusals of plain bad values are cases of ``test_inputs.CASES``; here are the ones that need more than

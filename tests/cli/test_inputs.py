@@ -384,7 +384,7 @@ CASES = [
     Case("yaml-empty-section", R, ("train", "empty"), "preset: paper\ntask:\n  n_prompts: 8\ntrain:\n", ".yaml"),
     Case("yaml-empty-section-sweep", sweep_case(), ("train", "empty"), "preset: paper\ntrain:\n", ".yaml"),
     Case("yaml-empty-task", R, ("task", "empty"), "preset: paper\ntask:\ntrain:\n  steps: 2\n", ".yaml"),
-    # -- silent accepts of the hostile pass (issue 34) -----------------------------------------------
+    # -- silent accepts found by a hostile pass -----------------------------------------------------
     Case("toml-empty-train-table", R, ("train", "empty"), 'preset = "paper"\n[train]\n'),
     Case("yaml-train-empty-mapping", R, ("train", "empty"), "preset: paper\ntrain: {}\n", ".yaml"),
     Case("seed-last-beyond-int32", R, ("train.seed", "2147483647", "2**31"), toml(train={"seed": "2147483647"})),
