@@ -14,19 +14,16 @@ B = filter (on/off), C = prior (0.80 vs 0.35).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import string
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
-# OLS and anova_lm from their modules: statsmodels.api / statsmodels.formula.api also load the time
-# series, discrete, graphics and datasets packages (about 0.9 s of imports that nothing here uses)
-from statsmodels.regression.linear_model import OLS
-from statsmodels.stats.anova import anova_lm
-from statsmodels.stats.multitest import multipletests
 
 from tabsim.stats import _validate as v
+from tabsim.stats.effects import balanced_fit, effect_matrix, holm, is_balanced_two_level
 
 ADDITIVITY_DECISIONS = ("additive", "non-additive", "inconclusive")
 _FACTOR_CODE = re.compile(r"^\s*C\(\s*(?:Q\(\s*(['\"])(?P<q>.+?)\1\s*\)|(?P<name>[A-Za-z_][A-Za-z0-9_.]*))")
@@ -37,7 +34,8 @@ class FactorialResult:
     """A fitted factorial model.
 
     Attributes:
-      model: the statsmodels OLS results.
+      model: the statsmodels OLS results (a balanced two-level design is fitted in closed form,
+        :mod:`tabsim.stats.effects`; statsmodels fits it when ``model`` is first read).
       formula: the formula string that was fitted.
       anova: ANOVA table (``statsmodels.stats.anova.anova_lm``) as a DataFrame.
       coefficients: one row per model column: ``term`` (readable: ``"A"``, ``"AB"``, ``"ABC"`` for
@@ -53,7 +51,6 @@ class FactorialResult:
       ci_level: confidence level of the coefficient intervals.
     """
 
-    model: object
     formula: str
     anova: pd.DataFrame
     coefficients: pd.DataFrame
@@ -63,6 +60,17 @@ class FactorialResult:
     letters: dict
     levels: dict
     ci_level: float
+    fitted: object = dataclasses.field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def model(self):
+        """The statsmodels OLS results of ``formula`` on ``design``."""
+        return self.fitted if self.fitted is not None else _ols(self.formula, self.design)
+
+    @property
+    def closed_form(self) -> bool:
+        """Whether the coefficients come from the balanced two-level closed form."""
+        return self.fitted is None
 
 
 def _quote(name: str) -> str:
@@ -227,39 +235,55 @@ def fit_factorial(
     design = rows[keep].copy().reset_index(drop=True)
     for f in factors:
         design[f] = pd.Categorical(design[f].map(_native), categories=list(order[f]), ordered=True)
-    if formula is None:
+    default = formula is None
+    if default:
         formula = f"{_quote(response)} ~ " + " * ".join(f"C({_quote(f)}, Sum)" for f in factors)
 
-    model = OLS.from_formula(formula, data=design).fit()
-    anova = anova_lm(model, typ=anova_typ)
     letters = {f: string.ascii_uppercase[i] for i, f in enumerate(factors)}
     n_levels = {f: len(order[f]) for f in factors}
-    info = model.model.data.model_spec
-    conf = model.conf_int(alpha=1.0 - level)
-    records = []
-    for term, sl in info.term_slices.items():
-        codes = [fac.code for fac in term.factors]
-        for column in info.column_names[sl]:
-            records.append({
-                "term": _readable(column, codes, letters, n_levels),
-                "model_term": column,
-                "order": len(codes),
-                "estimate": float(model.params[column]),
-                "std_err": float(model.bse[column]),
-                "ci_low": float(conf.loc[column, 0]),
-                "ci_high": float(conf.loc[column, 1]),
-                "p_value": float(model.pvalues[column]),
-            })
-    coefs = pd.DataFrame.from_records(records)
+    if default and is_balanced_two_level(cells, order, factors):
+        model = None
+        columns, codes, coefs, anova = balanced_fit(design, response, factors, order, level, anova_typ)
+    else:
+        model = _ols(formula, design)
+        anova, columns, codes, coefs = _statsmodels_rows(model, anova_typ, level)
+    coefs.insert(0, "term", [_readable(c, cs, letters, n_levels) for c, cs in zip(columns, codes)])
     coefs["p_holm"] = np.nan
     effects = coefs["order"] > 0
     pvals = coefs.loc[effects, "p_value"].to_numpy()
     if effects.any() and np.isfinite(pvals).all():
-        coefs.loc[effects, "p_holm"] = multipletests(pvals, method="holm")[1]
+        coefs.loc[effects, "p_holm"] = holm(pvals)
     return FactorialResult(
-        model=model, formula=formula, anova=anova, coefficients=coefs, design=design,
-        response=response, factors=factors, letters=letters, levels=order, ci_level=level,
+        formula=formula, anova=anova, coefficients=coefs, design=design, response=response,
+        factors=factors, letters=letters, levels=order, ci_level=level, fitted=model,
     )
+
+
+def _ols(formula: str, design: pd.DataFrame):
+    # statsmodels loads when a design needs it (0.5-1 s of imports); from the modules themselves:
+    # statsmodels.api / statsmodels.formula.api also load time series, graphics and datasets
+    from statsmodels.regression.linear_model import OLS
+
+    return OLS.from_formula(formula, data=design).fit()
+
+
+def _statsmodels_rows(model, anova_typ: int, level: float):
+    """``(anova, columns, codes, coefficient rows)`` of a statsmodels fit."""
+    from statsmodels.stats.anova import anova_lm
+
+    info = model.model.data.model_spec
+    conf = model.conf_int(alpha=1.0 - level)
+    columns, codes, records = [], [], []
+    for term, sl in info.term_slices.items():
+        for column in info.column_names[sl]:
+            columns.append(column)
+            codes.append([fac.code for fac in term.factors])
+            records.append({
+                "model_term": column, "order": len(codes[-1]), "estimate": float(model.params[column]),
+                "std_err": float(model.bse[column]), "ci_low": float(conf.loc[column, 0]),
+                "ci_high": float(conf.loc[column, 1]), "p_value": float(model.pvalues[column]),
+            })
+    return anova_lm(model, typ=anova_typ), columns, codes, pd.DataFrame.from_records(records)
 
 
 def additivity_decision(ci_low: float, ci_high: float, threshold: float = 0.20) -> str:
@@ -314,6 +338,36 @@ class InteractionRatioResult:
     n_resamples: int
 
 
+def _resampled_coefficients(result: FactorialResult, n_resamples: int, rng) -> np.ndarray:
+    """``[n_resamples, p]`` coefficients refitted on seeds drawn with replacement within each cell.
+
+    Each cell draws ``rng.integers(0, n_c, size=(n_resamples, n_c))`` in turn. When the rows of a cell
+    share their design row, ``pinv(X) y`` is a weighted sum of the cell sums, so each resample
+    reduces to its cell sums first: memory ``n_resamples x cells``, not ``n_resamples x rows``.
+    """
+    if result.closed_form:
+        X = effect_matrix(result.design, result.factors, result.levels)
+        y = result.design[result.response].to_numpy(dtype=float)
+    else:
+        X = np.asarray(result.model.model.exog, dtype=float)
+        y = np.asarray(result.model.model.endog, dtype=float)
+    cell = result.design.groupby(list(result.factors), observed=True, sort=False).ngroup().to_numpy()
+    if cell.size != y.size:
+        raise ValueError("the fitted rows do not match the design rows (missing values were dropped)")
+    groups = [np.flatnonzero(cell == c) for c in np.unique(cell)]
+    if all(np.all(X[m] == X[m[:1]]) for m in groups):
+        pinv = np.linalg.pinv(X)
+        weights = np.stack([pinv[:, m[0]] for m in groups], axis=1)  # [p, cells]: equal columns within a cell
+        sums = np.stack([y[m][rng.integers(0, m.size, size=(n_resamples, m.size))].sum(axis=1) for m in groups],
+                        axis=1)
+        return sums @ weights.T
+    idx = np.empty((n_resamples, y.size), dtype=np.int64)
+    for m in groups:
+        idx[:, m] = m[rng.integers(0, m.size, size=(n_resamples, m.size))]
+    Xb = X[idx]
+    return np.linalg.solve(np.einsum("bnp,bnq->bpq", Xb, Xb), np.einsum("bnp,bn->bp", Xb, y[idx]))
+
+
 def interaction_ratio(
     result,
     *,
@@ -364,23 +418,7 @@ def interaction_ratio(
         raise ValueError("every main-effect coefficient is 0; the interaction ratio is undefined")
     ratio = float(np.max(np.abs(est[inter])) / denom)
 
-    X = np.asarray(result.model.model.exog, dtype=float)
-    y = np.asarray(result.model.model.endog, dtype=float)
-    cell = result.design.groupby(list(result.factors), observed=True, sort=False).ngroup().to_numpy()
-    if cell.size != y.size:
-        raise ValueError("the fitted rows do not match the design rows (missing values were dropped)")
-    idx = np.empty((n_resamples, y.size), dtype=np.int64)
-    same_x = True
-    for c in np.unique(cell):
-        members = np.flatnonzero(cell == c)
-        idx[:, members] = members[rng.integers(0, members.size, size=(n_resamples, members.size))]
-        same_x &= bool(np.all(X[members] == X[members[:1]]))
-    if same_x:
-        # Rows of one cell share their design row, so the design is unchanged by the resampling.
-        beta = y[idx] @ np.linalg.pinv(X).T
-    else:
-        Xb = X[idx]
-        beta = np.linalg.solve(np.einsum("bnp,bnq->bpq", Xb, Xb), np.einsum("bnp,bn->bp", Xb, y[idx]))
+    beta = _resampled_coefficients(result, n_resamples, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = np.max(np.abs(beta[:, inter]), axis=1) / np.max(np.abs(beta[:, main]), axis=1)
     alpha = 1.0 - level
