@@ -1,0 +1,211 @@
+"""Stream a run's per-step metrics, its config and its partition to an experiment tracker.
+
+Two trackers, each written through its own client library (the ``track`` extra,
+``pip install "tabsim[track]"``):
+
+* ``mlflow`` (:class:`MlflowTracker`): one parent run holding the config (as parameters and as
+  ``config.json``), and one child run per condition, tagged with its factor levels, holding the metrics
+  ``METRIC/ARM`` and the partition's terms ``partition/TERM`` at every evaluated step. The store is
+  ``$MLFLOW_TRACKING_URI``, else a local file store ``./mlruns`` (``mlflow ui`` reads it).
+* ``tensorboard`` (:class:`TensorBoardTracker`, written with ``tensorboardX``): one folder per run under
+  ``./runs``, the config as text and one sub-folder per condition with the same scalars
+  (``tensorboard --logdir runs`` reads it).
+
+The metrics are means over seeds. Nothing is written from inside the compiled program: the tracker is fed
+from the host after the program returns (after each group of a sweep), so a run without a tracker is
+unchanged and a run with one pays only for the writing (``experiments/bench_track.py``).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tabsim.runtime.run import TERM_ARMS
+
+TRACKERS = {"mlflow": "mlflow", "tensorboard": "tensorboardX"}  # name -> the module it writes with
+EXTRA = 'pip install "tabsim[track]"'
+NOT_METRICS = ("seed", "arm", "step")
+
+
+class TrackerError(ValueError):
+    """An unknown tracker, or one whose client library is not installed (one line naming the extra)."""
+
+
+def check(name: str) -> None:
+    """Refuse an unknown tracker name, or one whose library is missing, with a one-line message."""
+    if name not in TRACKERS:
+        raise TrackerError(f"tracker {name!r}: unknown; allowed: {', '.join(TRACKERS)}")
+    try:
+        found = importlib.util.find_spec(TRACKERS[name]) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise TrackerError(f"tracker {name}: {TRACKERS[name]} is not installed; it comes with the track extra: "
+                           f"{EXTRA}")
+
+
+def condition_table(frame: pd.DataFrame, factors: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+    """Per condition: its factor levels, and a frame indexed by step with the mean over seeds of every metric
+    per arm (columns ``METRIC/ARM``) and of every partition term whose arms ran (``partition/TERM``)."""
+    factors = [f for f in factors if f in frame]
+    metrics = [c for c in frame.columns if c not in NOT_METRICS and c not in factors
+               and pd.api.types.is_numeric_dtype(frame[c])]
+    means = frame.groupby(factors + ["step", "arm"], observed=True, sort=False)[metrics].mean()
+    wide = means.unstack("arm")  # rows: condition x step; columns: (metric, arm)
+    arms = list(wide.columns.get_level_values(1).unique())
+    cols = {f"{m}/{a}": wide[(m, a)].to_numpy() for m, a in wide.columns}
+    if "pass1" in metrics:
+        for term, (a, b) in TERM_ARMS.items():
+            if a in arms and b in arms:
+                cols[f"partition/{term}"] = wide[("pass1", a)].to_numpy() - wide[("pass1", b)].to_numpy()
+    table = pd.DataFrame(cols, index=wide.index)
+    if not factors:
+        return [({}, table)]
+    return [(dict(zip(factors, key if isinstance(key, tuple) else (key,))), sub.droplevel(factors))
+            for key, sub in table.groupby(level=factors, observed=True, sort=False)]
+
+
+def label(values: dict) -> str:
+    """``prior_strength=0.35,algo.estimator=grpo`` (``run`` for a run without factors)."""
+    return ",".join(f"{k}={v}" for k, v in values.items()) or "run"
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in config.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return out
+
+
+class MlflowTracker:
+    """A tabsim run as an MLflow parent run with one child run per condition (module docstring)."""
+
+    def __init__(self, uri: str | None = None, *, experiment: str = "tabsim", run_name: str | None = None):
+        check("mlflow")
+        from mlflow.tracking import MlflowClient  # lazy: the track extra
+
+        self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or Path("mlruns").resolve().as_uri()
+        self.client = MlflowClient(tracking_uri=self.uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
+        self.run_id = self.client.create_run(self.experiment_id, run_name=run_name or "tabsim").info.run_id
+
+    def log_config(self, config: dict) -> None:
+        from mlflow.entities import Param
+
+        params = [Param(k, v[:6000]) for k, v in _flat(config).items()]
+        for i in range(0, len(params), 100):  # MLflow's limit per batch
+            self.client.log_batch(self.run_id, params=params[i:i + 100])
+        self.client.log_dict(self.run_id, config, "config.json")
+
+    def log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
+        from mlflow.entities import Metric, Param
+
+        now = int(time.time() * 1000)
+        for values, sub in table:
+            tags = {"mlflow.parentRunId": self.run_id, **{k: str(v) for k, v in values.items()}}
+            child = self.client.create_run(self.experiment_id, run_name=label(values), tags=tags).info.run_id
+            steps = sub.index.to_numpy()
+            metrics = [Metric(key, float(v), now, int(s)) for key in sub.columns
+                       for s, v in zip(steps, sub[key].to_numpy()) if np.isfinite(v)]
+            params = [Param(k, str(v)) for k, v in values.items()]
+            for i in range(0, max(len(metrics), 1), 1000):  # MLflow's limit per batch
+                self.client.log_batch(child, metrics=metrics[i:i + 1000], params=params if i == 0 else [])
+            self.client.set_terminated(child)
+
+    def close(self) -> None:
+        self.client.set_terminated(self.run_id)
+
+
+class TensorBoardTracker:
+    """A tabsim run as a TensorBoard log folder with one sub-folder per condition (module docstring)."""
+
+    def __init__(self, logdir: str | Path | None = None, *, run_name: str | None = None):
+        check("tensorboard")
+        from tensorboardX import SummaryWriter  # lazy: the track extra
+
+        self._writer = SummaryWriter
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.dir = Path(logdir or "runs") / _safe(run_name or f"tabsim-{stamp}")
+        self.root = SummaryWriter(str(self.dir))
+
+    def log_config(self, config: dict) -> None:
+        self.root.add_text("config", "```json\n" + json.dumps(config, indent=2, sort_keys=True) + "\n```", 0)
+        self.root.flush()
+
+    def log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
+        for values, sub in table:
+            writer = self._writer(str(self.dir / _safe(label(values))))
+            steps = sub.index.to_numpy()
+            for key in sub.columns:
+                for s, v in zip(steps, sub[key].to_numpy()):
+                    if np.isfinite(v):
+                        writer.add_scalar(key, float(v), int(s))
+            writer.close()
+
+    def close(self) -> None:
+        self.root.close()
+
+
+def _safe(name: str) -> str:
+    """A folder name: characters other than letters, digits, ``._=,-`` become ``_``."""
+    return re.sub(r"[^\w.=,-]", "_", name)
+
+
+class Trackers:
+    """Several trackers fed the same calls."""
+
+    def __init__(self, trackers: list):
+        self.trackers = trackers
+
+    def log_config(self, config: dict) -> None:
+        for t in self.trackers:
+            t.log_config(config)
+
+    def log_frame(self, frame: pd.DataFrame, factors: list[str]) -> None:
+        """Every condition of ``frame``: its metrics per arm and its partition, at every evaluated step."""
+        table = condition_table(frame, factors)
+        for t in self.trackers:
+            t.log_conditions(table)
+
+    def close(self) -> None:
+        for t in self.trackers:
+            t.close()
+
+
+def make(name: str, directory: str | Path | None = None, *, run_name: str | None = None):
+    """The tracker ``name`` writing under ``directory`` (``mlruns``/``runs`` inside it), else its default."""
+    check(name)
+    if name == "mlflow":
+        uri = (Path(directory) / "mlruns").resolve().as_uri() if directory is not None else None
+        return MlflowTracker(uri, run_name=run_name)
+    return TensorBoardTracker(Path(directory) / "runs" if directory is not None else None, run_name=run_name)
+
+
+@contextlib.contextmanager
+def session(spec, directory: str | Path | None = None, *, run_name: str | None = None):
+    """A :class:`Trackers` for ``spec`` (a name, a list of names or tracker objects), closed at the end;
+    yields None for ``spec`` None or empty."""
+    if spec is None or spec == () or spec == []:
+        yield None
+        return
+    items = [spec] if isinstance(spec, str) or not isinstance(spec, (list, tuple)) else list(spec)
+    for item in items:
+        if isinstance(item, str):
+            check(item)
+    opened = Trackers([make(x, directory, run_name=run_name) if isinstance(x, str) else x for x in items])
+    try:
+        yield opened
+    finally:
+        opened.close()
