@@ -48,6 +48,7 @@ from tabsim.runtime import planning
 from tabsim.runtime.executors import Executor
 from tabsim.runtime.run import _progress, call_program, compiled_train, static_key
 from tabsim.runtime.store import OutputExistsError, execute, job_key, writing_into
+from tabsim.studies.frames import arm_rows, unit_outputs
 from tabsim.studies.heartbeat import until_first_chunk
 
 ARM, TRACED, STATIC = "arm", "traced", "static"
@@ -464,7 +465,6 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
                                            executor=executor)
     show = progress if progress is not None else len(planned) > 1
     n_units = sum(len(p) for p, _ in planned)
-    outputs: dict[int, dict] = {}
     chunks = [c for _, c in planned]
     job = job_key("designs", [(c.config, c.hypers, c.seeds, c.n_real) for c in chunks])
     if executor is None and chunks:
@@ -477,9 +477,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     dev = device_mod.pick(device, work)
     with _progress(len(planned), show, desc) as bar, device_mod.using(dev), until_first_chunk(bar):
         outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
-    for (ids, _), out in zip(planned, outs):
-        for j, uid in enumerate(ids):
-            outputs[uid] = {k: v[j] for k, v in out.items()}
+    outputs = unit_outputs(planned, outs)
     wall = round(time.perf_counter() - t0, 3)
     results = []
     for d, per in zip(designs, index):
@@ -497,7 +495,7 @@ def _jsonable(obj):
     return json.loads(json.dumps(obj, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
 
 
-def _frame(d: Design, per: dict, outputs: dict, skip_frozen: bool) -> pd.DataFrame:
+def _frame(d: Design, per: dict, outputs, skip_frozen: bool) -> pd.DataFrame:
     """Tidy rows of one design from the unit outputs."""
     statics = [f for f in d.factors if f.kind == STATIC]
     traced = [f for f in d.factors if f.kind == TRACED]
@@ -513,7 +511,7 @@ def _frame(d: Design, per: dict, outputs: dict, skip_frozen: bool) -> pd.DataFra
         tcombos = list(itertools.product(*(range(len(f.levels)) for f in traced)))
         S, A, E = len(d.seeds), len(keep), steps.size
         ids = np.array([[per[(static, t, s)] for s in d.seeds] for t in tcombos])  # [cells, S]
-        metrics = sorted(outputs[int(ids.flat[0])])
+        metrics = outputs.metrics(ids)
         ci, si, ai, ei = (a.ravel() for a in np.meshgrid(np.arange(len(tcombos)), np.arange(S), np.arange(A),
                                                             np.arange(E), indexing="ij"))
         cols: dict[str, Any] = {}
@@ -529,9 +527,7 @@ def _frame(d: Design, per: dict, outputs: dict, skip_frozen: bool) -> pd.DataFra
         cols["arm"] = np.asarray(arm_names, dtype=object)[ai]
         cols["step"] = steps[ei]
         for m in metrics:
-            stack = np.stack([np.stack([_arm_rows(outputs[int(u)][m], arms, ran, keep) for u in row])
-                              for row in ids])  # [cells, S, A, E]
-            cols[m] = stack.astype(np.float64).reshape(-1)
+            cols[m] = arm_rows(outputs.gather(m, ids), arms, ran, keep).astype(np.float64).reshape(-1)
         parts.append(pd.DataFrame(cols))
     frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     names = [f.name for f in d.factors]
@@ -545,21 +541,6 @@ def _frame(d: Design, per: dict, outputs: dict, skip_frozen: bool) -> pd.DataFra
         elif all(isinstance(x, str) for x in vals):
             frame[f.name] = frame[f.name].astype(str)
     return frame
-
-
-def _arm_rows(values: np.ndarray, arms: list, ran: list, keep: list) -> np.ndarray:
-    """``[A_kept, E]`` rows of the design's arms from a unit's ``[A_ran, E]`` output.
-
-    A FROZEN arm that was not simulated repeats the step-0 value of the first simulated arm (its
-    policy is the prior at every step; diagnostics are NaN at step 0).
-    """
-    rows = []
-    for k in keep:
-        if arms[k] in ran:
-            rows.append(values[ran.index(arms[k])])
-        else:
-            rows.append(np.full(values.shape[-1], values[0, 0]))
-    return np.stack(rows)
 
 
 def run_factorial(base: Config | dict | None, factors, *, seeds: int | Sequence[int] | None = None,
