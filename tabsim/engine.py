@@ -23,6 +23,7 @@ import optax
 from tabsim import arms as arms_mod
 from tabsim import _xla
 from tabsim import rng as R
+from tabsim._precision import full, real
 from tabsim._ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
 from tabsim._pytree import pytree_dataclass
 from tabsim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
@@ -213,7 +214,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
             batch["rows"] = rows
             if single:
                 batch["logq_old"] = logq_old
-        active = (jnp.asarray(arm) != frozen).astype(jnp.float32)
+        active = (jnp.asarray(arm) != frozen).astype(real())
         opt = _optimizer(algo, hp)
 
         def one_update(carry, j):
@@ -266,7 +267,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
         state = TrainState(logits=logits, opt_state=_optimizer(algo, hp).init(logits), seed=seed,
                            step=jnp.zeros((), jnp.int32))
         evaluate = lambda lg: env.evaluate(lg, task, hp)  # noqa: E731
-        nan = jnp.full((1,), jnp.nan, jnp.float32)
+        nan = jnp.full((1,), jnp.nan, real())
 
         def chunk(state, _):
             def step(carry, _):  # diagnostics summed in the carry, not stacked per step
@@ -274,7 +275,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
                 s, d = update(s, task, arm, hp)
                 return (s, {k: sums[k] + d[k] for k in sums}), None
 
-            zeros = {k: jnp.zeros((), jnp.float32) for k in DIAG_KEYS}
+            zeros = {k: jnp.zeros((), real()) for k in DIAG_KEYS}
             (state, sums), _ = jax.lax.scan(step, (state, zeros), None, length=schedule.eval_every)
             diag = {k: v / schedule.eval_every for k, v in sums.items()}
             if stacked:  # keep the table; every eval point is evaluated together afterwards
@@ -287,7 +288,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
             metrics = jax.vmap(evaluate)(jnp.concatenate([logits[None], tables]))
         else:
             first = evaluate(logits)
-            metrics = {k: jnp.concatenate([jnp.asarray(first[k], jnp.float32)[None], v]) for k, v in hist.items()}
+            metrics = {k: jnp.concatenate([jnp.asarray(first[k], real())[None], v]) for k, v in hist.items()}
         return {**metrics, **diag}
 
     n_arms = len(arms)
@@ -297,6 +298,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
     options = compiler_options(sparse)
 
     @functools.partial(jax.jit, compiler_options=options)
+    @full  # every product at full float32 precision, on every backend
     def train(seeds, hypers):
         """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays, or of scalars for
         the fields shared by every condition (see :func:`tabsim.params.stack_hypers`)."""
@@ -346,7 +348,7 @@ def _run_layout(seeds, hypers, n_arms: int, arm_ids):
     n_cond, n_seeds = (swept[0].shape[0] if swept else 1), seeds.shape[0]
     s = jnp.repeat(jnp.tile(seeds, (n_cond, 1)), n_arms, axis=0)
     a = jnp.tile(jnp.asarray(arm_ids), n_cond * n_seeds)
-    per_run = [jnp.repeat(jnp.asarray(x, jnp.float32), n_seeds * n_arms) if jnp.ndim(x) else x for x in leaves]
+    per_run = [jnp.repeat(jnp.asarray(x, real()), n_seeds * n_arms) if jnp.ndim(x) else x for x in leaves]
     axes = jax.tree_util.tree_unflatten(treedef, [0 if jnp.ndim(x) else None for x in leaves])
     return s, a, per_run, axes, treedef
 
@@ -401,7 +403,7 @@ def make_segments(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]
         return jax.lax.map(one, (s, a, [per_run[i] for i in swept_at], carry), batch_size=group)
 
     def zeros():
-        return {k: jnp.zeros((), jnp.float32) for k in DIAG_KEYS}
+        return {k: jnp.zeros((), real()) for k in DIAG_KEYS}
 
     def at_point(task, hp, logits, stacked):
         return logits if stacked else env.evaluate(logits, task, hp)
@@ -419,7 +421,7 @@ def make_segments(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]
         logits = task.prior_logits
         state = TrainState(logits=logits, opt_state=_optimizer(algo, hp).init(logits), seed=seed,
                            step=jnp.zeros((), jnp.int32))
-        first = logits if stacked else {k: jnp.asarray(v, jnp.float32) for k, v in env.evaluate(logits, task, hp).items()}
+        first = logits if stacked else {k: jnp.asarray(v, real()) for k, v in env.evaluate(logits, task, hp).items()}
         return task, state, zeros(), first
 
     def point_one(seed, hp, arm, stacked, task, state, sums):
@@ -453,7 +455,7 @@ def make_segments(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]
             def fn(seeds, hypers, *carry):
                 return over_runs(body, seeds, hypers, *carry)
         fn.__name__ = f"segments_{name}{length or ''}"
-        compiled = jit(fn)
+        compiled = jit(full(fn))
         compiled.xla_options = options  # read by tabsim.runtime.executables
         return programs.setdefault((name, length), compiled)
 

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tabsim import arms as arms_mod
+from tabsim._precision import full, real, scope
 from tabsim.algos import (
     ESTIMATORS,
     KL_ESTIMATORS,
@@ -136,10 +137,10 @@ def _advantage_table(algo: AlgoSpec, G: int, hp: Hyper):
     and the keep indicator ``kappa[m]`` (0 for the homogeneous groups the filter drops). A batch-level
     estimator's advantage depends on the rest of the batch (:mod:`tabsim.expected.batch`): 0 here."""
     m = jnp.arange(G + 1)
-    kappa = 1.0 - hp.filter * ((m == 0) | (m == G)).astype(jnp.float32)
+    kappa = 1.0 - hp.filter * ((m == 0) | (m == G)).astype(real())
     if algo.estimator in BATCH_LEVEL:
         return jnp.zeros(G + 1), jnp.zeros(G + 1), kappa
-    rewards = (jnp.arange(G)[None, :] < m[:, None]).astype(jnp.float32)  # row m: m ones first
+    rewards = (jnp.arange(G)[None, :] < m[:, None]).astype(real())  # row m: m ones first
     adv = ESTIMATORS[algo.estimator](rewards, lengths=jnp.ones_like(rewards), valid=jnp.ones(G + 1), hp=hp)
     return adv[:, 0], adv[:, -1], kappa
 
@@ -148,7 +149,7 @@ def _binom_pmf(n_max: int, rho):
     """``pmf[..., n, k] = C(n, k) rho^k (1 - rho)^(n - k)`` for ``n, k in 0..n_max`` (0 where k > n)."""
     n = np.arange(n_max + 1)
     comb = np.asarray([[math.comb(a, b) if b <= a else 0 for b in n] for a in n], np.float32)
-    k = jnp.asarray(n, jnp.float32)
+    k = jnp.asarray(n, real())
     r = rho[..., None, None]
     return comb * jnp.power(r, k) * jnp.power(1.0 - r, jnp.maximum(n[:, None] - k, 0.0))
 
@@ -157,8 +158,8 @@ def two_class(name: str, env, task, hp: Hyper):
     """The arm as a two-class reward model: ``(cls [N, K] 0/1, rho0 [N], rho1 [N])``, each answer of
     class c rewarded with probability ``rho_c`` independently (None for the online majority arm)."""
     n, K = task.correct.shape
-    ones = jnp.ones((n,), jnp.float32)
-    label = jax.nn.one_hot(task.offline_label, K, dtype=jnp.float32)  # the label -1 (never drawn): all zeros
+    ones = jnp.ones((n,), real())
+    label = jax.nn.one_hot(task.offline_label, K, dtype=real())  # the label -1 (never drawn): all zeros
     if name in ("frozen", "true"):
         return task.correct, 0 * ones, ones
     if name == "random":
@@ -166,7 +167,7 @@ def two_class(name: str, env, task, hp: Hyper):
     if name == "noisy":
         return task.correct, hp.fpr * ones, (1.0 - hp.fnr) * ones
     if name == "format":
-        return jax.nn.one_hot(task.format_answer, K, dtype=jnp.float32), 0 * ones, ones
+        return jax.nn.one_hot(task.format_answer, K, dtype=real()), 0 * ones, ones
     if name == "majority_offline":
         return label, 0 * ones, ones
     if name == "incorrect":
@@ -201,22 +202,22 @@ def linear_tables(name: str, env, task, algo: AlgoSpec, G: int, hp: Hyper, count
                              mx[:, None] * 1.0], axis=1) / G
         if not level:
             return "counts", W, None
-        by_m = jax.nn.one_hot(mx, G + 1, dtype=jnp.float32)
+        by_m = jax.nn.one_hot(mx, G + 1, dtype=real())
         split = jnp.stack([counts * credit, counts * (1.0 - credit)]) * kap[:, None] / G
         return "counts", W, (by_m, by_m * kap[:, None], split)
     cls, rho0, rho1 = model
-    k = jnp.arange(G + 1, dtype=jnp.float32)
+    k = jnp.arange(G + 1, dtype=real())
     p0, p1 = _binom_pmf(G, rho0), _binom_pmf(G, rho1)  # [N, n, k]
     n1 = jnp.arange(G + 1)
     joint = p0[:, G - n1, :][:, :, :, None] * p1[:, n1, :][:, :, None, :]  # [N, n1, k0, k1]
     m = (k[:, None] + k[None, :]).astype(jnp.int32)  # [k0, k1]
-    n1f = n1.astype(jnp.float32)[:, None, None]
+    n1f = n1.astype(real())[:, None, None]
     shape = (G + 1,) * 3
     frac1 = jnp.broadcast_to(k[None, None, :] / jnp.maximum(n1f, 1.0), shape)  # rewarded share of class-1 draws
     frac0 = jnp.broadcast_to(k[None, :, None] / jnp.maximum(G - n1f, 1.0), shape)
     shares = jnp.stack([frac0, 1 - frac0, frac1, 1 - frac1])  # [4, n1, k0, k1]
     to_m = np.add.outer(np.arange(G + 1), np.arange(G + 1))[..., None] == np.arange(G + 1)  # [k0, k1, m]
-    V = jnp.einsum("nakl,wakl,klm->nwam", joint, shares, jnp.asarray(to_m, jnp.float32)) * kappa  # [N, 4, n1, m]
+    V = jnp.einsum("nakl,wakl,klm->nwam", joint, shares, jnp.asarray(to_m, real())) * kappa  # [N, 4, n1, m]
     Tadv = jnp.einsum("nwam,wm->nwa", V, jnp.stack([A1, A0, A1, A0]))
     T = jnp.stack([Tadv[:, 0] + Tadv[:, 1], Tadv[:, 2] + Tadv[:, 3], (V[:, 0] + V[:, 1]).sum(-1),
                    (joint * m / G).sum((-2, -1))], axis=1)  # [N, 4, n1]
@@ -267,7 +268,7 @@ def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts,
         _, cls, T, V = tables
         pi1 = (pi * cls).sum(-1, keepdims=True)
         pi0 = 1.0 - pi1
-        n1 = jnp.arange(G + 1, dtype=jnp.float32)
+        n1 = jnp.arange(G + 1, dtype=real())
         logc = jnp.asarray([math.lgamma(G + 1) - math.lgamma(j + 1) - math.lgamma(G - j + 1) for j in range(G + 1)])
         xlog = lambda n, p: jnp.where(n > 0, n * jnp.log(jnp.maximum(p, 1e-38)), 0.0)
         B = jnp.exp(logc + xlog(n1, pi1) + xlog(G - n1, pi0))  # [N, n1]: P(n1 class-1 draws)
@@ -288,7 +289,7 @@ def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts,
     adv_scale = incl if level is not None else scale  # a batch-level advantage carries its weight already
     grad = -adv_scale * (g_adv - pi * g_adv.sum(-1, keepdims=True)) + scale * node_gradient(algo, pi, logq, ref, nu, hp)
     new = logits - hp.lr * grad
-    return new, {"reward_mean": r.mean(), "kept_frac": q.mean(), "clip_frac": jnp.zeros((), jnp.float32)}
+    return new, {"reward_mean": r.mean(), "kept_frac": q.mean(), "clip_frac": jnp.zeros((), real())}
 
 
 # -- the general path: every outcome's own updates ------------------------------------------------
@@ -349,7 +350,7 @@ def outcome_table(env, name: str, G: int, symbols: dict) -> dict:
                 rows.append(o), labels.append(m), logw.append(-math.log(len(modes)))
         counts, lmc, label = counts[rows], lmc[rows] + np.asarray(logw), np.asarray(labels, np.int32)
     group = np.stack([np.repeat(np.arange(S), c) for c in counts]).astype(np.int32)  # [O, G]
-    return {"counts": counts.astype(np.float32), "lmc": lmc.astype(np.float32), "group": group, "label": label}
+    return {"counts": counts.astype(np.float32), "lmc": lmc, "group": group, "label": label}  # lmc: float64
 
 
 def _rollout(env, symbols, group):
@@ -382,7 +383,7 @@ def general_delta(env, algo: AlgoSpec, name: str, symbols, table, logits, ref, t
         rho = (cls[0] * rho1[0] + (1 - cls[0]) * rho0[0])[symbols["answer"]]
         bit = jnp.asarray(symbols["bit"])
         sym_logp = sym_logp + jnp.log(jnp.maximum(jnp.where(bit > 0, rho, 1.0 - rho), 1e-30))
-    logP = table["lmc"] + table["counts"] @ jnp.maximum(sym_logp, -1e30)
+    logP = jnp.asarray(table["lmc"], real()) + table["counts"] @ jnp.maximum(sym_logp, -1e30)
     P = jnp.exp(logP)  # [O]
 
     def outcome(group, label):
@@ -391,9 +392,9 @@ def general_delta(env, algo: AlgoSpec, name: str, symbols, table, logits, ref, t
         if symbols["noise"]:
             rewards = jnp.asarray(symbols["bit"])[group][None]
         elif name == "majority":
-            rewards = (answers == label).astype(jnp.float32)
+            rewards = (answers == label).astype(real())
         elif name == "frozen":
-            rewards = jnp.zeros(answers.shape, jnp.float32)
+            rewards = jnp.zeros(answers.shape, real())
         else:
             rewards = arms_mod.arm_rewards(name, None, None, env, task_row, answers, hp, None)
         logq_old = env.token_logq(table_b, rollout)
@@ -428,7 +429,7 @@ def general_step(env, algo, schedule, name, symbols, table, logits, ref, task, h
     """One expected step of the general path for one arm: ``(new tables [N, ...], diagnostics)``."""
     n = logits.shape[0]
     rows = lambda i: jax.tree_util.tree_map(lambda x: jax.lax.dynamic_slice_in_dim(x, i, 1), task)
-    one = jnp.ones((1,), jnp.float32)
+    one = jnp.ones((1,), real())
     if algo.aggregation == "group-sum":
         incl, pm = schedule.batch_size / n, None
     else:  # a first pass for each prompt's keep probability: the batch's normaliser reads the others'
@@ -441,24 +442,35 @@ def general_step(env, algo, schedule, name, symbols, table, logits, ref, task, h
         scales = (pm / (1.0 + jnp.arange(pm.shape[-1]))).sum(-1, keepdims=True)
         weights = jnp.ones_like(scales)
     else:
-        scales = jnp.broadcast_to(1.0 / (1.0 + jnp.arange(pm.shape[-1], dtype=jnp.float32)), pm.shape)
+        scales = jnp.broadcast_to(1.0 / (1.0 + jnp.arange(pm.shape[-1], dtype=real())), pm.shape)
         weights = pm
     delta, q, r = jax.vmap(lambda i: general_delta(env, algo, name, symbols, table, logits[i], ref[i], rows(i), hp,
                                                    scales[i], weights[i]))(jnp.arange(n))
-    clip = jnp.zeros((), jnp.float32) if algo.epochs * algo.minibatches == 1 else jnp.float32(jnp.nan)
+    clip = jnp.zeros((), real()) if algo.epochs * algo.minibatches == 1 else jnp.asarray(jnp.nan, real())
     return logits + incl * delta, {"reward_mean": r.mean(), "kept_frac": q.mean(), "clip_frac": clip}
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
-def expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, logits, hp: Hyper):
+def expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, logits, hp: Hyper, *,
+                    precision: str = "float32"):
     """The exact expected table after one step from ``logits``: ``E[logits after the step]``.
 
-    Compiled once per ``(env, algo, schedule, arm)``. A bandit takes the path :func:`make_expected_train`
-    takes (:func:`check` first). A small tree (or any
+    Compiled once per ``(env, algo, schedule, arm, precision)``. A bandit takes the path
+    :func:`make_expected_train` takes (:func:`check` first). A small tree (or any
     environment with :func:`symbol_table`) enumerates every group of G leaves by its counts
     (``C(G + L - 1, L - 1)`` for L leaves) and applies the engine's loss to each (the general path; long
-    tree runs are not offered); the tests compare both with the sampled engine.
+    tree runs are not offered); the tests compare both with the sampled engine. ``precision="float64"``
+    traces and runs the step in double precision (:func:`tabsim._precision.scope`; numpy inputs and
+    Python floats enter as float64, and the result is a float64 array).
     """
+    with scope(precision):
+        return _expected_update(env, algo, schedule, arm, task, logits, hp)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+@full  # every product at full float32 precision, on every backend
+def _expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, logits, hp: Hyper):
+    logits = jnp.asarray(logits, real())
+    task = task.__class__(**{**task.__dict__, "prior_logits": jnp.asarray(task.prior_logits, real())})
     if arm == "frozen":
         return logits
     if getattr(env, "name", None) == "bandit":
@@ -467,10 +479,10 @@ def expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, log
     if getattr(env, "name", None) == "bandit" and linear_path(algo, schedule):
         counts_np = compositions(G, env.n_answers)
         _, lmc, credit = majority_tables(G, env.n_answers, env.tie)
-        maj = (jnp.asarray(credit), jnp.asarray(counts_np.max(1)))
-        counts = jnp.asarray(counts_np, jnp.float32)
+        maj = (jnp.asarray(credit, real()), jnp.asarray(counts_np.max(1)))
+        counts = jnp.asarray(counts_np, real())
         tables = linear_tables(arm, env, task, algo, G, hp, counts, maj)
-        return linear_step(algo, schedule, counts, jnp.asarray(lmc), logits, task.prior_logits, tables, hp,
+        return linear_step(algo, schedule, counts, jnp.asarray(lmc, real()), logits, task.prior_logits, tables, hp,
                            env.n_prompts, level_tables(algo, schedule))[0]
     symbols = symbol_table(env, arm in NOISE_ARMS)
     n_out = n_compositions(G, symbols["answer"].shape[0])
@@ -484,8 +496,8 @@ def level_tables(algo: AlgoSpec, schedule: Schedule):
     """A batch-level estimator's tables for :func:`linear_step` (``None`` for the other estimators)."""
     if algo.estimator not in BATCH_LEVEL:
         return None
-    A1, A0 = batch.advantage_tables(algo, schedule)
-    return jnp.asarray(A1), jnp.asarray(A0), batch.statistic(algo.estimator, schedule.group_size)
+    A1, A0 = batch.advantage_tables(algo, schedule)  # float64: cast to the program's type where used
+    return A1, A0, batch.statistic(algo.estimator, schedule.group_size)
 
 
 # -- the program ----------------------------------------------------------------------------------
@@ -507,11 +519,9 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
     lin = linear_path(algo, schedule)
     level = level_tables(algo, schedule)
     if lin:
+        # numpy here, arrays of the program's floating type where traced (float64 under precision="float64")
         counts_np = compositions(G, K)
-        counts = jnp.asarray(counts_np, jnp.float32)
-        lmc = jnp.asarray(majority_tables(G, K, env.tie)[1])
-        _, _, credit = majority_tables(G, K, env.tie)
-        maj = (jnp.asarray(credit), jnp.asarray(counts_np.max(1)))
+        _, lmc_np, credit = majority_tables(G, K, env.tie)
     else:
         symbols = {noise: symbol_table(env, noise) for noise in (False, True)}
         tables = {a: outcome_table(env, a, G, symbols[a in NOISE_ARMS]) for a in arms if a != "frozen"}
@@ -524,6 +534,8 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
         task = env.init_task(seed, hp)
         ref = task.prior_logits
         if lin:
+            counts, lmc = jnp.asarray(counts_np, real()), jnp.asarray(lmc_np, real())
+            maj = (jnp.asarray(credit, real()), jnp.asarray(counts_np.max(1)))
             maj_table = linear_tables("majority", env, task, algo, G, hp, counts, maj) if "majority" in arms else None
             cls_tables = [linear_tables(a, env, task, algo, G, hp, counts, maj) for a in classed]
             cls_stack = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[t[1:] for t in cls_tables]) if classed else None
@@ -544,7 +556,7 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
                 elif not lin:
                     new[i], diags[i] = general_step(env, algo, schedule, a, symbols[a in NOISE_ARMS], tables[a], zs[i],
                                                     ref, task, hp)
-            return jnp.stack(new), {k: jnp.stack([jnp.asarray(d[k], jnp.float32) for d in diags]) for k in DIAG_KEYS}
+            return jnp.stack(new), {k: jnp.stack([jnp.asarray(d[k], real()) for d in diags]) for k in DIAG_KEYS}
 
         def chunk(zs, _):
             zs, diag = jax.lax.scan(step, zs, None, length=schedule.eval_every)
@@ -556,13 +568,14 @@ def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str
         all_tables = jnp.concatenate([z0[None], tables_e])  # [E + 1, A, N, K]
         metrics = jax.vmap(jax.vmap(lambda z: env.evaluate(z, task, hp)))(all_tables)
         out = {k: v.T for k, v in metrics.items()}
-        nan = jnp.full((len(arms), 1), jnp.nan, jnp.float32)
+        nan = jnp.full((len(arms), 1), jnp.nan, real())
         out.update({k: jnp.concatenate([nan, hist[k].T], axis=1) for k in DIAG_KEYS})
         return out  # metric -> [A, E + 1]
 
     options = compiler_options(False)
 
     @functools.partial(jax.jit, compiler_options=options)
+    @full  # every product at full float32 precision, on every backend
     def train(seeds, hypers):
         leaves, treedef = jax.tree_util.tree_flatten(hypers)
         n_cond = next((x.shape[0] for x in leaves if jnp.ndim(x) > 0), 1)

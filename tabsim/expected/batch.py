@@ -198,7 +198,7 @@ def advantage_tables(algo, schedule) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"algo.estimator = {est!r} is not batch-level; batch-level: {', '.join(BATCH_LEVEL)}")
     w = minibatch_weight(algo, schedule)[None, :, None]
     shape = (G + 1, B, S.shape[-1])
-    return np.broadcast_to(A1 * w, shape).astype(np.float32), np.broadcast_to(A0 * w, shape).astype(np.float32)
+    return np.broadcast_to(A1 * w, shape).astype(np.float64), np.broadcast_to(A0 * w, shape).astype(np.float64)
 
 
 def expected_advantages(tables, kept_by_m, replacement: bool):
@@ -209,9 +209,10 @@ def expected_advantages(tables, kept_by_m, replacement: bool):
       tables: ``(A1, A0, stat)`` from :func:`advantage_tables` and :func:`statistic`.
       kept_by_m: ``[N, G + 1]`` each prompt's chance that its group is kept with m rewards.
     """
-    A1, A0, stat = tables
+    A1, A0 = (jnp.asarray(t, kept_by_m.dtype) for t in tables[:2])  # float64 tables, in the program's type
+    stat = tables[2]
     s_max = int(stat.max())
-    onehot = jnp.asarray(np.eye(s_max + 1, dtype=np.float32)[stat])  # [G + 1, s_max + 1]
+    onehot = jnp.asarray(np.eye(s_max + 1, dtype=np.float32)[stat], kept_by_m.dtype)  # [G + 1, s_max + 1]
     F1 = kept_by_m @ onehot
     F0 = 1.0 - kept_by_m.sum(-1)
     D = others(F0, F1, A1.shape[1] - 1, replacement)  # [N, B, S]

@@ -1,0 +1,78 @@
+"""The numerical precision of tabsim's compiled programs, set per program and never process-wide.
+
+Every program tabsim compiles (the bandit and tree engines, the expected flow and its batch-level
+estimators, hence the audit's calibration sweeps) is traced under :func:`full`, which asks for full
+float32 precision in each matrix product (``jax.default_matmul_precision("float32")``, i.e.
+``precision=HIGHEST`` on every ``dot_general``). Without it XLA may compute float32 products at a
+reduced precision on an accelerator (TF32-class on NVIDIA GPUs: about 10 bits of mantissa), so that
+the exact expected flow no longer equals enumeration and a GPU's numbers leave the CPU's. The setting
+is entered inside the traced function: a user's own JAX code keeps its own settings.
+
+``precision="float64"`` (:func:`scope`) runs a program in double precision: JAX's 64-bit mode is
+switched on for the tracing and the execution of that call only (a thread-local context), and the
+programs build their floating arrays with :func:`real`, the floating type of the program being traced.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import jax
+import numpy as np
+
+PRECISIONS = ("float32", "float64")
+DEFAULT = "float32"
+PRODUCTS = "highest"  # the precision of every matrix product, recorded in a result's provenance
+
+
+def check(precision: str) -> str:
+    """``precision`` if it is one of :data:`PRECISIONS`; else a ValueError naming the allowed values."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: unknown precision {precision!r}; allowed: {', '.join(PRECISIONS)}")
+    return precision
+
+
+def full(fn):
+    """``fn`` traced with every matrix product at full float32 precision (``HIGHEST``).
+
+    Wrap the function a ``jax.jit`` traces: the setting is read while its products are traced, and
+    the compiled program carries it, whatever the caller's own default."""
+    @functools.wraps(fn)
+    def traced(*args, **kwargs):
+        with jax.default_matmul_precision("float32"):
+            return fn(*args, **kwargs)
+
+    return traced
+
+
+def _x64():
+    """JAX's 64-bit mode as a context manager: ``jax.enable_x64(True)`` (jax >= 0.7), else the older
+    ``jax.experimental.enable_x64()``."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax import experimental  # noqa: PLC0415  (older JAX only)
+
+    return experimental.enable_x64()
+
+
+@contextlib.contextmanager
+def scope(precision: str = DEFAULT):
+    """Trace and run the programs called inside in ``precision`` (this thread only).
+
+    ``"float32"`` changes nothing; ``"float64"`` switches JAX's 64-bit mode on until the block ends
+    (its results stay float64 arrays afterwards)."""
+    if check(precision) == "float64":
+        with _x64():
+            yield
+    else:
+        yield
+
+
+def real():
+    """The floating dtype of the program being traced: float64 inside ``scope("float64")``, else float32."""
+    return jax.dtypes.canonicalize_dtype(np.float64)
+
+
+def describe(precision: str = DEFAULT) -> dict:
+    """What a result's provenance records: the floating dtype and the matrix products' precision."""
+    return {"precision": check(precision), "matmul_precision": PRODUCTS}
