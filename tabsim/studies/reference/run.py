@@ -96,8 +96,7 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
     # process loads the statistics stack meanwhile (XLA releases the GIL while it computes). Without
     # figures neither the helper nor matplotlib is started.
     with (_figure_process.start((figures.__module__,)) if figure else _figure_process.LocalFigures()) as pool:
-        warm = _figure_process.warm_up("scipy.stats", "statsmodels.regression.linear_model",
-                                       "statsmodels.stats.anova",
+        warm = _figure_process.warm_up("tabsim.stats",
                                        draw=figure and isinstance(pool, _figure_process.LocalFigures))
         return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm,
                                  pool if figure else None)
