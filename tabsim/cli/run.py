@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option, say as _human
-from tabsim.cli.options import (check_options, check_out, executor_options, fail as _fail, open_executor, open_store,
-                                output_options)
+from tabsim.cli.options import (MissingExtra, check_options, check_out, executor_options, fail as _fail, open_executor,
+                                open_store, output_options)
 from tabsim.cli.phases import Phases
-from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, study_options, usage
+from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, estimate_seconds, study_options, usage
 from tabsim.plotting import helper as figure_helper
 from tabsim.plotting.helper import warm_up
 
@@ -26,8 +26,15 @@ STEPS = click.IntRange(1, 10_000_000)
 CURVE_PANELS = 8
 
 
+def _configs(cfg) -> list:
+    """The configs a run computes: ``cfg``, or the groups' of a sweep of static fields (one program each)."""
+    return [g.config for g in cfg.groups] if hasattr(cfg, "groups") else [cfg]
+
+
 def _describe(cfg, n_cond: int) -> str:
     """``32 conditions x 8 seeds x 4 arms, 300 steps``: the size of the run."""
+    if hasattr(cfg, "groups"):
+        return f"{len(cfg.groups)} groups of one compiled program each, " + _describe(_configs(cfg)[0], n_cond)
     runs = ("the expected flow" if cfg.train.dynamics == "expected"
             else f"{cfg.train.seeds} seed{'s' * (cfg.train.seeds != 1)}")
     return (f"{n_cond} condition{'s' * (n_cond != 1)} x {runs} x {len(cfg.arms.arms)} arm"
@@ -36,15 +43,18 @@ def _describe(cfg, n_cond: int) -> str:
 
 def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = False, resume: bool = False,
                    command: str = "tabsim run", desc: str = "tabsim run", executor: tuple = ("local", None, None),
-                   figure: bool = True, say: Phases | None = None, as_json: bool = False):
-    """Run ``cfg`` into a run store at ``out`` (published whole at the end) and print a summary.
+                   figure: bool = True, say: Phases | None = None, as_json: bool = False, track=(),
+                   track_dir: Path | None = None):
+    """Run ``cfg`` (a config, or a plan of groups) into a run store at ``out`` (published whole at the end)
+    and print a summary.
 
     ``executor`` is ``(--executor, --workers, --scheduler)``; ``figure``: draw the pass@1 figure; ``say``:
-    the command's phase lines (and its clock)."""
+    the command's phase lines (and its clock); ``track``: the trackers fed (``--track``)."""
     say = say or Phases(quiet)
+    first = _configs(cfg)[0]
     # the figure and summary show pass@1, or the first metric recorded when train.metrics leaves it out
-    metric = "pass1" if cfg.train.metrics is None or "pass1" in cfg.train.metrics else cfg.train.metrics[0]
-    n_cond = len(cfg.grid())
+    metric = "pass1" if first.train.metrics is None or "pass1" in first.train.metrics else first.train.metrics[0]
+    n_cond = sum(len(c.grid()) for c in _configs(cfg))
     announce_estimate(cfg, command, quiet)
     with open_executor(*executor, quiet=quiet) as ex, \
             open_store(out, overwrite=overwrite, resume=resume, key=cfg.digest(), description=command) as store:
@@ -56,10 +66,12 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             return None
         # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
         from tabsim.files.atomic import write_json
-        from tabsim.runtime.run import ExpectedFlowNote, expected_note, run
+        from tabsim.runtime.groups import run
+        from tabsim.runtime.run import ExpectedFlowNote, expected_note
 
-        if (note := expected_note(cfg)) is not None and not quiet:
-            click.echo(f"note: {note}", err=True)
+        for note in dict.fromkeys(n for n in map(expected_note, _configs(cfg)) if n is not None):
+            if not quiet:
+                click.echo(f"note: {note}", err=True)
 
         # the figure helper loads matplotlib, this process the Parquet writer, while the engine runs
         with (figure_helper.start(("tabsim.plotting.figures",)) if figure else figure_helper.LocalFigures()) as pool:
@@ -67,14 +79,15 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             say(f"{_describe(cfg, n_cond)}: compiling, then training (the bar counts steps)")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
-                res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex)
+                res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex, tracker=list(track) or None,
+                          tracker_dir=track_dir, run_name=out.name, announce=say)
             trained = res.provenance["wall_seconds"]
             if figure:
                 many = n_cond > CURVE_PANELS
                 say(f"trained in {trained:.1f} s; writing results and drawing the pass@1 figure"
                     + (f" (final pass@1 of {n_cond} conditions)" if many else ""))
                 pool.submit(f"tabsim.plotting.figures:{'plot_final' if many else 'plot_curves'}", res.frame,
-                            metric=metric, by=res.factors, title=f"{metric} per arm ({cfg.preset or 'custom'})",
+                            metric=metric, by=res.factors, title=f"{metric} per arm ({first.preset or 'custom'})",
                             stem=store.dir / metric)
             else:
                 say(f"trained in {trained:.1f} s; writing results (no figure)")
@@ -94,12 +107,69 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
         _human(f"wrote {out}/{', '.join(files)} ({say.seconds():.1f} s)", as_json)
     if as_json:
         emit({"command": command, "out": str(out), "complete": True, "config_digest": cfg.digest(),
-              "preset": cfg.preset, "factors": res.factors, "metric": metric, "files": files,
+              "preset": first.preset, "factors": res.factors, "metric": metric, "files": files,
               "wall_seconds": res.provenance.get("wall_seconds"),
               "final": [{**dict(zip(res.factors + ["arm"], key if isinstance(key, tuple) else (key,))),
                          "mean": row["mean"], "sem": row["sem"], "n": int(row["count"])}
                         for key, row in final.iterrows()]})
     return res
+
+
+def track_options(fn):
+    """Add ``--track``, ``--track-dir`` and ``--dry-run`` (shared by ``run`` and ``sweep``)."""
+    fn = click.option("--dry-run", "dry_run", is_flag=True,
+                      help="Show the groups (one compiled program each), their conditions and the estimate; run "
+                           "nothing and write nothing.")(fn)
+    fn = click.option("--track-dir", "track_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                      help="Where --track writes: DIR/mlruns (MLflow's file store) and DIR/runs (TensorBoard); "
+                           "default $MLFLOW_TRACKING_URI, else ./mlruns, and ./runs.")(fn)
+    fn = click.option("--track", multiple=True, type=click.Choice(["mlflow", "tensorboard"]),
+                      help="Stream per-step metrics per arm and condition, the config and the partition to an "
+                           "experiment tracker (repeatable; needs the track extra).")(fn)
+    return fn
+
+
+def check_track(track) -> None:
+    """Refuse a tracker whose library is not installed: one line naming the extra (exit 2)."""
+    from tabsim.runtime.trackers import TrackerError, check  # lazy: loads pandas
+
+    for name in track:
+        try:
+            check(name)
+        except TrackerError as err:
+            raise MissingExtra(f"--track {name}: {str(err).partition(': ')[2]}") from None
+
+
+def _check(cfg) -> None:
+    """Refuse, before anything is written, a run that cannot fit in memory or an expected flow that cannot
+    be computed exactly (every group's)."""
+    from tabsim.runtime.planning import check_run
+    from tabsim.runtime.run import check_dynamics
+
+    for c in _configs(cfg):
+        check_run(c)
+        check_dynamics(c)
+
+
+def show_plan(cfg, command: str, as_json: bool) -> None:
+    """Print the groups of ``cfg`` (one compiled program each), their conditions and the estimate."""
+    from tabsim.runtime.planning import describe_seconds
+
+    groups = cfg.groups if hasattr(cfg, "groups") else ()
+    rows = [(g.label, g.config) for g in groups] or [("", cfg)]
+    n_cond = sum(len(c.grid()) for _, c in rows)
+    seconds = estimate_seconds(cfg)
+    if as_json:
+        emit({"command": command, "dry_run": True, "conditions": n_cond, "estimate_seconds": round(seconds, 3),
+              "groups": [{"values": dict(g.values) if groups else {}, "conditions": len(c.grid()),
+                          "sweep": c.sweep, "config_digest": c.digest()} for g, (_, c) in zip(groups or [None], rows)]})
+        return
+    click.echo(f"{command} (dry run): {_describe(cfg, n_cond)}")
+    for i, (lab, c) in enumerate(rows):
+        traced = "; ".join(f"{k}={','.join(f'{v:g}' for v in lv)}" for k, lv in c.sweep.items()) or "no traced sweep"
+        click.echo(f"  group {i + 1}/{len(rows)}{f' ({lab})' if lab else ''}: {len(c.grid())} condition(s) "
+                   f"({traced}), one compiled program, {describe_seconds(estimate_seconds(c))} of training")
+    click.echo("nothing run, nothing written")
 
 
 @click.command("run")
@@ -116,8 +186,9 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
 @json_option
 @output_options
 @executor_options
+@track_options
 def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_figure, as_json, overwrite, resume,
-            executor, workers, scheduler):
+            executor, workers, scheduler, track, track_dir, dry_run):
     """Run the study described by CONFIG (a TOML, YAML or a run's config.json file).
 
     Writes a tidy results frame, the resolved config, provenance and a figure of pass@1 per arm
@@ -129,12 +200,11 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
+    check_track(track)
     say = Phases(quiet)
     say("tabsim run: loading the engine (JAX)")
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
     from tabsim.config import ConfigError, read_config_file
-    from tabsim.runtime.planning import check_run
-    from tabsim.runtime.run import check_dynamics
 
     if not config.exists() and not config.is_symlink():
         usage(f"config file not found: {config}")
@@ -142,12 +212,14 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
         data = read_config_file(config)
         _note_seed(data, seeds)
         cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps)
-        check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
-        check_dynamics(cfg)  # and so is an expected flow that cannot be computed exactly
+        _check(cfg)
     except ConfigError as err:
         _fail(str(err).replace("invalid config:", f"invalid config {config}:", 1))
+    if dry_run:
+        return show_plan(cfg, "tabsim run", as_json)
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
-                   executor=(executor, workers, scheduler), figure=not no_figure, say=say, as_json=as_json)
+                   executor=(executor, workers, scheduler), figure=not no_figure, say=say, as_json=as_json,
+                   track=track, track_dir=track_dir)
 
 
 def _note_seed(data: dict, seeds_option) -> None:
@@ -175,8 +247,9 @@ def _note_seed(data: dict, seeds_option) -> None:
 @json_option
 @output_options
 @executor_options
+@track_options
 def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, no_figure, as_json, overwrite, resume,
-              executor, workers, scheduler):
+              executor, workers, scheduler, track, track_dir, dry_run):
     """Sweep numeric fields of a preset without writing a config file.
 
     Without --vary (and no sweep in --config) it sweeps prior_strength=0.2,0.35,0.5,0.65,0.8; without
@@ -188,12 +261,11 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
+    check_track(track)
     say = Phases(quiet)
     say("tabsim sweep: loading the engine (JAX)")
     # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
     from tabsim.config import ConfigError, read_config_file
-    from tabsim.runtime.planning import check_run
-    from tabsim.runtime.run import check_dynamics
 
     if config is not None and not config.exists() and not config.is_symlink():
         usage(f"--config: config file not found: {config}")
@@ -205,10 +277,11 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     try:
         cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps,
                            default_preset="paper", default_sweep=DEFAULT_SWEEP)
-        check_run(cfg)  # a run that cannot fit in memory is refused before anything is written
-        check_dynamics(cfg)  # and so is an expected flow that cannot be computed exactly
+        _check(cfg)
     except ConfigError as err:
         _fail(str(err))
+    if dry_run:
+        return show_plan(cfg, "tabsim sweep", as_json)
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
                    desc="tabsim sweep", executor=(executor, workers, scheduler), figure=not no_figure, say=say,
-                   as_json=as_json)
+                   as_json=as_json, track=track, track_dir=track_dir)

@@ -59,19 +59,38 @@ def parse_levels(spec: str):
     return name, out
 
 
+def parse_static_levels(spec: str, name: str) -> list:
+    """The levels of a static field's ``--vary``: names, integers, numbers or true/false, none empty."""
+    out = []
+    for x in spec.partition("=")[2].split(","):
+        if not x.strip():
+            usage(f"--vary {spec!r}: an empty level in {name}'s levels (two commas, or a trailing comma)")
+        v = parse_value(x)
+        if v is None or isinstance(v, list):
+            usage(f"--vary {spec!r}: {name}'s level {x.strip()!r} is not a name, a number or true/false")
+        out.append(v)
+    return out
+
+
 def parse_vary(specs) -> dict:
-    """Every ``--vary`` into ``{field: levels}``; a field given twice, or a static field, is refused."""
+    """Every ``--vary`` into ``{field: levels}``; a field given twice is refused. A static field
+    (``task.n_prompts``, ``algo.estimator``, ``preset``) takes names as well as numbers: its levels run as
+    groups of one compiled program each (:mod:`tabsim.runtime.groups`)."""
     # lazy: `tabsim run --help` loads no JAX (tabsim.config imports the engine's registries)
-    from tabsim.config import SWEEPABLE, static_field, static_hint
+    from tabsim.config import SWEEPABLE
+    from tabsim.runtime.groups import static_name
 
     sweep: dict = {}
     for spec in specs:
-        name, levels = parse_levels(spec)
+        name = spec.partition("=")[0].strip()
+        static = static_name(name) if name and name not in SWEEPABLE else None
+        if static is not None and spec.partition("=")[2].strip():
+            name, levels = static, parse_static_levels(spec, static)
+        else:
+            name, levels = parse_levels(spec)
         if name in sweep:
             usage(f"--vary {name}: given twice; list every level of {name} in one --vary "
-                  f"(e.g. --vary {name}={','.join(f'{v:g}' for v in sweep[name] + levels)})")
-        if name not in SWEEPABLE and static_field(name) is not None:
-            usage(f"--vary {name}: {static_hint(static_field(name))}")
+                  f"(e.g. --vary {name}={','.join(str(v) for v in sweep[name] + levels)})")
         sweep[name] = levels
     return sweep
 
@@ -135,6 +154,13 @@ def _allowed_keys() -> dict[str, list[str]]:
     return keys
 
 
+def _static_sweep(name: str) -> bool:
+    # lazy: the config schema loads the engine's registries
+    from tabsim.runtime.groups import static_name
+
+    return static_name(name) is not None
+
+
 def parse_set(specs) -> dict:
     """Every ``--set KEY=VALUE`` (``algo.lr=0.1``, ``train.steps=100``, ``preset=dapo``,
     ``task.tree.depth=3``, ``sweep.lr=[0.1,0.2]``) into a nested mapping; unknown keys are refused with
@@ -151,8 +177,8 @@ def parse_set(specs) -> dict:
         if not eq or not key:
             usage(f"--set {spec!r}: expected KEY=VALUE with a dotted KEY, e.g. --set algo.lr=0.1")
         parts = key.split(".")
-        if key == "preset":
-            pass
+        if key == "preset" or (parts[0] == "sweep" and len(parts) > 1 and _static_sweep(".".join(parts[1:]))):
+            parts = parts[:1] + [".".join(parts[1:])] if parts[0] == "sweep" else parts
         elif parts[0] not in allowed:
             usage(f"--set {key}: unknown section {parts[0]!r}; KEY is preset or SECTION.FIELD with SECTION one of: "
                   f"{', '.join((*SECTIONS, 'sweep'))} (e.g. --set algo.lr=0.1)")
@@ -196,8 +222,9 @@ def study_options(fn):
     fn = set_option("applied after the file, before --seeds/--steps/--vary/--arms")(fn)
     fn = click.option("--arms", default=None, help="Comma-separated arms (default: the file's, else the preset's).")(fn)
     fn = click.option("--vary", multiple=True, metavar="FIELD=v1,v2,...",
-                      help="A numeric field and its levels; repeat for a full factorial (replaces the file's "
-                           "sweep).")(fn)
+                      help="A field and its levels; repeat for a full factorial (replaces the file's sweep). A "
+                           "numeric field varies within one compiled program; a static field (task.n_prompts, "
+                           "algo.estimator, preset, ...) runs one group per level, with the same seeds.")(fn)
     fn = click.option("--preset", default=None,
                       help="Preset to start from, one of: " + ", ".join(sorted(PRESETS))
                            + " (default: the config file's).")(fn)
@@ -209,10 +236,13 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
     """The validated config of ``data`` (a file's mapping) with the command-line options on top.
 
     Order: preset < file < ``--set`` < ``--preset``, ``--seeds``, ``--steps``, ``--vary``, ``--arms``.
-    Raises :class:`tabsim.config.ConfigError` for a bad value; a malformed option is a usage error.
+    A sweep that varies static fields gives a :class:`tabsim.runtime.groups.Plan` (its groups' configs)
+    instead of a config. Raises :class:`tabsim.config.ConfigError` for a bad value; a malformed option is a
+    usage error.
     """
     # lazy: `tabsim run --help` loads no JAX
     from tabsim.config import _deep_merge, resolve
+    from tabsim.runtime.groups import plan
 
     check_preset(preset)
     over: dict = parse_set(sets)
@@ -231,7 +261,8 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
         over["arms"] = {**over.get("arms", {}), "arms": parse_arms(arms)}
     if "sweep" in over and "sweep" in data:  # the command line's sweep replaces the file's (not merged)
         data = {k: v for k, v in data.items() if k != "sweep"}
-    return resolve(_deep_merge(data, {}), **over)
+    grouped = plan(_deep_merge(data, {}), **over)  # a sweep of static fields: groups of one program each
+    return grouped if grouped is not None else resolve(_deep_merge(data, {}), **over)
 
 
 # -- an estimate before a long run ---------------------------------------------------------------------
@@ -249,6 +280,8 @@ def estimate_seconds(cfg) -> float:
     from tabsim._host import cpu_count
     from tabsim.runtime.planning import step_units
 
+    if hasattr(cfg, "groups"):  # a sweep of static fields: its groups one after another
+        return sum(estimate_seconds(g.config) for g in cfg.groups)
     n_cond = len(cfg.grid())
     seeds = 1 if cfg.train.dynamics == "expected" else cfg.train.seeds
     step, point = step_units(cfg, n_cond, seeds)
@@ -268,10 +301,12 @@ def announce_estimate(cfg, command: str, quiet: bool) -> float:
     seconds = estimate_seconds(cfg)
     if quiet and seconds < ESTIMATE_ABOVE:
         return seconds
-    n_cond = len(cfg.grid())
+    n_cond = cfg.n_conditions if hasattr(cfg, "groups") else len(cfg.grid())
+    groups = f" in {len(cfg.groups)} groups" if hasattr(cfg, "groups") else ""
+    cfg = cfg.groups[0].config if hasattr(cfg, "groups") else cfg
     seeds = "the expected flow" if cfg.train.dynamics == "expected" else f"{cfg.train.seeds} seeds"
     runs = n_cond * (1 if cfg.train.dynamics == "expected" else cfg.train.seeds) * len(cfg.arms.arms)
-    click.echo(f"{command}: {n_cond} condition(s) x {seeds} x {len(cfg.arms.arms)} arm(s) = {runs} training runs "
+    click.echo(f"{command}: {n_cond} condition(s){groups} x {seeds} x {len(cfg.arms.arms)} arm(s) = {runs} training runs "
                f"of {cfg.train.steps} steps; {describe_seconds(seconds)} of training on {cpu_count()} core(s) "
                "(an estimate; compilation not included)", err=True)
     return seconds
