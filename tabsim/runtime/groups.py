@@ -229,8 +229,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
       run_name: the tracker's name for the run.
       announce: called with one line as each group starts (the command line's phase lines).
     """
-    p = plan(config, **overrides)
-    with trackers.session(tracker, tracker_dir, run_name=run_name) as track:
+    p = config if isinstance(config, Plan) else plan(config, **overrides)
+    with trackers.session(tracker, tracker_dir, run_name=run_name, terms=run_mod.TERM_ARMS) as track:
         if p is None:
             res = run_mod.run(config, progress=progress, executor=executor, store=store, desc=desc, device=device,
                               **overrides)

@@ -28,8 +28,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tabsim.runtime.run import TERM_ARMS
-
 TRACKERS = {"mlflow": "mlflow", "tensorboard": "tensorboardX"}  # name -> the module it writes with
 EXTRA = 'pip install "tabsim[track]"'
 NOT_METRICS = ("seed", "arm", "step")
@@ -52,9 +50,10 @@ def check(name: str) -> None:
                            f"{EXTRA}")
 
 
-def condition_table(frame: pd.DataFrame, factors: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+def condition_table(frame: pd.DataFrame, factors: list[str], terms: dict | None = None) -> list[tuple[dict, pd.DataFrame]]:
     """Per condition: its factor levels, and a frame indexed by step with the mean over seeds of every metric
-    per arm (columns ``METRIC/ARM``) and of every partition term whose arms ran (``partition/TERM``)."""
+    per arm (columns ``METRIC/ARM``) and of every partition term whose arms ran (``partition/TERM``; ``terms``
+    maps a term to its (minuend, subtrahend) arms, as :data:`tabsim.runtime.run.TERM_ARMS`)."""
     factors = [f for f in factors if f in frame]
     metrics = [c for c in frame.columns if c not in NOT_METRICS and c not in factors
                and pd.api.types.is_numeric_dtype(frame[c])]
@@ -63,7 +62,7 @@ def condition_table(frame: pd.DataFrame, factors: list[str]) -> list[tuple[dict,
     arms = list(wide.columns.get_level_values(1).unique())
     cols = {f"{m}/{a}": wide[(m, a)].to_numpy() for m, a in wide.columns}
     if "pass1" in metrics:
-        for term, (a, b) in TERM_ARMS.items():
+        for term, (a, b) in (terms or {}).items():
             if a in arms and b in arms:
                 cols[f"partition/{term}"] = wide[("pass1", a)].to_numpy() - wide[("pass1", b)].to_numpy()
     table = pd.DataFrame(cols, index=wide.index)
@@ -88,6 +87,20 @@ def _flat(config: dict, prefix: str = "") -> dict:
     return out
 
 
+@contextlib.contextmanager
+def file_store(uri: str):
+    """MLflow 3 refuses its file store unless ``MLFLOW_ALLOW_FILE_STORE`` is true: for a ``file:`` URI it is
+    set while the block runs (and restored after), so the user's other MLflow calls are left as they were."""
+    if not uri.startswith("file:") or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
+        yield
+        return
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    try:
+        yield
+    finally:
+        os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
+
+
 class MlflowTracker:
     """A tabsim run as an MLflow parent run with one child run per condition (module docstring)."""
 
@@ -96,12 +109,25 @@ class MlflowTracker:
         from mlflow.tracking import MlflowClient  # lazy: the track extra
 
         self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or Path("mlruns").resolve().as_uri()
-        self.client = MlflowClient(tracking_uri=self.uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
-        self.run_id = self.client.create_run(self.experiment_id, run_name=run_name or "tabsim").info.run_id
+        with file_store(self.uri):
+            self.client = MlflowClient(tracking_uri=self.uri)
+            exp = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
+            self.run_id = self.client.create_run(self.experiment_id, run_name=run_name or "tabsim").info.run_id
 
     def log_config(self, config: dict) -> None:
+        with file_store(self.uri):
+            self._log_config(config)
+
+    def log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
+        with file_store(self.uri):
+            self._log_conditions(table)
+
+    def close(self) -> None:
+        with file_store(self.uri):
+            self.client.set_terminated(self.run_id)
+
+    def _log_config(self, config: dict) -> None:
         from mlflow.entities import Param
 
         params = [Param(k, v[:6000]) for k, v in _flat(config).items()]
@@ -109,7 +135,7 @@ class MlflowTracker:
             self.client.log_batch(self.run_id, params=params[i:i + 100])
         self.client.log_dict(self.run_id, config, "config.json")
 
-    def log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
+    def _log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
         from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
@@ -124,9 +150,6 @@ class MlflowTracker:
                 self.client.log_batch(child, metrics=metrics[i:i + 1000], params=params if i == 0 else [])
             self.client.set_terminated(child)
 
-    def close(self) -> None:
-        self.client.set_terminated(self.run_id)
-
 
 class TensorBoardTracker:
     """A tabsim run as a TensorBoard log folder with one sub-folder per condition (module docstring)."""
@@ -137,7 +160,7 @@ class TensorBoardTracker:
 
         self._writer = SummaryWriter
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.dir = Path(logdir or "runs") / _safe(run_name or f"tabsim-{stamp}")
+        self.dir = Path(logdir or "runs") / _safe(f"{run_name or 'tabsim'}-{stamp}")
         self.root = SummaryWriter(str(self.dir))
 
     def log_config(self, config: dict) -> None:
@@ -166,8 +189,8 @@ def _safe(name: str) -> str:
 class Trackers:
     """Several trackers fed the same calls."""
 
-    def __init__(self, trackers: list):
-        self.trackers = trackers
+    def __init__(self, trackers: list, terms: dict | None = None):
+        self.trackers, self.terms = trackers, terms
 
     def log_config(self, config: dict) -> None:
         for t in self.trackers:
@@ -175,7 +198,7 @@ class Trackers:
 
     def log_frame(self, frame: pd.DataFrame, factors: list[str]) -> None:
         """Every condition of ``frame``: its metrics per arm and its partition, at every evaluated step."""
-        table = condition_table(frame, factors)
+        table = condition_table(frame, factors, self.terms)
         for t in self.trackers:
             t.log_conditions(table)
 
@@ -194,9 +217,9 @@ def make(name: str, directory: str | Path | None = None, *, run_name: str | None
 
 
 @contextlib.contextmanager
-def session(spec, directory: str | Path | None = None, *, run_name: str | None = None):
+def session(spec, directory: str | Path | None = None, *, run_name: str | None = None, terms: dict | None = None):
     """A :class:`Trackers` for ``spec`` (a name, a list of names or tracker objects), closed at the end;
-    yields None for ``spec`` None or empty."""
+    yields None for ``spec`` None or empty. ``terms``: the partition's terms (:func:`condition_table`)."""
     if spec is None or spec == () or spec == []:
         yield None
         return
@@ -204,7 +227,7 @@ def session(spec, directory: str | Path | None = None, *, run_name: str | None =
     for item in items:
         if isinstance(item, str):
             check(item)
-    opened = Trackers([make(x, directory, run_name=run_name) if isinstance(x, str) else x for x in items])
+    opened = Trackers([make(x, directory, run_name=run_name) if isinstance(x, str) else x for x in items], terms)
     try:
         yield opened
     finally:
