@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 
@@ -60,26 +62,55 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.3g} MiB"
 
 
-def read_bytes(path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> bytes:
-    """The bytes of ``path``, refusing a missing file, a folder and anything over ``max_bytes``."""
+def read_regular(path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> tuple[bytes, os.stat_result]:
+    """The bytes of ``path`` and the status of the file they were read from.
+
+    Only a regular file of at most ``max_bytes`` is read: it is opened without blocking (a FIFO or a
+    device never stalls the caller) and checked on the open descriptor (``fstat``), so a link swapped in
+    after a check cannot lead elsewhere (a symlink to ``/dev/zero`` is a device, refused)."""
     path = Path(path)
-    if path.is_dir():
-        raise LoadError(path, f"is a folder, not a {what}")
-    if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
-        raise LoadError(path, f"is not a regular file (a pipe or a device?); give a {what}")
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise LoadError(path, f"{what} is {_mib(size)}, over the limit of {_mib(max_bytes)}")
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise LoadError(path, f"{what} not found") from None
+    except IsADirectoryError:
+        raise LoadError(path, f"is a folder, not a {what}") from None
     except OSError as err:
         raise LoadError(path, f"cannot read the {what}: {err.strerror or err}") from None
-    if len(data) > max_bytes:  # grew while being read, or a special file
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise LoadError(path, f"is a folder, not a {what}")
+        # a FIFO or a device would block or never end
+        raise LoadError(path, f"is not a regular file (a pipe or a device?); give a {what}")
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        if st.st_size > max_bytes:
+            raise LoadError(path, f"{what} is {_mib(st.st_size)}, over the limit of {_mib(max_bytes)}")
+        try:
+            data = _read_upto(fh, max_bytes + 1)
+        except OSError as err:
+            raise LoadError(path, f"cannot read the {what}: {err.strerror or err}") from None
+    if len(data) > max_bytes:  # grew while being read
         raise LoadError(path, f"{what} is over the limit of {_mib(max_bytes)}")
-    return data
+    return data, st
+
+
+def _read_upto(fh, n: int) -> bytes:
+    chunks, left = [], n
+    while left > 0:
+        chunk = fh.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_bytes(path, *, max_bytes: int = MAX_BYTES, what: str = "file") -> bytes:
+    """The bytes of ``path``, refusing a missing file, a folder, anything not a regular file (read
+    without blocking) and anything over ``max_bytes``."""
+    return read_regular(path, max_bytes=max_bytes, what=what)[0]
 
 
 def _position(data: bytes, offset: int) -> tuple[int, int]:
