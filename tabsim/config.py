@@ -350,8 +350,9 @@ def static_hint(field: str) -> str:
     """How to vary the static ``field`` (``task.n_prompts``): a factorial design, one program per level."""
     name = field.rpartition(".")[2]
     return (f"{field} is a static field (it fixes array shapes or the code path, so every level is its own "
-            f"compiled program); a sweep varies the numeric fields of one program ({', '.join(sorted(SWEEPABLE))}). "
-            f"Vary {name} as a factorial design: in Python ts.run_factorial(base, {{\"{name}\": {{\"{field}\": "
+            f"compiled program); a Config's sweep varies the numeric fields of one program "
+            f"({', '.join(sorted(SWEEPABLE))}). ts.run, tabsim run and tabsim sweep take {field} in a sweep and run "
+            f"one group per level (docs/cli.md, 'Sweep any field'); or vary {name} as a factorial design: in Python ts.run_factorial(base, {{\"{name}\": {{\"{field}\": "
             f"[level1, level2]}}}}, seeds=8); from the command line a plan factor "
             f"- {{name: {name}, field: {field}, levels: [level1, level2]}} run by tabsim prereg run PLAN --exploratory "
             f"(docs/howto.md, 'Define and run a factorial study'); or one tabsim run CONFIG --set {field}=LEVEL "

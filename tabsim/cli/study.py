@@ -78,12 +78,14 @@ def parse_vary(specs) -> dict:
     groups of one compiled program each (:mod:`tabsim.runtime.groups`)."""
     # lazy: `tabsim run --help` loads no JAX (tabsim.config imports the engine's registries)
     from tabsim.config import SWEEPABLE
-    from tabsim.runtime.groups import static_name
+    from tabsim.runtime.groups import NOT_SWEPT, static_name
 
     sweep: dict = {}
     for spec in specs:
         name = spec.partition("=")[0].strip()
         static = static_name(name) if name and name not in SWEEPABLE else None
+        if static in NOT_SWEPT:
+            usage(f"--vary {name}: {static} is not a field a sweep varies: {NOT_SWEPT[static]}")
         if static is not None and spec.partition("=")[2].strip():
             name, levels = static, parse_static_levels(spec, static)
         else:

@@ -43,8 +43,8 @@ def one_object(res) -> dict:
     (["run", "{d}/small.toml", "--set", "algos.lr=0.1"], ("algos", "task, arms, algo, train")),
     (["run", "{d}/small.toml", "--set", "lr"], ("--set", "KEY=VALUE")),
     (["run", "{d}/small.toml", "--set", "task.tree.dept=3"], ("task.tree", "depth")),
-    (["sweep", "--vary", "n_prompts=10,20"], ("task.n_prompts is a static field", "factorial", "run_factorial",
-                                             "--set task.n_prompts")),
+    (["sweep", "--vary", "seeds=2,4"], ("--vary seeds", "train.seeds", "replication axis")),
+    (["sweep", "--vary", "algo.estimator=grpo,,rloo"], ("--vary", "empty level")),
 ])
 def test_usage_errors_exit_2(args, words, small, tmp_path):
     res = cli(*[a.format(d=tmp_path) for a in args], "--out", tmp_path / "o", "-q")
