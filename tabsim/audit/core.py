@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -276,6 +277,32 @@ def _audit_rows(entries, structs, reach, registry, *, seed_sd, **kw) -> list:
     return outs
 
 
+# Entries timed before an audit to estimate its length (the cost per entry is about constant: linear in rows).
+PROBE_ENTRIES = 8
+
+
+def _estimate(entries: list, passes: int, **kw) -> str:
+    """``expected about N s``: a few entries audited and timed, times the entries, times the passes
+    (the verdicts, then their fragility at other seed sds)."""
+    probe = entries[:PROBE_ENTRIES]
+    if not probe:
+        return "nothing to compute"
+    t0 = time.perf_counter()
+    for e in probe:
+        audit_entry(e, **kw)
+    per = (time.perf_counter() - t0) / len(probe)
+    return (f"expected about {_duration(per * len(entries) * passes)} ({passes} passes over the entries: the verdicts, "
+            "then their fragility)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1.0:
+        return "1 s or less"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min"
+
+
 def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame:
     """The normalised inputs: one row per entry x reported arm (absolute accuracy, variance, seeds)."""
     recs = []
@@ -357,11 +384,12 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
                              "d_null": round(m.gain, 2), "source": m.source_id} for m in registry]
     reach = info["calibration"]["reach"] if structs is not None else None
     kw = dict(ci=ci, threshold=threshold, grid=grid, rule=rule, dominance=dominance, null_envelope=envelope)
-    say(f"bounds and verdicts of {len(entries)} entries"
-        + (" (simulator bounds where an arm is missing)" if structs is not None else ""))
-    outs = _audit_rows(entries, structs, reach, registry, seed_sd=seed_sd, **kw)
     # fragility: the verdict one point of seed spread (more, or less) would give
     info["fragile_seed_sd"] = _fragility_sds(seed_sd)
+    say(f"bounds and verdicts of {len(entries)} entries"
+        + (" (simulator bounds where an arm is missing)" if structs is not None else "")
+        + f": {_estimate(entries, 1 + len(info['fragile_seed_sd']), structs=structs, seed_sd=seed_sd, **kw)}")
+    outs = _audit_rows(entries, structs, reach, registry, seed_sd=seed_sd, **kw)
     shifted = {}
     for i, sd in enumerate(info["fragile_seed_sd"]):
         say(f"fragility: the verdicts again at seed sd {sd:g} ({i + 1} of {len(info['fragile_seed_sd'])})")

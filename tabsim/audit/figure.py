@@ -1,11 +1,15 @@
 """The audit's figure: the terms of every entry, identified values as points, bounds as brackets."""
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
+import unicodedata
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import font_manager
+from matplotlib.ft2font import FT2Font
 from matplotlib.lines import Line2D
 
 from tabsim.audit.core import AuditResult
@@ -18,7 +22,77 @@ TITLE = ("Partition of published gains, per model (terms top to bottom: " + ", "
          + "); simulator bounds are model-based; under each model its verdict")
 
 
+# Above this many rows the per-model chart would be hundreds of inches tall (its height grows with the
+# models); the figure then shows each term's distribution over the rows instead, at a fixed size.
+MAX_MODEL_ROWS = 100
+
+
 def plot_terms(res: AuditResult):
+    """The audit's figure: :func:`plot_models` up to ``MAX_MODEL_ROWS`` rows, else :func:`plot_distributions`."""
+    if len(res.audit) > MAX_MODEL_ROWS:
+        return plot_distributions(res)
+    return plot_models(res)
+
+
+def figure_note(n_rows: int) -> str:
+    """What ``terms.png`` shows for an audit of ``n_rows`` rows (for the log and the report)."""
+    if n_rows > MAX_MODEL_ROWS:
+        return (f"terms.png shows each term's distribution over the {n_rows} rows (a chart per model is drawn up to "
+                f"{MAX_MODEL_ROWS} rows); terms.csv has every row's values")
+    return "terms.png shows the terms per model"
+
+
+def drawable(text) -> str:
+    """Text from the inputs as the figure's font can draw it, as plain text (no mathtext).
+
+    A character the font lacks is drawn as its compatibility form when the font has that (full-width
+    ``＝`` as ``=``), else as ``U+XXXX``: matplotlib would warn once per missing glyph and draw a box.
+    ``$`` is escaped so that a name cannot switch on mathtext.
+    """
+    have = _charmap()
+    out = []
+    for ch in str(text):
+        if ch in "\n\t" or ord(ch) in have:
+            out.append(ch)
+            continue
+        alt = unicodedata.normalize("NFKC", ch)
+        out.append(alt if alt and all(ord(c) in have for c in alt) else f"U+{ord(ch):04X}")
+    return "".join(out).replace("$", r"\$")
+
+
+@functools.lru_cache(maxsize=None)
+def _charmap() -> frozenset:
+    """Code points of the font matplotlib draws text with."""
+    path = font_manager.findfont(font_manager.FontProperties())
+    return frozenset(FT2Font(path).get_charmap())
+
+
+def plot_distributions(res: AuditResult):
+    """Each term's distribution over many rows: a histogram of the point estimates per term (one panel
+    each), and how many rows only bound it. The cost grows linearly with the rows; the size is fixed."""
+    t = res.terms
+    fig, axes = plt.subplots(len(PLOT_TERMS), 1, figsize=(7.0, 1.6 * len(PLOT_TERMS) + 1.0), squeeze=False)
+    for ax, term in zip(axes[:, 0], PLOT_TERMS):
+        rows = t[t["term"].to_numpy() == term]
+        point = rows["identified"].to_numpy() == "point"
+        est = rows["estimate"].to_numpy(float)[point]
+        est = est[np.isfinite(est)]
+        if est.size:
+            ax.hist(est, bins=min(60, max(10, int(np.sqrt(est.size)))), color=TERM_COLORS[term], alpha=0.8)
+        ax.axvline(0, color="k", lw=0.6)
+        ax.set_title(f"{term}: {est.size} point estimates; {int((~point).sum())} rows bounded only (not drawn)",
+                     fontsize=8)
+        ax.set_ylabel("rows", fontsize=7)
+        ax.tick_params(labelsize=7)
+    axes[-1, 0].set_xlabel("change of accuracy (points)", fontsize=8)
+    fig.suptitle(textwrap.fill(f"Partition of published gains over {len(res.audit)} rows: each term's point "
+                               f"estimates (more than {MAX_MODEL_ROWS} rows: no chart per model; terms.csv has "
+                               "each row)", width=90), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_models(res: AuditResult):
     """d_null, d_elicit, d_rd and d_total per model: one row per model, one panel per source x benchmark.
 
     A horizontal interval chart that stays readable from a handful of entries to a few dozen (the
@@ -28,7 +102,9 @@ def plot_terms(res: AuditResult):
     dotted for logical bounds); an arrow marks a bound that runs off the panel. Simulator bounds are
     model-based: the legend and the title say so, and each such bracket carries a small "sim" tag.
     """
-    t = res.terms
+    # one lookup table, built once: a row's terms in constant time
+    t = {(r["source"], r["model"], r["benchmark"], r["train_set"], r["term"]): r
+         for r in res.terms.to_dict("records")}
     groups = list(res.audit.groupby(["source", "benchmark", "train_set"], sort=False))
     n = len(groups)
     cols = 1 if n == 1 else 2
@@ -51,8 +127,7 @@ def plot_terms(res: AuditResult):
         rows, vals = [], []
         for i, model in enumerate(models):
             for j, term in enumerate(PLOT_TERMS):
-                r = t[(t.source == src) & (t.model == model) & (t.benchmark == bench) & (t.train_set == train)
-                      & (t.term == term)].iloc[0]
+                r = t[(src, model, bench, train, term)]
                 y = i + (j - (len(PLOT_TERMS) - 1) / 2) * dy
                 rows.append((y, term, r))
                 vals += [v for v in (r["low"], r["high"], r["estimate"]) if np.isfinite(v)]
@@ -83,7 +158,7 @@ def plot_terms(res: AuditResult):
         ax.set_yticks(range(len(models)), [_model_label(r) for _, r in sub.iterrows()], fontsize=7)
         for i in range(1, len(models)):
             ax.axhline(i - 0.5, color="grey", lw=0.4, alpha=0.5)
-        ax.set_title(f"{src}: {bench}" + (f" ({train})" if train else ""), fontsize=9)
+        ax.set_title(drawable(f"{src}: {bench}" + (f" ({train})" if train else "")), fontsize=9)
         ax.set_xlabel("change of accuracy (points)", fontsize=8)
         ax.grid(axis="x", alpha=0.3)
     for ax in axes.ravel()[n:]:  # an odd number of panels: the last cell stays empty
@@ -106,7 +181,7 @@ def _model_label(r) -> str:
     tags = [t for t, on in (("sim", r.get("verdict_model_based") is True or r.get("verdict_model_based") == 1),
                             ("fragile", r.get("fragile") is True or r.get("fragile") == 1)) if on]
     v = SHORT.get(r["verdict"], str(r["verdict"]))
-    return f"{r['model']}\n{v}" + (f" ({', '.join(tags)})" if tags else "")
+    return f"{drawable(r['model'])}\n{v}" + (f" ({', '.join(tags)})" if tags else "")
 
 
 def _legend_handles() -> list:

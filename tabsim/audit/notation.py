@@ -22,7 +22,9 @@ MISSING_MARKS = ("", "-", "\u2212", "\u2013", "\u2014", "\u2012", "n/a", "na", "
 SCALES = ("percent", "fraction")
 # ASCII digits only: Python's \d and float() also take full-width (U+FF10-FF19) and Arabic-Indic
 # (U+0660-0669) digits, which a table copied from a PDF may carry without anyone meaning that number.
-_NUMBER = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+# The sign is read before the digits, so a second one (``++28.8``, ``+-4.9``) is no number.
+_NUMBER = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+SIGNS = MINUS_SIGNS + "+\uff0b\ufe62"
 # A metric named in a header beside the arm: "true (pass@1)", "base pass@1", "pass@1_majority".
 _METRIC = re.compile(r"(pass|avg|mean|maj)@(\d+)", re.IGNORECASE)
 _SEPARATORS = " _-()[],:/"
@@ -92,6 +94,9 @@ def read_cell(raw) -> Cell:
     elif s[:1] == "+":
         signed, s = True, s[1:]
     if not _NUMBER.match(s):
+        if s[:1] and s[0] in SIGNS:
+            return Cell(None, error=(f"{raw!r} carries two signs; write one sign before the digits (+28.8 for a "
+                                     "gain, -4.9 for a loss)"))
         if any(ch.isdigit() and not "0" <= ch <= "9" for ch in s):
             return Cell(None, error=(f"{raw!r} holds digits that are not ASCII digits 0-9 (full-width or another "
                                      "script's digits, often from a PDF); write the number with ASCII digits"))

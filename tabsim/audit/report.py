@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+import unicodedata
 from pathlib import Path
 from typing import Callable
 
@@ -18,28 +19,49 @@ import pandas as pd
 
 from tabsim.audit.core import AuditResult
 from tabsim.audit.estimate import TERM_HELP
-from tabsim.audit.figure import PLOT_TERMS, TERM_COLORS, plot_terms
+from tabsim.audit.figure import MAX_MODEL_ROWS, PLOT_TERMS, TERM_COLORS, figure_note, plot_terms
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.markdown import md
 from tabsim.files.provenance import provenance
 from tabsim.plotting.figures import save_figure
 from tabsim.runtime.store import RunStore, writing_into
 
-__all__ = ["PLOT_TERMS", "TERM_COLORS", "csv_safe", "md", "plot_terms", "render_report", "write_outputs"]
+__all__ = ["PLOT_TERMS", "TERM_COLORS", "csv_safe", "formula_led", "md", "plot_terms", "render_report", "write_outputs"]
 FORMULA_LEAD = ("=", "+", "-", "@", "\t", "\r")
+# Lookalikes a spreadsheet may normalise to a formula character (NFKC folds the full-width, small,
+# superscript and subscript forms); minus signs and dashes that NFKC keeps are named here.
+FORMULA_LOOKALIKES = "\u2212\u2010\u2011\u2012\u2013\u2014\u2015\u2796\u2795\u2797\u2e3a\u2e3b\ufe58"
+
+
+def formula_led(text: str) -> bool:
+    """True when ``text`` could run as a spreadsheet formula: its first character (after any leading
+    whitespace, control or invisible format characters) is ``= + - @`` or a lookalike of one, or it
+    starts with a tab or carriage return."""
+    if text.startswith(FORMULA_LEAD):
+        return True
+    head = text.lstrip()
+    while head and unicodedata.category(head[0]) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
+        head = head[1:].lstrip()
+    if not head:
+        return False
+    c = head[0]
+    return (c in FORMULA_LOOKALIKES or unicodedata.normalize("NFKC", c)[:1] in "=+-@"
+            or unicodedata.category(c) == "Pd")
 TAGS = {"simulator": " (simulator: model-based)", "logical": " (logical)"}
 
 
 def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy whose text cells cannot run as spreadsheet formulas (OWASP "CSV injection").
 
-    A string cell starting with ``= + - @``, a tab or a carriage return gets a leading ``'``.
-    Numbers are left alone (a negative gain stays a number).
+    A string cell starting with ``= + - @``, a lookalike of one (full-width ``＝ ＋ － ＠``, small,
+    superscript and subscript forms, Unicode minus signs and dashes, also behind leading spaces or
+    invisible characters), a tab or a carriage return gets a leading ``'``. Numbers are left alone
+    (a negative gain stays a number).
     """
     out = frame.copy()
     for col in out.columns:
         if not pd.api.types.is_numeric_dtype(out[col]):
-            out[col] = out[col].map(lambda x: "'" + x if isinstance(x, str) and x.startswith(FORMULA_LEAD) else x)
+            out[col] = out[col].map(lambda x: "'" + x if isinstance(x, str) and formula_led(x) else x)
     return out
 
 
@@ -247,8 +269,8 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
           "- `terms.csv`: one row per row x term (estimate or bounds, simulated range, logical bounds).",
           "- `entries.csv`: the normalised inputs (absolute accuracies, standard errors, seeds).",
           "- `calibration.csv`: every consistent simulator candidate of the rows with missing arms.",
-          "- `terms.png` (and `terms.pdf` with `--pdf`): the terms per model; `provenance.json`: versions, options, "
-          "input hashes.", ""]
+          f"- `terms.png` (and `terms.pdf` with `--pdf`): {figure_note(len(a)).removeprefix('terms.png shows ')}; "
+          "`provenance.json`: versions, options, input hashes.", ""]
     return "\n".join(L)
 
 
@@ -377,7 +399,8 @@ def _write_files(res: AuditResult, folder: Path, *, files, command: str, provena
     write_frame(folder / "calibration.csv", csv_safe(res.calibration))
     atomic_write_text(folder / "report.md", render_report(res, files=files, command=command))
     if log is not None:
-        log("drawing the figure (terms.png)")
+        many = len(res.audit) > MAX_MODEL_ROWS
+        log("drawing the figure (terms.png)" + (f": {figure_note(len(res.audit))}" if many else ""))
     save_figure(plot_terms(res), folder / "terms")
     # written last: its wall time covers every other file
     wall = {} if started is None else {"wall_seconds": round(time.perf_counter() - started, 3)}
