@@ -93,6 +93,8 @@ def categorical(seed, probs, n, *, step=0, tag=0, rng="fast"):
     """
     R_, K = probs.shape
     u = uniform(seed, (R_, n), step=step, tag=tag, rng=rng)
+    if u.dtype != probs.dtype:  # a float64 program: the same float32 uniforms, compared exactly in float64
+        u = lax.convert_element_type(u, probs.dtype)
     if K > UNROLL:
         cdf = jnp.cumsum(probs, axis=-1)[:, None, : K - 1]
         return (u[..., None] >= cdf).sum(-1).astype(jnp.int32)

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tabsim._ops import take_rows, weighted_counts
+from tabsim._precision import real
 from tabsim._pytree import pytree_dataclass
 from tabsim.envs.base import prompt_means, register_env, select_metrics
 from tabsim import rng as R
@@ -76,9 +77,9 @@ def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, hete
     n, K, k = n_prompts, n_answers, n_correct
     u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=rng)
     rank = jnp.argsort(jnp.argsort(u_pos, axis=1), axis=1)
-    correct = (rank < k).astype(jnp.float32)
+    correct = (rank < k).astype(real())
     is_format = rank == k
-    p = jnp.full((n,), params.prior_strength, jnp.float32)
+    p = jnp.full((n,), params.prior_strength, real())
     if heterogeneous:
         c = params.heterogeneity
         k_beta = jax.random.fold_in(jax.random.wrap_key_data(seed, impl="threefry2x32"), R.TASK_EXTRA)
@@ -110,7 +111,7 @@ def majority_tables(k: int, K: int, tie: str):
     else:
         credit = np.zeros_like(is_max, dtype=float)
         credit[np.arange(len(counts)), is_max.argmax(axis=1)] = 1.0
-    return counts.astype(np.float32), lmc.astype(np.float32), credit.astype(np.float32)
+    return counts.astype(np.float32), lmc, credit.astype(np.float64)  # float64: each program casts to its type
 
 
 def plurality(seed, step, tag, answers, n_answers: int, tie: str, rng: str = "fast"):

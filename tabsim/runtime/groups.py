@@ -214,7 +214,8 @@ def group_frame(p: Plan, group: Group, frame: pd.DataFrame) -> pd.DataFrame:
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor=None, store=None,
         desc: str = "tabsim run", device: str | None = None, tracker=None, tracker_dir=None,
-        run_name: str | None = None, announce: Callable[[str], None] | None = None, **overrides) -> run_mod.Result:
+        run_name: str | None = None, announce: Callable[[str], None] | None = None, precision: str = "float32",
+        **overrides) -> run_mod.Result:
     """Train every arm x seed x condition of ``config``, whatever fields its sweep varies.
 
     A sweep of traced fields only is :func:`tabsim.runtime.run.run` itself; one that varies static fields
@@ -233,7 +234,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     with trackers.session(tracker, tracker_dir, run_name=run_name, terms=run_mod.TERM_ARMS) as track:
         if p is None:
             res = run_mod.run(config, progress=progress, executor=executor, store=store, desc=desc, device=device,
-                              **overrides)
+                              precision=precision, **overrides)
             if track is not None:
                 track.log_config(res.config)
                 track.log_frame(res.frame, res.factors)
@@ -241,7 +242,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         if track is not None:
             track.log_config(p.data)
         return _run_groups(p, track, announce, progress=progress, executor=executor, store=store, desc=desc,
-                           device=device)
+                           device=device, precision=precision)
 
 
 def _run_groups(p: Plan, track, announce, *, desc: str, **kw) -> run_mod.Result:

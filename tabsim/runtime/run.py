@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from tabsim import _precision
 from tabsim.algos import AlgoSpec
 from tabsim.arms import OFFLINE_ARMS
 from tabsim.config import Config, ConfigError, resolve
@@ -287,20 +288,28 @@ class ConditionChunk:
     config: dict
     seeds: tuple[int, ...]
     segment: int | None = None  # steps per call (tabsim.runtime.segments); None: the whole run in one call
+    precision: str = _precision.DEFAULT  # "float64": traced and run in double precision (tabsim._precision)
 
     def __call__(self, hp, hooks: "segments.Hooks | None" = None) -> dict[str, np.ndarray]:
+        with _precision.scope(self.precision):  # this thread, this call: never the process
+            return self._call(hp, hooks)
+
+    def _call(self, hp, hooks):
         cfg = Config.model_validate(self.config)
+        tag = () if self.precision == _precision.DEFAULT else (self.precision,)  # float32 keys as they were
         if self.segment:
-            key = ("segments", static_key(cfg))
+            key = ("segments", static_key(cfg)) + tag
             hist = segments.run_chunk(compiled_segments(cfg),
                                       lambda name, n, prog, *args: call_program(key + (name, n), prog, *args),
                                       seed_array(list(self.seeds)), hp, self.segment, hooks)
             return {k: v.reshape((-1, len(self.seeds), len(cfg.arms.arms)) + v.shape[1:]) for k, v in hist.items()}
-        return jax.device_get(call_program(("conditions", static_key(cfg)), compiled_train(cfg), seed_array(list(self.seeds)), hp))
+        return jax.device_get(call_program(("conditions", static_key(cfg)) + tag, compiled_train(cfg),
+                                           seed_array(list(self.seeds)), hp))
 
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
-        store=None, desc: str = "tabsim run", device: str | None = None, **overrides) -> Result:
+        store=None, desc: str = "tabsim run", device: str | None = None, precision: str = "float32",
+        **overrides) -> Result:
     """Train every arm x seed x sweep condition of ``config`` and return a :class:`Result`.
 
     Args:
@@ -317,9 +326,13 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
       device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (:mod:`tabsim.runtime.device`: a GPU only for a run large
         enough to pay for its fixed cost); default ``$TABSIM_DEVICE``, else ``"auto"``. A device that is
         not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
+      precision: ``"float32"`` (default) or ``"float64"``: the run's programs traced and run in double
+        precision, for this run only (:mod:`tabsim._precision`; about 2x the CPU time, docs/performance.md).
+        Every matrix product is at full precision either way.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
     t0 = time.perf_counter()
+    _precision.check(precision)
     if not isinstance(config, Config) or overrides:
         base = config.model_dump() if isinstance(config, Config) else config
         config = resolve(base, **overrides)
@@ -356,8 +369,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         # a few chunks that would each move a watched bar from 0 to its end in one jump: cut them into
         # about 20 calls each, so that the bar shows their steps (the same bits; checkpoints come with them)
         segment = segments.progress_segment(cfg.train.steps, ev)
-    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=segment)
-    job = job_key("run", cfg.digest(), per)
+    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=segment, precision=precision)
+    job = job_key("run", cfg.digest(), per, *(() if precision == _precision.DEFAULT else (precision,)))
     with _progress(n_chunks * cfg.train.steps, show, f"{desc}: compiling", "step") as bar:
         ticks = _Steps(bar, cfg.train.steps, None, desc)
         if segment and isinstance(executor, LocalExecutor):  # checkpoints, ticks and the estimate in this process
@@ -381,7 +394,8 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
     extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest(), seeds=seeds, wall_seconds=round(time.perf_counter() - t0, 3),
-                      n_conditions=n_cond, n_chunks=n_chunks, **device_mod.describe(dev), **extra)
+                      n_conditions=n_cond, n_chunks=n_chunks, **device_mod.describe(dev), **_precision.describe(precision),
+                      **extra)
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 
 
