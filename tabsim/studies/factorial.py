@@ -500,7 +500,7 @@ def _frame(d: Design, per: dict, outputs, skip_frozen: bool) -> pd.DataFrame:
     statics = [f for f in d.factors if f.kind == STATIC]
     traced = [f for f in d.factors if f.kind == TRACED]
     arm_f = next((f for f in d.factors if f.kind == ARM), None)
-    parts = []
+    parts, arms_seen = [], []
     for static in _static_combos(d):
         cfg = _program_config(d, static)
         arms = list(cfg.arms.arms)
@@ -524,6 +524,7 @@ def _frame(d: Design, per: dict, outputs, skip_frozen: bool) -> pd.DataFrame:
             cols[arm_f.name] = np.asarray([arm_f.label(k) for k in range(A)], dtype=object)[ai]
         cols["seed"] = np.asarray(d.seeds, dtype=np.int64)[si]
         arm_names = [arms[k] for k in keep]
+        arms_seen.append(arm_names)
         cols["arm"] = np.asarray(arm_names, dtype=object)[ai]
         cols["step"] = steps[ei]
         for m in metrics:
@@ -532,7 +533,7 @@ def _frame(d: Design, per: dict, outputs, skip_frozen: bool) -> pd.DataFrame:
     frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     names = [f.name for f in d.factors]
     frame = frame[names + [c for c in frame.columns if c not in names]]
-    all_arms = list(dict.fromkeys(frame["arm"]))
+    all_arms = list(dict.fromkeys(a for names_ in arms_seen for a in names_))  # their order of first appearance
     frame["arm"] = pd.Categorical(frame["arm"], categories=all_arms)
     for f in statics:
         vals = [f.label(i) for i in range(len(f.levels))]
