@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,15 +22,11 @@ import numpy as np
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer,
                       model_validator)
 
-from tabsim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, KL_PLACEMENTS, OPTIMIZERS, RATIOS, SURROGATES
-from tabsim.arms import ARMS
-from tabsim.envs import ANSWER_METRICS
-from tabsim.envs.bandit import MAX_COMPOSITIONS, n_compositions
-from tabsim.envs.tree import MAX_PAIRS, TREE_FIELDS, _float_field, _int_field, _styles
+# the names and the tree checks, in plain Python: a config is refused before JAX loads (a test checks it)
+from tabsim.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
+                            MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
 from tabsim.files.safeload import LoadError, load_json, load_toml, load_yaml
-from tabsim.params import HYPER_FIELDS
 from tabsim.presets import PRESETS
-from tabsim.rng import RNGS
 
 
 class ConfigError(ValueError):
@@ -91,7 +88,7 @@ class TaskConfig(_Section):
                 raise ValueError(f"task.tree: only read when task.env = 'tree' (it is {env!r}); remove "
                                  f"{', '.join(map(str, v))} or set task.env = 'tree'")
             return v
-        check_tree(v, info.data.get("n_answers"))
+        check_tree(v, info.data.get("n_answers"), big=BIG)
         return v
 
     @model_validator(mode="after")
@@ -128,9 +125,19 @@ class ArmsConfig(_Section):
         return v
 
 
-# fields whose value names a registered component, and their registries
+# fields whose value names a registered component, and their built-in names
 CHOICES = {"estimator": ESTIMATORS, "ratio": RATIOS, "surrogate": SURROGATES, "aggregation": AGGREGATIONS,
            "kl": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "optimizer": OPTIMIZERS}
+
+
+def registered(field: str) -> tuple[str, ...]:
+    """The names ``algo.<field>`` takes: the built-in ones and any registered since.
+
+    A component is registered through :mod:`tabsim.algos`, so one registered at run time is in its
+    registry once that module is loaded; a config naming built-in ones never loads it (nor JAX)."""
+    algos = sys.modules.get("tabsim.algos")
+    extra = getattr(algos, {"kl": "KL_ESTIMATORS"}.get(field, field.upper() + "S"), ()) if algos else ()
+    return tuple(dict.fromkeys((*CHOICES[field], *extra)))
 
 
 class AlgoConfig(_Section):
@@ -162,7 +169,7 @@ class AlgoConfig(_Section):
     @field_validator(*CHOICES)
     @classmethod
     def _choice(cls, v, info):
-        return _one_of(info.field_name, v, CHOICES[info.field_name])
+        return _one_of(info.field_name, v, registered(info.field_name))
 
     @field_validator("lr")
     @classmethod
@@ -364,29 +371,6 @@ def _suggest(name, allowed) -> str:
     """`` (did you mean `x`?)`` for the closest of ``allowed`` to a misspelt ``name``, else ``""``."""
     near = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
     return f" (did you mean `{near[0]}`?)" if near else ""
-
-
-def check_tree(tree: dict, n_answers: int | None) -> None:
-    """Validate ``task.tree`` of a tree-MDP config without building the tree (raises ``ValueError``)."""
-    for key in tree:
-        if key not in TREE_FIELDS:
-            raise ValueError(f"task.tree.{key}: unknown field{_suggest(key, TREE_FIELDS)}; allowed: "
-                             f"{', '.join(TREE_FIELDS)}")
-    depth = _int_field(tree, "depth", 4, 1, 32)
-    b = _int_field(tree, "branching", 3, 2, 1024)
-    _styles(tree.get("styles"), b)
-    for key in ("length_slope_correct", "length_slope_wrong"):
-        v = _float_field(tree, key, 0.0)
-        if abs(v) > BIG:
-            raise ValueError(f"task.tree.{key}: must be in [-{BIG:g}, {BIG:g}], got {v!r}")
-    n_nodes = sum((b - 1) ** d for d in range(depth))
-    if n_nodes * b > MAX_PAIRS:
-        raise ValueError(f"task.tree.depth: depth={depth} with branching={b} gives {n_nodes} nodes x {b} actions "
-                         f"= {n_nodes * b} table entries per prompt (max {MAX_PAIRS}); use a smaller depth or branching")
-    n_leaves = n_nodes + (b - 1) ** depth  # STOP at every node, every content action at the last level
-    if n_answers is not None and n_leaves < n_answers:
-        raise ValueError(f"task.tree.depth: depth={depth} with branching={b} has {n_leaves} leaves, fewer than "
-                         f"task.n_answers={n_answers}; some answers would be unreachable")
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

@@ -20,8 +20,7 @@ from jax import lax
 import numpy as np
 
 from tabsim._ops import UNROLL
-
-RNGS = ("fast", "threefry")
+from tabsim.choices import RNGS  # noqa: F401  (the names live without JAX, for the config)
 
 # tags: one per use, so streams never overlap
 BATCH, ROLLOUT, REWARD, TIE, PERM, POSITIONS, OFFLINE, OFFLINE_TIE, TASK_EXTRA = range(9)

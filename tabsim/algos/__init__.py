@@ -20,9 +20,8 @@ from tabsim.algos.aggregation import AGGREGATIONS, register_aggregation  # noqa:
 from tabsim.algos.kl import KL_ESTIMATORS, register_kl  # noqa: F401
 from tabsim.algos.ratios import RATIOS, register_ratio  # noqa: F401
 from tabsim.algos.surrogates import SURROGATES, clip_fraction, register_surrogate  # noqa: F401
+from tabsim.choices import KL_PLACEMENTS, OPTIMIZERS  # (named without JAX, for the config)
 
-KL_PLACEMENTS = ("loss", "reward", "none")
-OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,8 @@ def config_group():
               help="Override a value by its dotted key (as tabsim run --set), e.g. --set algo.lr=0.1.")
 @click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default="toml", show_default=True,
               help="toml: a file tabsim run reads; json: as a run's config.json.")
-def show_cmd(name, sets, fmt):
+@json_option
+def show_cmd(name, sets, fmt, as_json):
     """Print the resolved config of preset NAME (or of a config file NAME) with every field.
 
     The TOML output is a config file: `tabsim config show dapo > dapo.toml` then edit and
@@ -58,6 +59,7 @@ def show_cmd(name, sets, fmt):
     Example:
       tabsim config show paper
       tabsim config show grpo --set train.steps=100 --format json
+      tabsim config show paper --json
     """
     # lazy: `tabsim config --help` loads no JAX (the config schema loads the engine's registries)
     from tabsim.config import CONFIG_SUFFIXES, ConfigError, read_config_file
@@ -72,6 +74,9 @@ def show_cmd(name, sets, fmt):
     except ConfigError as err:
         raise click.ClickException(str(err)) from None
     data = cfg.model_dump(mode="json")
+    if as_json:
+        emit({"command": "tabsim config show", "name": name, "config": data})
+        return
     if fmt == "json":
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return

@@ -2,6 +2,7 @@
 statsmodels, matplotlib come with :func:`tabsim.studies.reference.reproduce` when it runs)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -9,9 +10,9 @@ import click
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
 from tabsim.cli.phases import Phases
-from tabsim.cli.study import parse_set, set_option, usage
+from tabsim.cli.study import complete_preset, parse_set, set_option, usage
 from tabsim.presets import PRESETS
-from tabsim.studies.reference.design import SCALES
+from tabsim.studies.reference.design import SCALES, settings
 
 
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/reproduce"),
@@ -20,7 +21,7 @@ from tabsim.studies.reference.design import SCALES
               help="Seeds per condition for every study (default 8; heavy: 50 sweep / 100 factorial).")
 @click.option("--steps", type=click.IntRange(min=1, max=10_000_000), default=None,
               help="Training steps of every study (default: the preset's; heavy: 400 sweep / 500 factorial).")
-@click.option("--preset", default="paper", show_default=True,
+@click.option("--preset", default="paper", show_default=True, shell_complete=complete_preset,
               help="Preset the studies start from (it must train the four partition arms), one of: "
                    + ", ".join(sorted(PRESETS)) + ".")
 @click.option("--scale", type=click.Choice(SCALES), default="default", show_default=True,
@@ -81,3 +82,34 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
 
 
 command = click.command("reproduce", context_settings={"help_option_names": ["-h", "--help"]})(_reproduce_cmd)
+
+
+def _flat(d: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out += _flat(v, f"{prefix}{k}.")
+        else:
+            out.append(f"{prefix}{k}={json.dumps(v).replace(' ', '')}" if not isinstance(v, str) else f"{prefix}{k}={v}")
+    return out
+
+
+def refuse_reproduce_config(data, path, where: str = "") -> None:
+    """Refuse, in one line that says how to rerun it, the ``config.json`` a ``tabsim reproduce`` run wrote
+    (its ``settings``, ``designs`` and ``constants``: five studies, not one run's config)."""
+    if not (isinstance(data, dict) and isinstance(data.get("settings"), dict) and "designs" in data):
+        return
+    s = data["settings"]
+    cmd = ["tabsim reproduce"]
+    if isinstance(s.get("preset"), str) and s["preset"] != "paper":
+        cmd.append(f"--preset {s['preset']}")
+    if s.get("scale") in SCALES and s["scale"] != "default":
+        cmd.append(f"--scale {s['scale']}")
+    try:  # the sizes the scale gives by itself need no option
+        plain = settings(scale=s.get("scale", "default"), preset=s.get("preset", "paper"))
+        cmd += [f"--{k} {s[k]}" for k in ("seeds", "steps") if s.get(k) is not None and s.get(k) != getattr(plain, k)]
+    except (ValueError, TypeError):
+        pass
+    cmd += [f"--set {kv}" for kv in _flat(s.get("overrides") or {})]
+    usage(f"{where}{path} is the config.json of a tabsim reproduce run (the settings of its five studies), not a run "
+          f"config; rerun it with: {' '.join(cmd)} --out DIR")

@@ -10,6 +10,7 @@ from tabsim.cli.jsonout import emit, json_option, say as _human
 from tabsim.cli.options import (MissingExtra, check_options, check_out, executor_options, fail as _fail, open_executor,
                                 open_store, output_options)
 from tabsim.cli.phases import Phases
+from tabsim.cli.reproduce import refuse_reproduce_config
 from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, estimate_seconds, study_options, usage
 from tabsim.plotting import helper as figure_helper
 from tabsim.plotting.helper import warm_up
@@ -131,6 +132,8 @@ def track_options(fn):
 
 def check_track(track) -> None:
     """Refuse a tracker whose library is not installed: one line naming the extra (exit 2)."""
+    if not track:
+        return  # nothing to check: the trackers' module loads pandas
     from tabsim.runtime.trackers import TrackerError, check  # lazy: loads pandas
 
     for name in track:
@@ -202,16 +205,17 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     check_out(out)
     check_track(track)
     say = Phases(quiet)
-    say("tabsim run: loading the engine (JAX)")
-    # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
+    # lazy: `tabsim run --help` loads no config schema; the config is refused, if bad, before JAX loads
     from tabsim.config import ConfigError, read_config_file
 
     if not config.exists() and not config.is_symlink():
         usage(f"config file not found: {config}")
     try:
         data = read_config_file(config)
+        refuse_reproduce_config(data, config)
         _note_seed(data, seeds)
         cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps)
+        say("tabsim run: loading the engine (JAX)")
         _check(cfg)
     except ConfigError as err:
         _fail(str(err).replace("invalid config:", f"invalid config {config}:", 1))
@@ -263,8 +267,7 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     check_out(out)
     check_track(track)
     say = Phases(quiet)
-    say("tabsim sweep: loading the engine (JAX)")
-    # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
+    # lazy: `tabsim sweep --help` loads no config schema; the config is refused, if bad, before JAX loads
     from tabsim.config import ConfigError, read_config_file
 
     if config is not None and not config.exists() and not config.is_symlink():
@@ -273,10 +276,12 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
         data = read_config_file(config) if config else {}
     except ConfigError as err:
         _fail(str(err))
+    refuse_reproduce_config(data, config, "--config ")
     _note_seed(data, seeds)
     try:
         cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps,
                            default_preset="paper", default_sweep=DEFAULT_SWEEP)
+        say("tabsim sweep: loading the engine (JAX)")
         _check(cfg)
     except ConfigError as err:
         _fail(str(err))

@@ -76,9 +76,9 @@ def parse_vary(specs) -> dict:
     """Every ``--vary`` into ``{field: levels}``; a field given twice is refused. A static field
     (``task.n_prompts``, ``algo.estimator``, ``preset``) takes names as well as numbers: its levels run as
     groups of one compiled program each (:mod:`tabsim.runtime.groups`)."""
-    # lazy: `tabsim run --help` loads no JAX (tabsim.config imports the engine's registries)
+    # lazy: `tabsim run --help` loads no config schema (pydantic)
     from tabsim.config import SWEEPABLE
-    from tabsim.runtime.groups import NOT_SWEPT, static_name
+    from tabsim.runtime.grouping import NOT_SWEPT, static_name
 
     sweep: dict = {}
     for spec in specs:
@@ -99,8 +99,8 @@ def parse_vary(specs) -> dict:
 
 def parse_arms(spec: str) -> list[str]:
     """``--arms a,b,c`` -> ``[a, b, c]``: none empty (as ``--vary`` refuses an empty level)."""
-    # lazy: `tabsim sweep --help` loads no JAX (tabsim.arms imports it)
-    from tabsim.arms import ARMS
+    # lazy: `tabsim sweep --help` loads no config schema
+    from tabsim.choices import ARMS
 
     names = [a.strip() for a in spec.split(",")]
     if not spec.strip():
@@ -109,6 +109,11 @@ def parse_arms(spec: str) -> list[str]:
         usage(f"--arms {spec!r}: an empty arm name (two commas, or a trailing comma); give comma-separated arms "
               f"from: {', '.join(ARMS)}")
     return names
+
+
+def complete_preset(ctx, param, incomplete: str) -> list[str]:
+    """The presets whose names start with what was typed (shell completion of ``--preset``)."""
+    return [name for name in sorted(PRESETS) if name.startswith(incomplete)]
 
 
 def check_preset(preset: str | None) -> None:
@@ -147,7 +152,7 @@ def parse_value(text: str, *, item: bool = False):
 
 
 def _allowed_keys() -> dict[str, list[str]]:
-    # lazy: the config schema loads the engine's registries
+    # lazy: `tabsim run --help` loads no config schema (pydantic)
     from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, TaskConfig, TrainConfig
 
     models = {"task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}
@@ -157,8 +162,8 @@ def _allowed_keys() -> dict[str, list[str]]:
 
 
 def _static_sweep(name: str) -> bool:
-    # lazy: the config schema loads the engine's registries
-    from tabsim.runtime.groups import static_name
+    # lazy: `tabsim run --help` loads no config schema (pydantic)
+    from tabsim.runtime.grouping import static_name
 
     return static_name(name) is not None
 
@@ -167,8 +172,8 @@ def parse_set(specs) -> dict:
     """Every ``--set KEY=VALUE`` (``algo.lr=0.1``, ``train.steps=100``, ``preset=dapo``,
     ``task.tree.depth=3``, ``sweep.lr=[0.1,0.2]``) into a nested mapping; unknown keys are refused with
     the allowed ones named."""
-    # lazy: the tree's fields come with the engine
-    from tabsim.envs.tree import TREE_FIELDS
+    # lazy: the names come with the config's (kept out of `tabsim run --help`)
+    from tabsim.choices import TREE_FIELDS
 
     allowed = _allowed_keys()
     out: dict = {}
@@ -227,7 +232,7 @@ def study_options(fn):
                       help="A field and its levels; repeat for a full factorial (replaces the file's sweep). A "
                            "numeric field varies within one compiled program; a static field (task.n_prompts, "
                            "algo.estimator, preset, ...) runs one group per level, with the same seeds.")(fn)
-    fn = click.option("--preset", default=None,
+    fn = click.option("--preset", default=None, shell_complete=complete_preset,
                       help="Preset to start from, one of: " + ", ".join(sorted(PRESETS))
                            + " (default: the config file's).")(fn)
     return fn
@@ -242,9 +247,9 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
     instead of a config. Raises :class:`tabsim.config.ConfigError` for a bad value; a malformed option is a
     usage error.
     """
-    # lazy: `tabsim run --help` loads no JAX
+    # lazy: `tabsim run --help` loads no config schema (and validation no JAX: the engine loads after it)
     from tabsim.config import _deep_merge, resolve
-    from tabsim.runtime.groups import plan
+    from tabsim.runtime.grouping import plan
 
     check_preset(preset)
     over: dict = parse_set(sets)

@@ -21,6 +21,7 @@ import numpy as np
 from tabsim._ops import take_rows, weighted_counts
 from tabsim._precision import real
 from tabsim._pytree import pytree_dataclass
+from tabsim.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
 from tabsim.envs.base import prompt_means, register_env, select_metrics
 from tabsim import rng as R
 
@@ -59,11 +60,6 @@ def compositions(k: int, K: int) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def n_compositions(k: int, K: int) -> int:
-    return math.comb(k + K - 1, K - 1)
-
-
-MAX_COMPOSITIONS = 200_000
 
 
 def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, heterogeneous, rng="fast"):

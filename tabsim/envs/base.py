@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+# the exact answer-level metrics every environment records (named without JAX, for the config)
+from tabsim.choices import ANSWER_METRICS
+
 ENVS: dict[str, type] = {}
-# the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
-# maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
-ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
 
 
 def register_env(name: str):

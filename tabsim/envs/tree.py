@@ -26,7 +26,6 @@ that a prompt's tree cannot realise drop out and the rest renormalise. With one 
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
@@ -35,14 +34,12 @@ import numpy as np
 
 from tabsim._ops import cumsum_last, log_softmax_last, softmax_last
 from tabsim._pytree import pytree_dataclass
+from tabsim.choices import MAX_PAIRS, TREE_FIELDS, float_field, int_field, tree_styles
 from tabsim import rng as R
 from tabsim.envs.base import prompt_means, register_env, select_metrics
 from tabsim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0
-MAX_PAIRS = 4_000_000  # (node, action) pairs: the table of one prompt
-TREE_FIELDS = ("depth", "branching", "styles", "length_slope_correct", "length_slope_wrong")
-STYLE_FIELDS = ("mass", "accuracy", "actions")
 
 
 @pytree_dataclass
@@ -94,59 +91,8 @@ def gather_rows(logits, rows):
     return logits.reshape(-1, logits.shape[-1])[rows]
 
 
-# -- static structure ----------------------------------------------------------------------------
 def _fail(field: str, msg: str):
     raise ValueError(f"task.tree.{field}: {msg}")
-
-
-def _int_field(tree: dict, field: str, default: int, lo: int, hi: int) -> int:
-    v = tree.get(field, default)
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
-        _fail(field, f"must be an integer in [{lo}, {hi}], got {v!r}")
-    return int(v)
-
-
-def _float_field(tree: dict, field: str, default: float) -> float:
-    v = tree.get(field, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v):
-        _fail(field, f"must be a finite number, got {v!r}")
-    return float(v)
-
-
-def _styles(raw, b: int) -> tuple[tuple[float, float | None, tuple[int, ...]], ...]:
-    """Validate ``task.tree.styles`` -> ``((mass, accuracy or None, root actions), ...)``."""
-    if raw is None:
-        return ((1.0, None, tuple(range(b))),)
-    if not isinstance(raw, (list, tuple)) or not 1 <= len(raw) <= b:
-        _fail("styles", f"must be a list of 1 to branching={b} tables, got {raw!r}")
-    n = len(raw)
-    out, seen = [], {}
-    for i, st in enumerate(raw):
-        where = f"styles[{i}]"
-        if not isinstance(st, dict):
-            _fail(where, f"must be a table with keys {', '.join(STYLE_FIELDS)}, got {st!r}")
-        for key in st:
-            if key not in STYLE_FIELDS:
-                _fail(f"{where}.{key}", f"unknown field; allowed: {', '.join(STYLE_FIELDS)}")
-        mass = st.get("mass", 1.0)
-        if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not (0 < mass < math.inf):
-            _fail(f"{where}.mass", f"must be a positive finite number, got {mass!r}")
-        acc = st.get("accuracy")
-        if acc is not None and (isinstance(acc, bool) or not isinstance(acc, (int, float)) or not 0 < acc < 1):
-            _fail(f"{where}.accuracy", f"must be in (0, 1) (omit it to use the traced prior_strength), got {acc!r}")
-        actions = st.get("actions", [a for a in range(b) if a % n == i])
-        if (not isinstance(actions, (list, tuple)) or not actions
-                or any(isinstance(a, bool) or not isinstance(a, int) or not 0 <= a < b for a in actions)):
-            _fail(f"{where}.actions", f"must be a non-empty list of root actions in [0, {b}), got {actions!r}")
-        for a in actions:
-            if a in seen:
-                _fail(f"{where}.actions", f"root action {a} already belongs to styles[{seen[a]}]")
-            seen[a] = i
-        out.append((float(mass), None if acc is None else float(acc), tuple(int(a) for a in actions)))
-    missing = sorted(set(range(b)) - set(seen))
-    if missing:
-        _fail("styles", f"root actions {missing} belong to no style; every action in [0, {b}) needs one")
-    return tuple(out)
 
 
 def tree_structure(depth: int, branching: int, root_style: np.ndarray, n_answers: int) -> dict:
@@ -212,10 +158,10 @@ class TreeEnv:
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
         self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
         self.metrics = None if metrics is None else tuple(metrics)
-        D = self.depth = _int_field(tree, "depth", 4, 1, 32)
-        b = self.branching = _int_field(tree, "branching", 3, 2, 1024)
-        self.styles = _styles(tree.get("styles"), b)
-        self.slope = (_float_field(tree, "length_slope_wrong", 0.0), _float_field(tree, "length_slope_correct", 0.0))
+        D = self.depth = int_field(tree, "depth", 4, 1, 32)
+        b = self.branching = int_field(tree, "branching", 3, 2, 1024)
+        self.styles = tree_styles(tree.get("styles"), b)
+        self.slope = (float_field(tree, "length_slope_wrong", 0.0), float_field(tree, "length_slope_correct", 0.0))
         n_nodes = sum((b - 1) ** d for d in range(D))
         if n_nodes * b > MAX_PAIRS:
             _fail("depth", f"depth={D} with branching={b} gives {n_nodes} nodes x {b} actions = {n_nodes * b} "

@@ -49,7 +49,7 @@ from tabsim.arms import OFFLINE_ARMS
 from tabsim.config import Config, ConfigError
 from tabsim.engine import STACKED_EVAL_BYTES
 from tabsim.envs.bandit import n_compositions
-from tabsim.envs.tree import _int_field
+from tabsim.choices import int_field
 from tabsim.runtime.executors import LocalExecutor, local_threads
 
 F32 = 4
@@ -65,8 +65,8 @@ def _table(cfg: Config) -> tuple[int, int, int]:
     t = cfg.task
     if t.env == "tree":
 
-        depth = _int_field(t.tree, "depth", 4, 1, 32)
-        b = _int_field(t.tree, "branching", 3, 2, 1024)
+        depth = int_field(t.tree, "depth", 4, 1, 32)
+        b = int_field(t.tree, "branching", 3, 2, 1024)
         nodes = sum((b - 1) ** d for d in range(depth))
         return t.n_prompts * nodes * b, nodes, b
     return t.n_prompts * t.n_answers, 1, t.n_answers
@@ -97,7 +97,7 @@ def estimate_bytes(cfg: Config, n_conditions_per_chunk: int, n_seeds: int) -> in
 
 def _depth(cfg: Config) -> int:
 
-    return _int_field(cfg.task.tree, "depth", 4, 1, 32)
+    return int_field(cfg.task.tree, "depth", 4, 1, 32)
 
 
 def available_bytes() -> int:
@@ -366,7 +366,9 @@ def _near_divisor(n: int, ideal: int) -> int:
 
 
 def describe_seconds(seconds: float) -> str:
-    """``about 40 s``, ``about 12 min``, ``about 3.4 h``."""
+    """``under a second``, ``about 40 s``, ``about 12 min``, ``about 3.4 h``."""
+    if seconds < 1:
+        return "under a second"  # not "about 0 s"
     if seconds < 90:
         return f"about {seconds:.0f} s"
     if seconds < 90 * 60:

@@ -1,0 +1,4 @@
+"""``python -m tabsim``: the ``tabsim`` command."""
+from tabsim.cli import entry
+
+entry()

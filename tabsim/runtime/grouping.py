@@ -1,0 +1,172 @@
+"""How a sweep over static fields splits into groups of one compiled shape (config work only: no JAX,
+no pandas, so a bad sweep is refused before the engine loads; :mod:`tabsim.runtime.groups` runs the groups).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+import json
+
+from tabsim.choices import TREE_FIELDS
+from tabsim.config import Config, ConfigError, resolve, static_field
+from tabsim.presets import PRESETS
+
+# static fields a sweep may not vary, and why
+NOT_SWEPT = {
+    "train.seed": "the seeds are the replication axis of every condition (set train.seed and train.seeds)",
+    "train.seeds": "the seeds are the replication axis of every condition (set train.seed and train.seeds)",
+    "arms.arms": "the arms are the arm axis of every condition (list them in arms.arms, or --arms)",
+    "train.chunk_conditions": "it only cuts the work into chunks; the results are the same at every level",
+}
+
+
+def static_name(name: str) -> str | None:
+    """The canonical name of a static sweep field (``preset``, ``task.n_prompts`` for ``n_prompts`` or
+    ``task.n_prompts``, ``task.tree.depth``), or None for a traced or unknown field."""
+    if name == "preset":
+        return "preset"
+    parts = name.split(".")
+    if len(parts) == 3 and parts[:2] == ["task", "tree"] and parts[2] in TREE_FIELDS:
+        return name
+    return static_field(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One combination of static levels: ``values`` (field -> level) and its resolved ``config``, whose
+    sweep holds the traced fields only (one compiled program)."""
+
+    values: dict
+    config: Config
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.values.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A sweep that varies static fields: the config mapping (its ``sweep`` holds every varied field,
+    the static ones under their dotted names), the static levels, and the groups in sweep order."""
+
+    data: dict
+    static: dict
+    groups: tuple
+
+    @property
+    def factors(self) -> list[str]:
+        return list(self.data["sweep"])
+
+    @property
+    def n_conditions(self) -> int:
+        return sum(len(g.config.grid()) for g in self.groups)
+
+    def digest(self) -> str:
+        """SHA-256 of the mapping and every group's resolved config."""
+        blob = json.dumps([self.data, [g.config.digest() for g in self.groups]], sort_keys=True,
+                          separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "sweep":
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _flatten(sweep: dict, prefix: str = "") -> dict:
+    """``{"task": {"n_prompts": [..]}}`` (a TOML ``[sweep.task]`` table) as ``{"task.n_prompts": [..]}``."""
+    out: dict = {}
+    for k, v in sweep.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _set(data: dict, field: str, value) -> None:
+    node = data
+    *path, last = field.split(".")
+    for p in path:
+        node[p] = dict(node.get(p) or {})
+        node = node[p]
+    node[last] = value
+
+
+def _levels(name: str, levels) -> list:
+    if not isinstance(levels, (list, tuple)) or not levels:
+        raise ConfigError(f"sweep.{name}: needs a non-empty list of levels, got {levels!r}")
+    bad = [x for x in levels if not isinstance(x, (str, int, float, bool))]
+    if bad:
+        raise ConfigError(f"sweep.{name}: a level must be a name, a number or true/false, got {bad[0]!r}")
+    if len(set(map(repr, levels))) != len(levels):
+        raise ConfigError(f"sweep.{name}: a level is listed twice in {list(levels)} (each level is one group)")
+    return list(levels)
+
+
+def _check_level(rest: dict, field: str, i: int, level) -> None:
+    """One static level on the base config: an error about the field itself is raised naming the level."""
+    data = copy.deepcopy(rest)
+    _set(data, field, level)
+    try:
+        resolve(data)
+    except ConfigError as err:
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip().startswith(f"{field}:")]
+        if lines:
+            msg = lines[0].removeprefix(f"{field}:").strip()
+            hint = (f" ({level!r} is a preset: vary it as preset={level})"
+                    if isinstance(level, str) and level in PRESETS and field != "preset" else "")
+            raise ConfigError(f"sweep.{field}[{i}]: {msg}{hint}") from None
+
+
+def plan(config: Config | dict | None = None, **overrides) -> Plan | None:
+    """Split a config's sweep into groups of one compiled shape; None when it varies no static field.
+
+    Raises:
+      ConfigError: a static field that cannot be swept, a malformed or bad level (naming the field and
+        the allowed values), or a combination of levels that is not a valid config (naming the group).
+    """
+    if isinstance(config, Config):
+        if not overrides or "sweep" not in overrides:
+            return None
+        config = config.model_dump(mode="json")
+    if config is not None and not isinstance(config, dict):
+        return None  # resolve refuses it with its own message
+    merged = _merge(dict(config or {}), overrides)
+    sweep = merged.get("sweep")
+    if not isinstance(sweep, dict):
+        return None
+    static, order = {}, []
+    for name, levels in _flatten(sweep).items():
+        canon = static_name(name)
+        if canon in NOT_SWEPT:
+            raise ConfigError(f"sweep.{name}: not a field a sweep varies: {NOT_SWEPT[canon]}")
+        if canon is not None:
+            static[canon] = _levels(canon, levels)
+        order.append((canon or name, levels))
+    if not static:
+        return None
+    traced = {n: v for n, v in order if n not in static}
+    rest = {**merged, "sweep": traced}
+    for field, levels in static.items():
+        for i, level in enumerate(levels):
+            _check_level(rest, field, i, level)
+    groups = []
+    for combo in itertools.product(*static.values()):
+        values = dict(zip(static, combo))
+        data = copy.deepcopy(rest)
+        for field, level in values.items():
+            _set(data, field, level)
+        try:
+            cfg = resolve(data)
+        except ConfigError as err:
+            raise ConfigError(f"{err}\n  (in the sweep's group {Group(values, None).label})") from None
+        groups.append(Group(values, cfg))
+    return Plan(data={**rest, "sweep": {n: list(v) for n, v in order}}, static=static, groups=tuple(groups))
