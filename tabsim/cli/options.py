@@ -62,12 +62,13 @@ def guarded(out: Path):
     """
     # lazy: every command imports this module; its `--help` loads no JAX or pyarrow
     from tabsim.config import ConfigError
+    from tabsim.plotting.figure_pool import FiguresUnavailable
     from tabsim.runtime.store import OutputError, staging_path
 
     check_out(out)
     try:
         yield
-    except (OutputError, ConfigError) as err:
+    except (OutputError, ConfigError, FiguresUnavailable) as err:
         raise click.ClickException(str(err)) from None
     except OSError as err:
         where = err.filename or out

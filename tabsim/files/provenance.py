@@ -1,6 +1,7 @@
 """Provenance of a result: what computed it (tabsim, its dependencies' versions, the device and XLA's
 settings), from which code (the git commit of the working folder, and whether it had uncommitted
-changes), on which command line, where and when."""
+changes; the package's own commit, and whether its code differs from it), on which command line, where
+and when."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -21,6 +22,7 @@ from tabsim import __version__, _xla
 DEPENDENCIES = ("jax", "jaxlib", "numpy", "scipy", "optax", "pandas", "statsmodels", "matplotlib", "pyarrow", "pydantic")
 
 
+PACKAGE = Path(__file__).resolve().parent.parent  # the folder of tabsim's own code
 _GIT_SECONDS = 5.0  # a command asks several times (once per study): git's answer is reused this long
 _git_answers: dict = {}
 
@@ -33,8 +35,9 @@ def _git(args: tuple, cwd: Path, reuse: bool = False):
     if reuse and hit is not None and time.monotonic() - hit[0] < _GIT_SECONDS:
         return hit[1]
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
-        answer = (out.returncode, out.stdout)
+        # file names are bytes to git (core.quotepath false prints them raw): undecodable ones are replaced
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=5)
+        answer = (out.returncode, out.stdout.decode("utf-8", errors="replace"))
     except (OSError, subprocess.SubprocessError):
         answer = None
     _git_answers[key] = (time.monotonic(), answer)
@@ -43,16 +46,27 @@ def _git(args: tuple, cwd: Path, reuse: bool = False):
 
 def git_commit(cwd: str | Path | None = None, *, reuse: bool = False) -> str | None:
     """The current git commit of ``cwd`` (or of the package's folder), or None outside a checkout."""
-    cwd = Path(cwd) if cwd else Path(__file__).resolve().parent
+    cwd = Path(cwd) if cwd else PACKAGE
     answer = _git(("rev-parse", "HEAD"), cwd, reuse)
     return answer[1].strip() or None if answer is not None and answer[0] == 0 else None
 
 
-def git_dirty(cwd: str | Path | None = None, *, reuse: bool = False) -> bool | None:
-    """Whether the checkout of ``cwd`` has uncommitted changes to tracked files (None outside one)."""
-    cwd = Path(cwd) if cwd else Path.cwd()
-    answer = _git(("status", "--porcelain", "--untracked-files=no"), cwd, reuse)
+def git_dirty(cwd: str | Path | None = None, *, reuse: bool = False, only_here: bool = False) -> bool | None:
+    """Whether the checkout of ``cwd`` has uncommitted changes to tracked files (None outside one, or where
+    the folder is gone). ``only_here``: changes under ``cwd`` only (the package's own code)."""
+    cwd = Path(cwd) if cwd else working_folder()
+    if cwd is None:
+        return None
+    answer = _git(("status", "--porcelain", "--untracked-files=no", *(("--", ".") if only_here else ())), cwd, reuse)
     return bool(answer[1].strip()) if answer is not None and answer[0] == 0 else None
+
+
+def working_folder() -> Path | None:
+    """The working folder, or None where it was removed while the command ran."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,12 +86,16 @@ def provenance(**extra) -> dict:
     checkout), the command line, ``XLA_FLAGS``, the platform and UTC time, plus ``extra``.
 
     ``git_commit`` is the commit of the folder the run was started in (None outside a git checkout: the
-    package's own commit is ``tabsim_commit``, never passed off as the user's)."""
+    package's own commit is ``tabsim_commit``, never passed off as the user's); ``tabsim_dirty`` says
+    whether the package's code differs from that commit (None where it is no checkout)."""
+    cwd = working_folder()
+    tabsim_commit = git_commit(PACKAGE, reuse=True)
     return {
         "tabsim_version": __version__,
-        "git_commit": git_commit(Path.cwd(), reuse=True),
-        "git_dirty": git_dirty(Path.cwd(), reuse=True),
-        "tabsim_commit": git_commit(reuse=True),
+        "git_commit": git_commit(cwd, reuse=True) if cwd is not None else None,
+        "git_dirty": git_dirty(cwd, reuse=True) if cwd is not None else None,
+        "tabsim_commit": tabsim_commit,
+        "tabsim_dirty": git_dirty(PACKAGE, reuse=True, only_here=True) if tabsim_commit else None,
         "time_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "jax": jax.__version__,

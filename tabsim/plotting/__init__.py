@@ -1,5 +1,5 @@
 """Figures: the project's palette (here), the figures and ``save_figure`` (:mod:`tabsim.plotting.figures`),
-and the helper process that draws figures while the engine trains (:mod:`tabsim.plotting.helper`).
+and the process pool that draws figures while the engine trains (:mod:`tabsim.plotting.figure_pool`).
 Everything takes tidy frames and writes PNG (PDF or SVG when asked); nothing here computes.
 
 One palette for the whole project: every figure (the CLI's, ``tabsim reproduce``'s, the audit's,
@@ -50,7 +50,7 @@ def color_of(name: str, index: int = 0) -> str:
     return FALLBACK_COLORS[index % len(FALLBACK_COLORS)]
 
 
-# the figures load matplotlib: imported on first use, so the palette and the helper stay light
+# the figures load matplotlib: imported on first use, so the palette and the figure pool stay light
 _EXPORTS = {"save_figure": "figures", "plot_curves": "figures", "plot_final": "figures", "FIGURE_FORMATS": "formats",
             "figure_formats": "formats"}
 

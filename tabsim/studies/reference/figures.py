@@ -1,7 +1,7 @@
 """The reference study's three figures: the prior sweep, the factorial and power.
 
-The figure functions run in the figure helper (:mod:`tabsim.plotting.helper`), which imports this
-module by name before its first job.
+The figure functions run in the figure pool (:mod:`tabsim.plotting.figure_pool`), whose fork server imports
+this module by name before its first job.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from tabsim.plotting import (
     REFERENCE_COLOR,
     TERM_COLORS,
     TERM_MARKERS,
-    helper as _figure_process,
 )
+from tabsim.plotting.figure_pool import LocalFigures
 from tabsim.studies.reference.analysis import arm_intervals
 from tabsim.studies.reference.design import ADDITIVITY_THRESHOLD, PAPER, POWER_PRIOR, TARGET_HALF_WIDTH
 
@@ -32,14 +32,14 @@ def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "p
     range, so each figure shows them twice: as error bars and as numbers (half-widths or printed
     intervals), so the interval is visible whatever its size.
 
-    ``pool``: where they are drawn (a :mod:`tabsim.plotting.helper` helper; default this process, and
-    the written paths are returned); with a helper the paths come from its ``wait()``.
+    ``pool``: where they are drawn (a :mod:`tabsim.plotting.figure_pool` pool; default this process, and
+    the written paths are returned); with a pool the paths come from its ``wait()``.
     """
     local = pool is None
     if local:
-        pool = _figure_process.LocalFigures()
+        pool = LocalFigures()
     # result objects travel as plain namespaces: unpickling tabsim.stats' classes would load the
-    # statistics stack (scipy.stats, statsmodels) in the helper
+    # statistics stack (scipy.stats, statsmodels) where the figures are drawn
     plain = lambda obj: types.SimpleNamespace(**{f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})  # noqa: E731
     jobs = {
         "prior_sweep": lambda: pool.submit(f"{__name__}:figure_prior_sweep", arm_intervals(a["sweep_seeds"]),
@@ -58,7 +58,7 @@ def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "p
 def figure_prior_sweep(arm_ci: pd.DataFrame, summ: pd.DataFrame, crossover, mode_switch: float):
     """The prior sweep: arms (``arm_ci``, from :func:`arm_intervals`), partition terms with the
     crossover, interval sizes."""
-    # lazy: matplotlib on use, here and below: the command's own process draws only when no helper does
+    # lazy: matplotlib on use, here and below: the command's own process draws only when no pool does
     import matplotlib.pyplot as plt
     from matplotlib.ticker import ScalarFormatter
 

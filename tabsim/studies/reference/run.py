@@ -12,7 +12,7 @@ from tabsim._host import process_seconds
 from tabsim.config import resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.provenance import provenance
-from tabsim.plotting import helper as _figure_process
+from tabsim.plotting.figure_pool import LocalFigures, open_figures, warm_up
 from tabsim.runtime.store import RunStore, job_key
 from tabsim.studies import factorial  # run_designs is looked up when called (tests stand in for it)
 from tabsim.studies.reference.analysis import analyze
@@ -59,7 +59,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         (``{"algo": {"lr": 0.05}}``; ``tabsim reproduce --set algo.lr=0.05``); see :func:`settings`. They
         are recorded in ``config.json``, ``summary.json`` and ``provenance.json``, and the report lists
         them among the changes to the paper's settings.
-      figure: draw the three figures (``tabsim reproduce --no-figure``: none, no figure helper, and a report
+      figure: draw the three figures (``tabsim reproduce --no-figure``: none, no figure pool, and a report
         that points to none).
 
     Returns:
@@ -92,12 +92,12 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
 def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
                     t0: float, executor=None, figure: bool = True) -> dict:
     """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
-    # the figures are drawn by a helper process that loads matplotlib while the engine trains; this
-    # process loads the statistics stack meanwhile (XLA releases the GIL while it computes). Without
-    # figures neither the helper nor matplotlib is started.
-    with (_figure_process.start((figures.__module__,)) if figure else _figure_process.LocalFigures()) as pool:
-        warm = _figure_process.warm_up("tabsim.stats",
-                                       draw=figure and isinstance(pool, _figure_process.LocalFigures))
+    # the figures are drawn by a process pool whose fork server loads matplotlib while the engine trains;
+    # this process loads the statistics stack meanwhile (XLA releases the GIL while it computes). Without
+    # figures neither the pool nor matplotlib is started.
+    with (open_figures((figures.__module__,)) if figure else LocalFigures()) as pool:
+        warm = warm_up("tabsim.stats",
+                       draw=figure and isinstance(pool, LocalFigures))
         return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm,
                                  pool if figure else None)
 
@@ -116,7 +116,7 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     warm.join()
     draw = (lambda name, part: figures(part, dest, pool, which=(name,))) if pool is not None else None
     a = analyze(frames, s, cfg, on_section=draw)
-    for name, fr in frames.items():  # while the helper draws
+    for name, fr in frames.items():  # while the pool draws
         write_frame(dest / "data" / f"{name}.{fmt}", fr)
     cmp = compare_with_paper(a, s)
     reasons = difference_reasons(cmp, a, s, cfg)
