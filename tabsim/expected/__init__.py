@@ -356,7 +356,7 @@ def outcome_table(env, name: str, G: int, symbols: dict) -> dict:
 def _rollout(env, symbols, group):
     """A one-prompt rollout ``[1, G, ...]`` of the canonical group ``group [G]`` (symbol indices)."""
     take = lambda k: jnp.asarray(symbols[k])[group][None]
-    mask = take("mask")
+    mask = take("mask").astype(real())
     common = {"answers": take("answer"), "tokens": take("tokens"), "mask": mask, "lengths": mask.sum(-1)}
     if getattr(env, "name", None) == "tree":
         return TreeRollout(nodes=take("nodes"), **common)
@@ -390,7 +390,7 @@ def general_delta(env, algo: AlgoSpec, name: str, symbols, table, logits, ref, t
         rollout = _rollout(env, symbols, group)
         answers = rollout.answers
         if symbols["noise"]:
-            rewards = jnp.asarray(symbols["bit"])[group][None]
+            rewards = jnp.asarray(symbols["bit"], real())[group][None]
         elif name == "majority":
             rewards = (answers == label).astype(real())
         elif name == "frozen":
