@@ -1,6 +1,19 @@
+import glob
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+
+
+def _may_see_gpu() -> bool:
+    """Whether JAX may find a GPU here, told without importing JAX: the machine has an NVIDIA or AMD
+    device node (``/dev/nvidia0``..., ``/dev/kfd``)."""
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.exists("/dev/kfd")
+
+
+# Each JAX process takes 75% of a GPU's memory when it starts by default: the second xdist worker's
+# allocations then fail. Set before any test or worker imports JAX (the workers inherit it).
+if _may_see_gpu():
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 if os.environ.get("PYTEST_XDIST_WORKER"):  # the xdist processes already use every core
     os.environ.setdefault("TABSIM_THREADS", "1")
