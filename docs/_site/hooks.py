@@ -21,14 +21,17 @@ import base64
 import hashlib
 import html
 import json
+import logging
 import os
 import posixpath
 import re
+import time
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
+LOG = logging.getLogger("mkdocs.hooks.tabsim")  # mkdocs prints its INFO lines
 LINK = re.compile(r"(?<!!)\[([^\]]+)\]\(([^)\s]+)\)")
 HREF = re.compile(r'(<a\b[^>]*?\bhref=")([^"#:]*(?:#[^"]*)?)(")')
 GRID_DIV = re.compile(r'<div\b[^>]*\bclass="tabsim-vega"[^>]*\bdata-grid="([^"]+)"[^>]*>\s*</div>')
@@ -71,15 +74,20 @@ def execute_notebook(source: Path, target: Path, *, timeout: int = 300) -> None:
     os.replace(tmp_target, target)
 
 
-def _notebooks(config) -> list[tuple[Path, Path]]:
+def executed_notebooks(config) -> list[tuple[Path, Path]]:
+    """Every teaching notebook and its executed copy, executing (with a line each) the missing or stale ones."""
     root, build = _root(config), _build_dir(config)
-    out = []
-    for src in sorted((root / "notebooks").glob("[0-9][0-9]_*.py")):
-        target = build / f"{src.stem}.ipynb"
-        if not target.exists() or target.stat().st_mtime < src.stat().st_mtime:
-            execute_notebook(src, target)
-        out.append((src, target))
-    return out
+    sources = sorted((root / "notebooks").glob("[0-9][0-9]_*.py"))
+    stale = [s for s in sources
+             if not (t := build / f"{s.stem}.ipynb").exists() or t.stat().st_mtime < s.stat().st_mtime]
+    for i, src in enumerate(stale, 1):
+        # a first build executes them all (minutes): say which one is running, and what it took
+        LOG.info("executing notebook %d/%d: notebooks/%s (into %s; kept for later builds)", i, len(stale), src.name,
+                 build)
+        t0 = time.perf_counter()
+        execute_notebook(src, build / f"{src.stem}.ipynb")
+        LOG.info("executed notebooks/%s in %.0f s", src.name, time.perf_counter() - t0)
+    return [(src, build / f"{src.stem}.ipynb") for src in sources]
 
 
 @event_priority(50)  # before mkdocs-jupyter turns .ipynb files into pages
@@ -87,7 +95,7 @@ def on_files(files, config):
     root = _root(config)
     site, urls = config["site_dir"], config["use_directory_urls"]
     static = _build_dir(config).parent / "site_notebooks"
-    for _, nb in _notebooks(config):
+    for _, nb in executed_notebooks(config):
         nb = _static_copy(nb, static)
         files.append(File(f"notebooks/{nb.name}", src_dir=str(nb.parent.parent), dest_dir=site, use_directory_urls=urls))
     readme = root / "notebooks" / "README.md"

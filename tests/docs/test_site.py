@@ -164,3 +164,30 @@ def test_slider_widgets_show_on_the_site_as_the_figure_they_drew(site):
         assert 'class="tabsim-widget-note"' in html, f"{stem}: no note for its sliders"
         note = html[html.index('class="tabsim-widget-note"'):]
         assert '<img' in note[:20000], f"{stem}: no figure after the sliders' note"
+
+
+def _pages(site: Path) -> list[Path]:
+    return sorted(site.rglob("*.html"))
+
+
+def test_no_page_fetches_fonts_or_scripts_from_the_network(site):
+    """System fonts (no Google Fonts), and every script and stylesheet a page loads is a file of the site."""
+    for page in _pages(site):
+        html = page.read_text()
+        assert "fonts.googleapis.com" not in html and "fonts.gstatic.com" not in html, page.name
+        remote = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]*"[^>]*>', html)
+        assert not [r for r in remote if "<script" in r or "stylesheet" in r], (page.name, remote)
+
+
+def test_search_works_from_disk(site):
+    """The offline plugin's output: the index as a script (loadable from file://) and the worker shim on every page."""
+    index = site / "search" / "search_index.js"
+    text = index.read_text()
+    assert text.startswith("var __index = ")
+    inlined = json.loads(text.removeprefix("var __index = "))
+    assert inlined == json.loads((site / "search" / "search_index.json").read_text())
+    assert inlined["docs"], "an empty search index"
+    for page in (p for p in _pages(site) if p.name != "404.html"):  # 404.html: only a web server shows it
+        shim = re.search(r'<script src="((?:\.\./)*)assets/iframe-worker/shim\.js"', page.read_text())
+        assert shim, f"{page.name}: no worker shim (search would not start from disk)"
+        assert (page.parent / shim.group(1) / "assets" / "iframe-worker" / "shim.js").is_file()
