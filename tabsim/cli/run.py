@@ -12,7 +12,8 @@ from tabsim.cli.options import (MissingExtra, check_options, check_out, executor
 from tabsim.cli.phases import Phases
 from tabsim.cli.reproduce import refuse_reproduce_config
 from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, estimate_seconds, study_options, usage
-from tabsim.plotting.figure_pool import LocalFigures, open_figures, warm_up
+from tabsim.plotting import helper as figure_helper
+from tabsim.plotting.helper import warm_up
 
 # bounds of the run-size options, the same as train.seeds and train.steps in a config
 SEEDS = click.IntRange(1, 100_000)
@@ -67,20 +68,22 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
         # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
         from tabsim.files.atomic import write_json
         from tabsim.runtime.groups import run
-        from tabsim.runtime.run import ExpectedFlowNote, expected_note
+        from tabsim.runtime.run import TERM_ARMS, ExpectedFlowNote, expected_note
+        from tabsim.runtime.trackers import open_trackers
 
         for note in dict.fromkeys(n for n in map(expected_note, _configs(cfg)) if n is not None):
             if not quiet:
                 click.echo(f"note: {note}", err=True)
 
-        # the figure pool loads matplotlib, this process the Parquet writer, while the engine runs
-        with (open_figures(("tabsim.plotting.figures",)) if figure else LocalFigures()) as pool:
-            warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, LocalFigures))
+        # the figure helper loads matplotlib, this process the Parquet writer, while the engine runs
+        with (figure_helper.start(("tabsim.plotting.figures",)) if figure else figure_helper.LocalFigures()) as pool:
+            warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, figure_helper.LocalFigures))
             say(f"{_describe(cfg, n_cond)}: compiling, then training (the bar counts steps)")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
-                res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex, tracker=list(track) or None,
-                          tracker_dir=track_dir, run_name=out.name, announce=say)
+                # the trackers write on a thread of their own, beside the results and the figure
+                tk = open_trackers(list(track), track_dir, run_name=out.name, terms=TERM_ARMS)
+                res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex, tracker=tk, announce=say)
             trained = res.provenance["wall_seconds"]
             if figure:
                 many = n_cond > CURVE_PANELS
@@ -92,13 +95,16 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             else:
                 say(f"trained in {trained:.1f} s; writing results (no figure)")
             warm.join()
-            res.write(store.dir, fmt=fmt)  # while the pool draws
+            res.write(store.dir, fmt=fmt)  # while the helper draws
             figs = [Path(p) for p in pool.wait()]
             if figure:
                 say("figure written")
             # the record's time is the command's, from the process's start to its last file
             res.provenance.update(wall_seconds=round(say.seconds(), 3), seconds_training=trained)
             write_json(store.dir / "provenance.json", res.provenance)
+        if tk is not None:
+            tk.close()
+            say(f"trackers written: {', '.join(track)}")
     final = res.final().groupby(res.factors + ["arm"], observed=True)[metric].agg(["mean", "sem", "count"])
     files = [f"results.{fmt}", "config.json", "provenance.json", *(p.name for p in figs)]
     if not quiet:
