@@ -7,15 +7,21 @@ What it runs, each device in processes of its own (``--device gpu`` / ``--device
 ``JAX_PLATFORMS=cpu`` for the CPU so that no GPU backend starts there):
 
 1. ``tabsim reproduce`` in a fresh process with an empty cache, timed from outside; then the tables of
-   the two runs compared cell by cell (the largest absolute difference of every numeric table, and
-   which one it is);
+   the two runs compared cell by cell: per table the largest relative difference ``|a - b| / max(|a|,
+   |b|, floor)`` (the floor a thousandth of the column's scale, so that a near-zero cell is judged on its
+   column's scale and a large one, such as an F of 1e6, by its own) and where it is, and whether every
+   verdict (true/false and text cells) is the same;
 2. the engine's steady throughput: the bandit with 1024 prompts, K = 8, G = 8, 50 steps, the TRUE arm,
    at 64, 512 and 4096 seeds (a compiled program timed on its second call), in sampled answers/s;
 3. ``experiments/bench_tree.py`` (its best end-to-end run time and compile time);
 4. the expected flow's prior sweep of ``experiments/bench_expected.py``: its first call in a fresh
    process (compilation included) and its steady time (median of 3 more calls).
 
-The last line printed is one JSON object: ``{"machine", "gpu", "cpu", "ratios", "reproduce_tables"}``.
+5. with a GPU, ``pytest tests/core`` on it (the suite's default workers; ``--no-tests`` skips it): the
+   passed, failed and error counts and the failures' names.
+
+The last line printed is one JSON object: ``{"machine", "gpu", "cpu", "ratios", "reproduce_tables",
+"tests_core_gpu"}``.
 On a machine without a GPU the GPU half is skipped (``"gpu": null``) and the CPU half still runs.
 """
 from __future__ import annotations
@@ -107,30 +113,74 @@ def _reproduce(device: str, root: Path) -> tuple[float, Path]:
     return wall, dest
 
 
+REL_FLOOR = 1e-3  # near-zero cells: a difference is relative to at least this share of the column's scale
+
+
+def _relative(x, y):
+    """``|x - y| / max(|x|, |y|, floor)`` per cell, the floor ``REL_FLOOR`` times the column's largest
+    magnitude (a cell near zero, such as a d_null of 1e-4 points, is then judged on the column's scale)."""
+    import numpy as np
+
+    scale = np.nanmax(np.abs(np.concatenate([x, y]))) if len(x) else 0.0
+    floor = max(REL_FLOOR * scale, 1e-300)
+    return np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), floor)
+
+
 def compare_tables(a: Path, b: Path) -> dict:
-    """The largest absolute difference between the numeric cells of the tables of two reproduce runs."""
+    """The two reproduce runs' tables cell by cell: per table the largest relative difference of its numeric
+    cells (:func:`_relative`) and where it is, the largest absolute one, and whether every verdict (the
+    true/false and text cells: decisions, signs, labels) is the same."""
     import numpy as np
     import pandas as pd
 
-    worst = {"max_abs_difference": 0.0, "where": None, "per_table": {}}
+    out = {"max_rel_difference": 0.0, "where": None, "verdicts_agree": True, "verdict_differences": [],
+           "per_table": {}}
     for fa in sorted((a / "tables").glob("*.csv")):
         fb = b / "tables" / fa.name
-        ta, tb = pd.read_csv(fa), pd.read_csv(fb)
-        if ta.shape != tb.shape or list(ta.columns) != list(tb.columns):
-            worst["per_table"][fa.name] = "different shapes"
+        ta, tb = pd.read_csv(fa), pd.read_csv(fb) if fb.exists() else None
+        if tb is None or ta.shape != tb.shape or list(ta.columns) != list(tb.columns):
+            out["per_table"][fa.name] = "different shapes"
+            out["verdicts_agree"] = False
             continue
-        biggest, where = 0.0, None
+        rel, where, absolute = 0.0, None, 0.0
         for col in ta.columns:
-            x, y = pd.to_numeric(ta[col], errors="coerce"), pd.to_numeric(tb[col], errors="coerce")
-            if x.isna().all() and y.isna().all():
+            numeric = [pd.api.types.is_numeric_dtype(t[col]) and not pd.api.types.is_bool_dtype(t[col]) for t in (ta, tb)]
+            if not all(numeric):  # a verdict: true/false or text
+                differ = ta[col].astype(str) != tb[col].astype(str)
+                for i in np.flatnonzero(differ.to_numpy()):
+                    out["verdict_differences"].append(f"{fa.name}:{col}[{i}] {ta[col].iloc[i]} vs {tb[col].iloc[i]}")
                 continue
-            d = np.nanmax(np.abs(x.to_numpy(float) - y.to_numpy(float))) if len(x) else 0.0
-            if np.isfinite(d) and d > biggest:
-                biggest, where = float(d), f"{fa.name}:{col}"
-        worst["per_table"][fa.name] = biggest
-        if biggest > worst["max_abs_difference"]:
-            worst["max_abs_difference"], worst["where"] = biggest, where
-    return worst
+            x, y = ta[col].to_numpy(float), tb[col].to_numpy(float)
+            if np.isnan(x).all() and np.isnan(y).all():
+                continue
+            r = _relative(x, y)
+            if np.any(np.isnan(x) != np.isnan(y)):
+                out["verdict_differences"].append(f"{fa.name}:{col} missing in one run only")
+            r, d = np.nan_to_num(r, nan=0.0), np.nan_to_num(np.abs(x - y), nan=0.0)
+            absolute = max(absolute, float(d.max()) if len(d) else 0.0)
+            if len(r) and float(r.max()) > rel:
+                rel, where = float(r.max()), f"{fa.name}:{col}[{int(r.argmax())}]"
+        out["per_table"][fa.name] = {"max_rel_difference": rel, "where": where, "max_abs_difference": absolute}
+        if rel > out["max_rel_difference"]:
+            out["max_rel_difference"], out["where"] = rel, where
+    out["verdicts_agree"] = out["verdicts_agree"] and not out["verdict_differences"]
+    return out
+
+
+def core_tests(device: str, root: Path) -> dict:
+    """``pytest tests/core`` in a process of its own on ``device`` (the suite's own xdist workers; on a GPU
+    ``tests/conftest.py`` stops them preallocating it): passed / failed / error counts and the failures."""
+    import re
+
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "pytest", "tests/core", "-q", "-p", "no:cacheprovider", "-rf"],
+                       cwd=HERE.parent, env=_env(device, root / f"cache-tests-{device}"), capture_output=True,
+                       text=True, timeout=3600)
+    tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    count = lambda word: int(m.group(1)) if (m := re.search(rf"(\d+) {word}", tail)) else 0  # noqa: E731
+    failures = [line[7:] for line in r.stdout.splitlines() if line.startswith("FAILED ")]
+    return {"passed": count("passed"), "failed": count("failed"), "errors": count("error"), "returncode": r.returncode,
+            "failures": failures[:20], "seconds": round(time.perf_counter() - t, 1)}
 
 
 def _half(device: str, root: Path, quick: bool) -> dict:
@@ -163,6 +213,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller grids and the quick tree bench (a smoke run)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs' folders here (default: a temporary folder)")
+    ap.add_argument("--no-tests", action="store_true", help="skip pytest tests/core on the GPU")
     ap.add_argument("--child", choices=["cpu", "gpu"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -180,6 +231,7 @@ def main(argv=None) -> int:
         gpu = _half("gpu", root, args.quick) if has_gpu() else None
         cpu = _half("cpu", root, args.quick)
         tables = compare_tables(Path(gpu["reproduce_out"]), Path(cpu["reproduce_out"])) if gpu else None
+        tests = core_tests("gpu", root) if gpu and not args.no_tests else None
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -200,11 +252,15 @@ def main(argv=None) -> int:
               f"tree bench {half['tree_seconds']} s (compile {half['tree_compile_seconds']} s); expected flow first "
               f"{half['expected_first_seconds']} s, steady {half['expected_steady_seconds']} s", file=sys.stderr)
     if tables:
-        print(f"reproduce tables, GPU against CPU: largest difference {tables['max_abs_difference']:.3g} "
-              f"({tables['where']})", file=sys.stderr)
+        print(f"reproduce tables, GPU against CPU: largest relative difference {tables['max_rel_difference']:.3g} "
+              f"({tables['where']}); every verdict the same: {'yes' if tables['verdicts_agree'] else 'NO'}",
+              file=sys.stderr)
+    if tests:
+        print(f"pytest tests/core on the GPU: {tests['passed']} passed, {tests['failed']} failed, "
+              f"{tests['errors']} errors", file=sys.stderr)
     print(f"gpu_check: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     print(json.dumps({"machine": machine, "gpu": gpu, "cpu": cpu, "ratios": ratios,
-                      "reproduce_tables": tables, "seconds": round(time.perf_counter() - t0, 1)}))
+                      "reproduce_tables": tables, "tests_core_gpu": tests, "seconds": round(time.perf_counter() - t0, 1)}))
     return 0
 
 
