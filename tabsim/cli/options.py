@@ -131,8 +131,19 @@ def _device(ctx, param, value: str) -> str:
     return value
 
 
+def _precision(ctx, param, value: str) -> str:
+    # read by tabsim.runtime.run.run wherever the command computes; each program is traced and run in it
+    if not ctx.resilient_parsing:
+        os.environ["TABSIM_PRECISION"] = value
+    return value
+
+
 def executor_options(fn):
-    """Add ``--executor``, ``--workers``, ``--scheduler`` and ``--device`` to a click command."""
+    """Add ``--executor``, ``--workers``, ``--scheduler``, ``--device`` and ``--precision`` to a click command."""
+    fn = click.option("--precision", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
+                      expose_value=False, callback=_precision,
+                      help="Floating type of the computed programs: float64 runs each in double precision "
+                           "(about 2x the CPU time); every matrix product is at full precision either way.")(fn)
     fn = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"], case_sensitive=False), default="auto",
                       show_default=True, expose_value=False, callback=_device,
                       help="Where the programs compute: the CPU, a GPU, or auto (a GPU only for a study large "
@@ -214,7 +225,10 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
     if executor != "dask":
         yield None
         return
-    from tabsim.runtime.dask import DaskExecutor  # lazy: loads distributed's client, only when asked for
+    try:
+        from tabsim.runtime.dask import DaskExecutor  # lazy: loads distributed's client, only when asked for
+    except ImportError as err:  # installed (check_options found it) but broken
+        raise MissingExtra(f"--executor dask: {err}") from None
 
     ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet, oversubscribe=_oversubscribed())
     try:

@@ -51,6 +51,10 @@ try:
 except ModuleNotFoundError as _missing:  # an extra since tabsim 0.1: say which
     raise ModuleNotFoundError(f"tabsim.runtime.dask needs Dask ({_missing.name} is not installed): "
                               'pip install "tabsim[dask]"', name=_missing.name) from None
+except Exception as _broken:  # noqa: BLE001 - installed but broken (a partial upgrade, a stray file)
+    _why = f"{type(_broken).__name__}: {str(_broken).splitlines()[0] if str(_broken) else 'no detail'}"
+    raise ImportError(f"tabsim.runtime.dask needs Dask, which is installed but cannot be imported ({_why}): "
+                      'pip install --force-reinstall "tabsim[dask]"') from None
 
 from tabsim._host import cpu_count
 from tabsim.runtime.cache import enable_compilation_cache
@@ -253,7 +257,7 @@ class DaskExecutor:
             # on a worker pinned to one core, takes its time from the chunk. Given to each nanny (its
             # `config`), so that a worker it restarts has it too (a dask.config.set here does not last).
             with dask.config.set({"distributed.scheduler.worker-saturation": float("inf"),
-                                  "distributed.nanny.pre-spawn-environ": pre}):
+                                  "distributed.nanny.pre-spawn-environ": pre}), _workers_start(n):
                 self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                             dashboard_address=":0",  # the scheduler's HTTP server on a free port
                                             scheduler_kwargs={"dashboard": self._serves_dashboard},
@@ -407,6 +411,10 @@ class DaskExecutor:
                         continue
                     fut, out = next(done)
                     pos, _ = pending.pop(fut.key)
+                    if fut.status != "finished":  # cancelled: the scheduler went away (its error is no chunk)
+                        raise ExecutorError(f"dask: chunk {pos} was cancelled ({type(out).__name__}): the scheduler "
+                                            "or its cluster went away during the run; finished chunks are kept: "
+                                            "rerun the same command with --resume to continue")
                     submit()
                     fut.release()
                     lost.progress()
@@ -435,6 +443,17 @@ class DaskExecutor:
     def __repr__(self) -> str:
         where = self.scheduler or (f"{self.workers} local workers" if self.workers else "local cluster")
         return f"DaskExecutor({where}{'' if self._started else ', not started'})"
+
+
+@contextlib.contextmanager
+def _workers_start(n: int):
+    """Around a local cluster's start: its workers dying as they start is one :class:`ExecutorError`."""
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - distributed raises RuntimeError, TimeoutError, OSError...
+        why = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no detail'}"
+        raise ExecutorError(f"dask: the {n} local worker(s) died as they started ({why}); a worker that dies as it "
+                            "starts cannot import tabsim or JAX, or has too little memory") from None
 
 
 def _has_bokeh() -> bool:

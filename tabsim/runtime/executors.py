@@ -27,7 +27,9 @@ NUMERIC_CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default
                   "jax_threefry_partitionable", "jax_numpy_dtype_promotion")
 
 
-SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+SCHEMES = ("tcp", "ws", "wss", "inproc")
+# Dask schemes the executor does not connect with: each needs set-up a scheduler address does not carry
+UNSUPPORTED_SCHEMES = {"tls": "TLS certificates (Dask's security settings)", "ucx": "UCX and ucx-py"}
 
 
 _ADDRESS = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(?P<port>[0-9]{1,5})/?$")
@@ -60,6 +62,10 @@ def default_compilation_cache() -> Path | None:
 def check_address(address: str, option: str = "--scheduler") -> str:
     """``address`` if it reads ``SCHEME://HOST:PORT`` (a Dask scheduler), else a :class:`ValueError` naming it."""
     m = _ADDRESS.match(address.strip()) if isinstance(address, str) else None
+    if m is not None and m["scheme"] in UNSUPPORTED_SCHEMES:
+        raise ValueError(f"{option} {address!r}: the {m['scheme']}:// scheme is not supported (it needs "
+                         f"{UNSUPPORTED_SCHEMES[m['scheme']]}); supported: {', '.join(SCHEMES)}, e.g. "
+                         "tcp://10.0.0.5:8786")
     if m is None or m["scheme"] not in SCHEMES or not 1 <= int(m["port"]) <= 65535:
         raise ValueError(f"{option} {address!r}: not a scheduler address; expected SCHEME://HOST:PORT with SCHEME "
                          f"one of {', '.join(SCHEMES)} and PORT in 1..65535, e.g. tcp://10.0.0.5:8786")
