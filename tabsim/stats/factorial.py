@@ -260,8 +260,8 @@ def fit_factorial(
 
 
 def _ols(formula: str, design: pd.DataFrame):
-    # statsmodels loads when a design needs it (0.5-1 s of imports); from the modules themselves:
-    # statsmodels.api / statsmodels.formula.api also load time series, graphics and datasets
+    # lazy: statsmodels (0.5-1 s of imports) loads only for a design the closed form does not fit; from
+    # its modules: statsmodels.api / statsmodels.formula.api also load time series, graphics, datasets
     from statsmodels.regression.linear_model import OLS
 
     return OLS.from_formula(formula, data=design).fit()
@@ -269,7 +269,7 @@ def _ols(formula: str, design: pd.DataFrame):
 
 def _statsmodels_rows(model, anova_typ: int, level: float):
     """``(anova, columns, codes, coefficient rows)`` of a statsmodels fit."""
-    from statsmodels.stats.anova import anova_lm
+    from statsmodels.stats.anova import anova_lm  # lazy: see _ols
 
     info = model.model.data.model_spec
     conf = model.conf_int(alpha=1.0 - level)
