@@ -445,6 +445,6 @@ def expected_crossover(config: Config | dict | None = None, *, term: str = "d_el
     if f_lo * f_hi > 0:
         raise ValueError(f"bracket: {term} has the same sign at prior_strength {lo} ({f_lo:+.4g}) and {hi} "
                          f"({f_hi:+.4g}); give a bracket where it changes sign")
-    from scipy.optimize import brentq  # on use: scipy.optimize takes 0.2 s to import and training never needs it
+    from scipy.optimize import brentq  # lazy: 0.2 s of imports that training never needs
 
     return float(brentq(f, lo, hi, xtol=xtol))
