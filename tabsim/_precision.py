@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 
 import jax
 import numpy as np
@@ -23,6 +24,14 @@ import numpy as np
 PRECISIONS = ("float32", "float64")
 DEFAULT = "float32"
 PRODUCTS = "highest"  # the precision of every matrix product, recorded in a result's provenance
+
+
+ENV = "TABSIM_PRECISION"  # a process's default (set by the commands' ``--precision``)
+
+
+def chosen(precision: str | None = None) -> str:
+    """``precision``, else ``$TABSIM_PRECISION``, else :data:`DEFAULT`; checked (:func:`check`)."""
+    return check(precision or os.environ.get(ENV) or DEFAULT)
 
 
 def check(precision: str) -> str:

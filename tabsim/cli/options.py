@@ -143,7 +143,7 @@ def executor_options(fn):
     fn = click.option("--precision", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
                       expose_value=False, callback=_precision,
                       help="Floating type of the computed programs: float64 runs each in double precision "
-                           "(about 2x the CPU time); every matrix product is at full precision either way.")(fn)
+                           "(its cost: docs/performance.md); every matrix product is at full precision either way.")(fn)
     fn = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"], case_sensitive=False), default="auto",
                       show_default=True, expose_value=False, callback=_device,
                       help="Where the programs compute: the CPU, a GPU, or auto (a GPU only for a study large "

@@ -308,7 +308,7 @@ class ConditionChunk:
 
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
-        store=None, desc: str = "tabsim run", device: str | None = None, precision: str = "float32",
+        store=None, desc: str = "tabsim run", device: str | None = None, precision: str | None = None,
         **overrides) -> Result:
     """Train every arm x seed x sweep condition of ``config`` and return a :class:`Result`.
 
@@ -326,13 +326,13 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
       device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (:mod:`tabsim.runtime.device`: a GPU only for a run large
         enough to pay for its fixed cost); default ``$TABSIM_DEVICE``, else ``"auto"``. A device that is
         not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
-      precision: ``"float32"`` (default) or ``"float64"``: the run's programs traced and run in double
-        precision, for this run only (:mod:`tabsim._precision`; about 2x the CPU time, docs/performance.md).
+      precision: ``"float32"`` or ``"float64"`` (default ``$TABSIM_PRECISION``, set by a command's
+        ``--precision``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim._precision`; its cost: docs/performance.md).
         Every matrix product is at full precision either way.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
     t0 = time.perf_counter()
-    _precision.check(precision)
+    precision = _precision.chosen(precision)
     if not isinstance(config, Config) or overrides:
         base = config.model_dump() if isinstance(config, Config) else config
         config = resolve(base, **overrides)
