@@ -50,7 +50,7 @@ def group_frame(p: Plan, group: Group, frame: pd.DataFrame) -> pd.DataFrame:
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor=None, store=None,
         desc: str = "tabsim run", device: str | None = None, tracker=None, tracker_dir=None,
-        run_name: str | None = None, announce: Callable[[str], None] | None = None, precision: str = "float32",
+        run_name: str | None = None, announce: Callable[[str], None] | None = None, precision: str | None = None,
         **overrides) -> run_mod.Result:
     """Train every arm x seed x condition of ``config``, whatever fields its sweep varies.
 
