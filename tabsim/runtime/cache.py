@@ -16,14 +16,24 @@ is applied when :mod:`tabsim.runtime.run` is first imported (not by ``import tab
 It is safe under concurrent processes: the cache is bounded (:data:`MAX_BYTES`, least recently used
 programs evicted), which makes JAX take a file lock around every read and write of an entry, so a
 process never reads another's half-written program. Results are the same bits with or without it.
+
+The same folder keeps what tabsim learns alongside the compiled programs: the traced programs
+(:mod:`tabsim.runtime.executables`, ``tabsim-programs/``) and the XLA options the running jaxlib
+accepts (:mod:`tabsim._xla`, ``xla-options.json``). Everything read from it must be a small regular file
+(opened without blocking); anything else counts as absent. An explicit ``TABSIM_COMPILATION_CACHE``
+that cannot be used prints one line, ``tabsim: TABSIM_COMPILATION_CACHE ignored (...)``, and the
+command runs without the cache.
 """
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from pathlib import Path
 
 import filelock  # noqa: F401  (JAX's bounded compilation cache locks its entries with it)
+
+from tabsim import _xla
 
 ENV = "TABSIM_COMPILATION_CACHE"
 OFF = ("0", "off", "no", "false", "none")
@@ -31,6 +41,7 @@ OFF = ("0", "off", "no", "false", "none")
 # read as files on disk, not from JAX's private modules. A JAX that names them otherwise finds nothing here.
 CACHE_SUFFIX, ATIME_SUFFIX = "-cache", "-atime"
 MAX_BYTES = 2 * 1024**3  # least recently used programs are evicted beyond this (a program is 0.1-2 MB)
+ANSWERS_MAX_BYTES = 1 << 16  # xla-options.json: a few lines per jaxlib version
 
 _applied = False
 
@@ -124,7 +135,7 @@ def apply_default() -> Path | None:
     """Enable the default cache once per process (see the module docstring); the folder, or ``None``.
 
     A default folder that cannot be used (a read-only home) leaves the cache off without a word; an
-    explicit ``TABSIM_COMPILATION_CACHE`` that cannot be used is reported as a warning."""
+    explicit ``TABSIM_COMPILATION_CACHE`` that cannot be used is said in one line on stderr."""
     global _applied
     if _applied:
         return None
@@ -138,5 +149,47 @@ def apply_default() -> Path | None:
         return enable_compilation_cache(path)
     except ValueError as err:
         if os.environ.get(ENV, "").strip():
-            warnings.warn(f"{ENV} ignored: {err}", stacklevel=3)
+            print(f"tabsim: {ENV} ignored ({err}); programs are compiled anew in this process",
+                  file=sys.stderr, flush=True)
         return None
+
+
+def current_folder() -> Path | None:
+    """The compilation cache folder this process uses (``None``: the cache is off)."""
+    # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
+    import jax
+
+    where = jax.config.jax_compilation_cache_dir
+    return Path(where) if where and jax.config.jax_enable_compilation_cache else None
+
+
+def read_answers() -> dict:
+    """The XLA option answers kept in the cache folder (:data:`tabsim._xla.FILE`): ``{}`` where there
+    are none, or the file is not a small regular JSON file of answers (read without blocking)."""
+    where = current_folder()
+    if where is None:
+        return {}
+    # lazy: as above (the safe loader is read only when a program is built)
+    from tabsim.files.safeload import LoadError, load_json
+
+    try:
+        data = load_json(where / _xla.FILE, max_bytes=ANSWERS_MAX_BYTES, what="XLA options file")
+    except LoadError:
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, bool)} if isinstance(data, dict) else {}
+
+
+def write_answers(answers: dict) -> None:
+    """Keep ``answers`` in the cache folder (atomically); nothing where the cache is off or unwritable."""
+    where = current_folder()
+    if where is None:
+        return
+    from tabsim.files.atomic import write_json  # lazy: as above (it loads pandas)
+
+    try:
+        write_json(where / _xla.FILE, answers)
+    except OSError:
+        pass
+
+
+_xla.keep_answers(read_answers, write_answers)  # beside the compiled programs, whichever folder is used

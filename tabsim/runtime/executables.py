@@ -1,97 +1,80 @@
-"""Compiled programs kept on disk as executables: a new process runs them without tracing or compiling.
+"""Traced programs kept on disk (``jax.export``): a new process runs a program without tracing it again.
 
 JAX's compilation cache (:mod:`tabsim.runtime.cache`) saves the XLA compilation, but a new process still
-traces and lowers the program to find its cache key: 0.8-1 s of Python for tabsim's training
-program on a laptop core, on the critical path of every command. This module keeps the *executable*
-of each program under a key that says everything the program depends on, and loads it directly
-(about 0.05 s) the next time:
+traces and lowers a program to find its cache key: 0.5-2 s of Python per training program on a 2-core
+machine, on the critical path of every command. This store keeps each program traced and lowered, once
+per configuration shape, serialised with :func:`jax.export` (StableHLO in a flatbuffer: data, never a
+pickle; nothing read from the store runs as Python). A later process reads the entry, lowers a
+one-call wrapper around it (about 0.1 s) and JAX's compilation cache skips the compile. The first
+process runs the same wrapper, so every process runs the same compiled program; its results are the
+same bits as the program run through ``jax.jit`` (``tests/runtime/test_executables.py``).
+
+An entry is named after a SHA-256 of its key, and holds the key itself, which says everything the
+program depends on:
 
 * the program's static key (:func:`tabsim.runtime.run.static_key`: shapes and code paths of the config);
 * the structure, shapes and dtypes of its arguments;
-* the program's own XLA options (its ``xla_options`` attribute, e.g. the multi-node tree's
-  :data:`tabsim.engine.TREE_COMPILER_OPTIONS`), given to the compiler here as the program's ``jit`` would;
+* the program's own XLA options (its ``xla_options`` attribute), given to the compiler as its ``jit`` would;
 * what decides the bits of a result (:func:`tabsim.runtime.executors.numerics`: ``XLA_FLAGS``, JAX's
-  numeric settings, the versions of jax, jaxlib and tabsim, and a digest of tabsim's sources, so
-  any edit of tabsim's code is a new key);
-* the machine: JAX's backend and its version, the device kind, the CPU model and instruction-set
-  flags (an executable holds machine code).
+  numeric settings such as the matmul precision, the versions of jax, jaxlib and tabsim, and a digest of
+  tabsim's sources, so any edit of tabsim's code is a new key);
+* the device: its platform, kind and runtime version.
 
-**Opt-in**: ``TABSIM_EXECUTABLE_CACHE=1`` switches this layer on; by default every program goes
-through ``jax.jit`` and JAX's own compilation cache, which is what a JAX release keeps working. An
-executable saved by :mod:`jax.experimental.serialize_executable` is tied to one jaxlib build and its
-pickled form to JAX's internals, so this layer trades robustness for about 0.3-0.5 s of tracing per
-program in a fresh process (``tabsim reproduce``: 3.5-3.9 s either way on a 2-core laptop, where the
-rest of the command dominates). Executables live in ``tabsim-executables/`` inside the compilation
-cache folder, so they follow its settings (``TABSIM_COMPILATION_CACHE``, ``tabsim --no-compile-cache``). At most :data:`MAX_ENTRIES` are kept (least recently used removed).
-Entries are written to a temporary file and renamed (safe under concurrent processes), and an entry
-is loaded only if it belongs to this user and nobody else can write it: an executable is code, so
-the folder is trusted exactly as JAX's own cache is. Anything unreadable is ignored (and compiled
-again), never an error.
+An entry is used only when it is a regular file (opened without blocking, so a FIFO never stalls a
+run) of at most :data:`MAX_ENTRY_BYTES`, belongs to this user and nobody else can write it, and its
+recorded key equals the key of the call, its payload its digest, and the exported program's arguments
+those of the call. Anything else (another config's entry under this name, a damaged or truncated file,
+an entry of an older format, a pickle) is refused without a word (counted in ``stats["refused"]``):
+the program is traced again and the entry replaced.
 
-An executable is serialised only from a fresh compilation: one that JAX itself loaded from its
-compilation cache cannot be serialised again (it fails when run), so the program compiled here is
-named after its key, which gives it a key of its own in JAX's cache too; a compilation that still
-comes from JAX's cache (this layer's entry was removed) is used but not saved, and the next key
-attempt compiles afresh. Results are the same bits as the program run through ``jax.jit``
-(``tests/runtime/test_executables.py``).
+**On by default** wherever the compilation cache is on; entries live in ``tabsim-programs/`` inside
+the compilation cache folder and follow its settings (``TABSIM_COMPILATION_CACHE``, ``tabsim
+--no-compile-cache``). ``TABSIM_EXECUTABLE_CACHE=0`` (or ``off``, ``no``, ``false``, ``none``) switches
+this store off alone: every program is then traced in each process, and JAX's cache still skips the
+compile. At most :data:`MAX_ENTRIES` are kept (least recently used removed). Entries are written to
+a temporary file and renamed, so concurrent processes never read half an entry.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
+import json
 import os
-import pickle
-import platform
-import tempfile
 import threading
 from pathlib import Path
 
 import jax
-from jax.experimental.serialize_executable import deserialize_and_load, serialize
+from jax import export
 
+from tabsim.files.atomic import atomic_write_bytes
+from tabsim.files.safeload import LoadError, read_regular
 from tabsim.runtime.cache import OFF
 from tabsim.runtime.executors import numerics
+from tabsim.runtime.pytrees import describe, rebuild
 
 ENV = "TABSIM_EXECUTABLE_CACHE"
-FOLDER = "tabsim-executables"
+FOLDER = "tabsim-programs"
+SUFFIX = ".jaxexport"
+MAGIC = b"tabsim exported program\n"
+FORMAT = 2  # bump when the entry layout or the key changes
 MAX_ENTRIES = 200
-FORMAT = 1  # bump when the entry layout changes
-ATTEMPTS = 2  # fresh compilations tried per key before running without saving
+MAX_ENTRY_BYTES = 64 << 20  # a training program is 30-300 KB
+MAX_HEADER_BYTES = 1 << 20
 
-_LOADED: dict = {}  # fingerprint -> jax.stages.Compiled, for the life of the process
+_LOADED: dict = {}  # fingerprint -> _Program, for the life of the process
 _KEYS: dict = {}  # program key -> its fingerprints in this process (one per argument signature)
 _LOCKS: dict = {}
 _LOCK = threading.Lock()
-_local = threading.local()
-stats = {"loaded": 0, "compiled": 0, "saved": 0}  # this process (for tests and benchmarks)
+stats = {"loaded": 0, "compiled": 0, "saved": 0, "refused": 0}  # this process (for tests and benchmarks)
 
 
 def folder() -> Path | None:
-    """Where executables are kept: ``tabsim-executables/`` in JAX's compilation cache folder (``None``:
-    the compilation cache is off, or this layer is not switched on by ``TABSIM_EXECUTABLE_CACHE=1``)."""
-    value = os.environ.get(ENV, "").strip().lower()
-    if not value or value in OFF:
+    """Where programs are kept: ``tabsim-programs/`` in JAX's compilation cache folder (``None``: the
+    compilation cache is off, or ``TABSIM_EXECUTABLE_CACHE`` switches this store off)."""
+    if os.environ.get(ENV, "").strip().lower() in OFF:
         return None
-
     if not jax.config.jax_compilation_cache_dir or not jax.config.jax_enable_compilation_cache:
         return None
     return Path(jax.config.jax_compilation_cache_dir) / FOLDER
-
-
-@functools.lru_cache(maxsize=1)
-def _machine() -> tuple:
-    dev = jax.devices()[0]
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            info = fh.read(1 << 16)
-        cpu = "|".join(sorted({ln.split(":", 1)[1].strip() for ln in info.splitlines()
-                               if ln.split(":", 1)[0].strip() in ("model name", "flags", "Features")}))
-    except OSError:
-        cpu = platform.processor() or platform.machine()
-
-    return (repr(sorted(numerics().items())), dev.platform, dev.client.platform_version, dev.device_kind,
-            hashlib.sha256(cpu.encode()).hexdigest())
 
 
 def options(program) -> dict | None:
@@ -99,139 +82,194 @@ def options(program) -> dict | None:
     return getattr(program, "xla_options", None)
 
 
-def fingerprint(key, args: tuple, xla_options: dict | None = None) -> str:
-    """The entry name of program ``key`` called with ``args``: a SHA-256 of everything it depends on."""
+def _device(leaves: list):
+    """The device a call with ``leaves`` runs on: that of a committed array, else JAX's default."""
+    for x in leaves:
+        if isinstance(x, jax.Array) and getattr(x, "committed", False) and len(x.sharding.device_set) == 1:
+            return next(iter(x.sharding.device_set))
+    dev = jax.config.jax_default_device
+    if isinstance(dev, str):
+        return jax.devices(dev)[0]
+    return dev if dev is not None else jax.devices()[0]
+
+
+def _platform(dev) -> str:
+    """``dev``'s platform as :func:`jax.export.export` names it (``cpu``, ``cuda``, ``rocm``, ``tpu``)."""
+    if dev.platform == "gpu":
+        return "rocm" if "rocm" in dev.client.platform_version.lower() else "cuda"
+    return dev.platform
+
+
+def key_text(key, args: tuple, xla_options: dict | None = None) -> str:
+    """Everything program ``key`` called with ``args`` depends on, as the text an entry records."""
     leaves, tree = jax.tree_util.tree_flatten(args)
+    dev = _device(leaves)
     avals = tuple(str(jax.typeof(x)) for x in leaves)
     opts = sorted((xla_options or {}).items())
-    return hashlib.sha256(repr((FORMAT, key, str(tree), avals, opts, _machine())).encode()).hexdigest()
+    return repr((FORMAT, key, str(tree), avals, opts, repr(sorted(numerics().items())), _platform(dev),
+                 dev.device_kind, dev.client.platform_version))
 
 
-def _listen() -> None:
-    """Count, per thread, the programs JAX loads from its own cache (their executables cannot be saved)."""
-    def on_event(event: str, **kwargs) -> None:
-        if event == "/jax/compilation_cache/cache_hits":
-            _local.hits = getattr(_local, "hits", 0) + 1
-
-    jax.monitoring.register_event_listener(on_event)
+def fingerprint(key, args: tuple, xla_options: dict | None = None) -> str:
+    """The entry name of program ``key`` called with ``args``: a SHA-256 of :func:`key_text`."""
+    return hashlib.sha256(key_text(key, args, xla_options).encode()).hexdigest()
 
 
-_listening = False
+class _Program:
+    """A compiled program and how to call it: through the flat exported wrapper (``out_tree`` set) or
+    directly (``out_tree`` None)."""
+
+    def __init__(self, compiled, out_tree=None):
+        self.compiled, self.out_tree = compiled, out_tree
+
+    def __call__(self, args: tuple):
+        if self.out_tree is None:
+            return self.compiled(*args)
+        return self.out_tree.unflatten(self.compiled(*jax.tree_util.tree_leaves(args)))
 
 
 def run(key, program, *args):
-    """``program(*args)`` (``program`` a ``jax.jit`` function) through its executable: loaded from disk
-    when an entry exists, else compiled (and saved). The first call of each program and argument
-    signature runs in one thread at a time, so threads started together compile it once."""
-    fp = fingerprint(key, args, options(program))
-    exe = _LOADED.get(fp)
-    if exe is not None:
-        return exe(*args)
-    with _LOCK:
-        lock = _LOCKS.setdefault(fp, threading.Lock())
-        _KEYS.setdefault(key, set()).add(fp)
-    with lock:
-        exe = _LOADED.get(fp)
-        if exe is not None:
-            return exe(*args)
-
-        where = folder()
-        path = where / f"{fp}.exe" if where is not None else None
-        exe = _load(path) if path is not None else None
-        if exe is not None:  # its first run is checked: a damaged entry is removed and the program compiled
-            try:
-                out = jax.block_until_ready(exe(*args))
-                stats["loaded"] += 1
-                _LOADED[fp] = exe
-                return out
-            except jax.errors.JaxRuntimeError:
-                path.unlink(missing_ok=True)
-        exe = _LOADED[fp] = _compile(fp, program, args, path)
-    return exe(*args)
+    """``program(*args)`` (``program`` a ``jax.jit`` function) without tracing it where the store holds
+    it; else traced, kept in the store and run. The first call of each program and argument signature
+    runs in one thread at a time, so threads started together trace it once."""
+    text = key_text(key, args, options(program))
+    fp = hashlib.sha256(text.encode()).hexdigest()
+    prog = _LOADED.get(fp)
+    if prog is None:
+        with _LOCK:
+            lock = _LOCKS.setdefault(fp, threading.Lock())
+            _KEYS.setdefault(key, set()).add(fp)
+        with lock:
+            prog = _LOADED.get(fp)
+            if prog is None:
+                prog = _LOADED[fp] = _prepare(text, fp, program, args)
+    return prog(args)
 
 
 def count(key) -> int:
-    """Executables of program ``key`` in this process (one per argument signature it was called with)."""
+    """Programs of ``key`` in this process (one per argument signature it was called with)."""
     return len(_KEYS.get(key, ()))
 
 
-def _compile(fp: str, program, args: tuple, path: Path | None):
-    """``program`` compiled for ``args``, and saved to ``path`` when it was compiled here."""
-    if path is None:  # no disk layer (JAX's cache may still serve it)
-        stats["compiled"] += 1
-        return program.trace(*args).lower().compile()
-    global _listening
-    if not _listening:
-        _listen()
-        _listening = True
-    for attempt in range(ATTEMPTS):
-        named = _named(program, f"tabsim_{fp[:20]}_{attempt}")
-        before = getattr(_local, "hits", 0)
-        exe = jax.jit(named).trace(*args).lower().compile(compiler_options=options(program))  # as its jit would
-        stats["compiled"] += 1
-        if getattr(_local, "hits", 0) == before:  # compiled here: it can be saved
-            _save(path, exe)
-            break
-    return exe
+def _prepare(text: str, fp: str, program, args: tuple) -> _Program:
+    """``program`` compiled for ``args``: from the store's entry when it holds a good one, else traced
+    (and its entry written)."""
+    where = folder()
+    leaves = jax.tree_util.tree_leaves(args)
+    opts = options(program)
+    if where is not None:
+        path = where / f"{fp}{SUFFIX}"
+        found = _load(path, text, leaves)
+        if found is not None:
+            try:
+                prog = _Program(_compile(found[0], leaves, opts), found[1])
+                stats["loaded"] += 1
+                return prog
+            except Exception:  # noqa: BLE001  (refused by the compiler: trace it again and replace it)
+                stats["refused"] += 1
+        traced = _export(program, args)
+        if traced is not None:
+            exp, out_tree = traced
+            stats["compiled"] += 1
+            _save(path, text, exp, out_tree)
+            return _Program(_compile(exp, leaves, opts), out_tree)
+    stats["compiled"] += 1
+    return _Program(program.trace(*args).lower().compile())
 
 
-def _named(program, name: str):
-    """``program``'s function under a new name, to be jitted at the top level (a nested ``jit`` may not
-    carry compiler options, so the program's own are given to the compiler instead)."""
+def _compile(exp, leaves: list, opts: dict | None):
+    """The exported program ``exp`` compiled as a top-level program with ``opts`` (as its ``jit`` would
+    compile it; JAX's compilation cache answers for a program it compiled before)."""
+    return jax.jit(exp.call).trace(*leaves).lower().compile(compiler_options=opts)
+
+
+def _export(program, args: tuple):
+    """``(exported, out_tree)``: ``program`` traced for ``args`` and exported with flat arguments and
+    results (their structure is tabsim's to keep), or ``None`` where it cannot be exported."""
+    leaves, in_tree = jax.tree_util.tree_flatten(args)
     fun = getattr(program, "__wrapped__", program)
+    box = {}
 
-    def call(*a):
-        return fun(*a)
+    def flat(*xs):
+        out, box["out_tree"] = jax.tree_util.tree_flatten(fun(*in_tree.unflatten(xs)))
+        return tuple(out)
 
-    call.__name__ = call.__qualname__ = name
-    return call
-
-
-def _load(path: Path):
-    """The executable in ``path``, or ``None`` (missing, not this user's, writable by others, unreadable)."""
+    flat.__name__ = flat.__qualname__ = getattr(fun, "__name__", "program")
     try:
-        st = path.stat()
-    except OSError:
+        exp = export.export(jax.jit(flat), platforms=(_platform(_device(leaves)),))(*leaves)
+    except Exception:  # noqa: BLE001  (a program JAX cannot export: it is compiled in each process)
         return None
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+    return exp, box["out_tree"]
+
+
+def _refuse():
+    stats["refused"] += 1
+    return None
+
+
+def _load(path: Path, text: str, leaves: list):
+    """``(exported, out_tree)`` from the entry at ``path`` when it passes every check (see the module),
+    else ``None``; reading it never blocks and runs nothing from it."""
+    if not os.path.lexists(path):
         return None
     try:
-        with open(path, "rb") as fh:
-            payload, in_tree, out_tree = pickle.load(fh)
-        exe = deserialize_and_load(payload, in_tree, out_tree)
-    except Exception:  # noqa: BLE001  (a damaged or foreign entry: compile instead, and replace it)
-        return None
+        data, st = read_regular(path, max_bytes=MAX_ENTRY_BYTES, what="program entry")
+    except LoadError:
+        return _refuse()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022 or not data.startswith(MAGIC):
+        return _refuse()
+    start = len(MAGIC) + 8
+    size = int.from_bytes(data[len(MAGIC):start], "little")
+    if size > MAX_HEADER_BYTES or start + size > len(data):
+        return _refuse()
+    try:
+        header = json.loads(data[start:start + size].decode())
+        payload = data[start + size:]
+        if (not isinstance(header, dict) or header.get("format") != FORMAT or header.get("key") != text
+                or header.get("payload_sha256") != hashlib.sha256(payload).hexdigest()):
+            return _refuse()
+        out_tree = rebuild(header.get("out_tree"))
+        exp = export.deserialize(bytearray(payload))
+    except Exception:  # noqa: BLE001  (not UTF-8, malformed or nested too deep, a payload JAX cannot read)
+        return _refuse()
+    if (out_tree is None or str(out_tree) != header.get("out_tree_text")
+            or out_tree.num_leaves != len(exp.out_avals) or not _same_avals(exp.in_avals, leaves)):
+        return _refuse()
     try:
         os.utime(path)  # least recently used are removed first
     except OSError:
         pass
-    return exe
+    return exp, out_tree
 
 
-def _save(path: Path, exe) -> None:
-    """Write ``exe`` to ``path`` atomically; any failure (read-only folder, full disk) only skips it."""
+def _same_avals(avals, leaves: list) -> bool:
+    return len(avals) == len(leaves) and all(
+        tuple(a.shape) == tuple(jax.typeof(x).shape) and a.dtype == jax.typeof(x).dtype for a, x in zip(avals, leaves))
+
+
+def _save(path: Path, text: str, exp, out_tree) -> None:
+    """Write the entry (header with the key, then the serialised program) atomically, private to the
+    user; an out tree the store cannot record, or any failure (read-only folder, full disk), skips it."""
+    desc = describe(out_tree)
+    if desc is None or rebuild(desc) != out_tree:
+        return
     try:
-        data = pickle.dumps(serialize(exe), protocol=pickle.HIGHEST_PROTOCOL)
-        where = path.parent
-        where.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=where, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        payload = bytes(exp.serialize())
+        header = json.dumps({"format": FORMAT, "key": text, "out_tree": desc, "out_tree_text": str(out_tree),
+                             "payload_sha256": hashlib.sha256(payload).hexdigest()}).encode()
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_bytes(path, MAGIC + len(header).to_bytes(8, "little") + header + payload)
+        os.chmod(path, 0o600)
         stats["saved"] += 1
-        _evict(where)
+        _evict(path.parent)
     except Exception:  # noqa: BLE001
         return
 
 
 def _evict(where: Path) -> None:
-    entries = sorted(where.glob("*.exe"), key=lambda p: p.stat().st_mtime_ns)
+    entries = sorted(where.glob(f"*{SUFFIX}"), key=lambda p: p.lstat().st_mtime_ns)
     for p in entries[:max(0, len(entries) - MAX_ENTRIES)]:
         p.unlink(missing_ok=True)
 
 
-__all__ = ["run", "count", "folder", "fingerprint", "MAX_ENTRIES", "ENV"]
+__all__ = ["run", "count", "folder", "fingerprint", "key_text", "MAX_ENTRIES", "ENV"]

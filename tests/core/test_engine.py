@@ -252,13 +252,16 @@ def test_import_and_a_run_leave_the_environment_alone():
 def test_an_unknown_compile_option_is_dropped_with_one_line(tmp_path, monkeypatch, capfd):
     """A tuning option the running XLA does not know (as ``xla_cpu_use_fusion_emitters`` is unknown from
     jaxlib 0.11) is tried once, dropped with one line on stderr, and remembered on disk; the program
-    runs with the options that are left and gives the numbers it gives without the unknown one."""
+    runs with the options that are left and gives the numbers it gives without the unknown one. A name
+    XLA does not know is never asked about again, whatever its value."""
     from tabsim import _xla, engine
     from tabsim.params import stack_hypers
+    from tabsim.runtime import cache
     from tabsim.runtime.run import algo_spec
 
-    monkeypatch.setenv("TABSIM_COMPILATION_CACHE", str(tmp_path))
-    monkeypatch.setattr(_xla, "_answers", {})
+    monkeypatch.setattr(cache, "current_folder", lambda: tmp_path)
+    _xla.forget()
+    monkeypatch.setattr(_xla, "_try", counting := _CountingTry(_xla._try))
     cfg = ts.resolve({"task": {"n_prompts": 4}, "train": {"steps": 2, "batch_size": 2, "seeds": 1, "eval_every": 2}})
     env = ts.make_env(cfg)
     plain = ts.make_train(env, algo_spec(cfg), schedule(cfg), ("true",))
@@ -276,10 +279,24 @@ def test_an_unknown_compile_option_is_dropped_with_one_line(tmp_path, monkeypatc
     err = capfd.readouterr().err
     assert err.count(bogus) == 1 and "does not accept compile option" in err
     assert (tmp_path / _xla.FILE).exists()
-    # a new process (the answers of this one forgotten) reads the answer from disk: no second line
-    monkeypatch.setattr(_xla, "_answers", {})
+    assert f"{bogus}=true" in _xla.dropped()
+    # another value of the unknown name: refused without asking XLA
+    asked = counting.names.count(bogus)
+    assert not _xla.accepts(bogus, False) and counting.names.count(bogus) == asked
+    # a new process (the answers of this one forgotten) reads the answer from disk: no second line, no try
+    _xla.forget()
     ts.make_train(env, algo_spec(cfg), schedule(cfg), ("true",))
-    assert bogus not in capfd.readouterr().err
+    assert bogus not in capfd.readouterr().err and counting.names.count(bogus) == asked
+    _xla.forget()
+
+
+class _CountingTry:
+    def __init__(self, try_):
+        self.try_, self.names = try_, []
+
+    def __call__(self, name, value):
+        self.names.append(name)
+        return self.try_(name, value)
 
 
 def test_tuning_off_gives_programs_no_options(monkeypatch):

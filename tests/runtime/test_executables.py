@@ -1,17 +1,21 @@
-"""The executable cache (tabsim.runtime.executables) and chunks run in threads (tabsim.runtime.executors.LocalExecutor).
+"""The program store (tabsim.runtime.executables) and chunks run in threads (tabsim.runtime.executors.LocalExecutor).
 
-Each check runs in a fresh process where a new process is what matters (an executable saved by one
-process, loaded by the next) and compares the arrays bit for bit with the program run through
-``jax.jit``.
+A check runs in a fresh process where a new process is what matters (a program saved by one process,
+loaded by the next); the others run in this process with the store's in-memory table emptied, as a new
+process finds it. Arrays are compared bit for bit with the program run through ``jax.jit``.
 """
 from __future__ import annotations
 
 import json
 import os
+import pathlib
+import pickle
 import subprocess
 import sys
 import textwrap
+import threading
 
+import jax
 import numpy as np
 import pytest
 
@@ -42,64 +46,41 @@ CHILD = textwrap.dedent("""
     print(json.dumps({"stats": executables.stats, "same": bool(same),
                       "folder": str(executables.folder())}))
 """)
+STATS = ("loaded", "compiled", "saved", "refused")
 
 
 def child(cache, extra_env=None, cfg=CFG):
-    env = dict(os.environ, TABSIM_COMPILATION_CACHE=str(cache), **{executables.ENV: "1", **(extra_env or {})})
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", executables.ENV)}
+    env.update(TABSIM_COMPILATION_CACHE=str(cache), **(extra_env or {}))
     res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], env=env, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def test_a_saved_executable_is_loaded_by_the_next_process_and_gives_the_same_bits(tmp_path):
+def counts(**kw) -> dict:
+    return {k: kw.get(k, 0) for k in STATS}
+
+
+def test_a_saved_program_is_loaded_by_the_next_process_and_gives_the_same_bits(tmp_path):
+    """On by default: the first process traces and keeps the program, the next one loads it without
+    tracing; both give the bits of the program run through ``jax.jit``."""
     first = child(tmp_path)
     assert first["same"]
-    assert first["stats"] == {"loaded": 0, "compiled": 1, "saved": 1}
-    (entry,) = (tmp_path / executables.FOLDER).glob("*.exe")
+    assert first["stats"] == counts(compiled=1, saved=1)
+    (entry,) = (tmp_path / executables.FOLDER).iterdir()
     assert entry.stat().st_mode & 0o077 == 0  # private to the user
+    assert b"pickle" not in entry.read_bytes()[:64] and entry.read_bytes().startswith(executables.MAGIC)
     second = child(tmp_path)
     assert second["same"]
-    assert second["stats"] == {"loaded": 1, "compiled": 0, "saved": 0}
-
-
-def test_a_damaged_or_foreign_entry_is_compiled_again_and_replaced(tmp_path, monkeypatch):
-    """In this process, on a small program: what a new process finds in the store (the in-memory table
-    emptied before each call). A damaged entry is compiled again and replaced; one that others could
-    write is never loaded."""
-    import jax
-    import jax.numpy as jnp
-
-    monkeypatch.setattr(executables, "folder", lambda: tmp_path)
-    monkeypatch.setattr(executables, "stats", {"loaded": 0, "compiled": 0, "saved": 0})
-    program = jax.jit(lambda x: jnp.sin(x) * 2.0 + x.sum())
-    x = jnp.arange(5.0, dtype=jnp.float32)
-    ref = np.asarray(program(x))
-
-    def fresh_call():
-        monkeypatch.setattr(executables, "_LOADED", {})
-        before = dict(executables.stats)
-        out = np.asarray(executables.run(("damaged-entry-test",), program, x))
-        assert np.array_equal(out, ref)
-        return {k: executables.stats[k] - before[k] for k in before}
-
-    assert fresh_call() == {"loaded": 0, "compiled": 1, "saved": 1}
-    (entry,) = tmp_path.glob("*.exe")
-    assert fresh_call() == {"loaded": 1, "compiled": 0, "saved": 0}
-    entry.write_bytes(b"not an executable")
-    assert fresh_call() == {"loaded": 0, "compiled": 1, "saved": 1}
-    assert fresh_call() == {"loaded": 1, "compiled": 0, "saved": 0}  # the replacement loads
-    entry.chmod(0o666)
-    assert fresh_call() == {"loaded": 0, "compiled": 1, "saved": 1}
-    assert entry.stat().st_mode & 0o077 == 0  # replaced by a private one
+    assert second["stats"] == counts(loaded=1)
 
 
 # heavy: three processes compiling a tree; the store's load and refusal paths run by default on the bandit
 @pytest.mark.heavy
 def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
     # the multi-node tree's program is compiled with its own XLA options (engine.TREE_COMPILER_OPTIONS);
-    # with Adam its bits depend on them, so an executable compiled without them would differ from jit's
+    # with Adam its bits depend on them, so a program compiled without them would differ from jit's
     cfg = {"task": {"env": "tree", "n_prompts": 6, "n_answers": 4, "tree": {"depth": 3, "branching": 3}},
            "algo": {"estimator": "rloo", "optimizer": "adam", "lr": 0.05},
            "train": {"steps": 4, "seeds": 2, "eval_every": 2, "batch_size": 6, "group_size": 4}}
@@ -107,22 +88,157 @@ def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
 
     assert api.compiled_train(ts.resolve(cfg)).xla_options == TREE_COMPILER_OPTIONS
     first = child(tmp_path, cfg=cfg)
-    assert first["same"] and first["stats"] == {"loaded": 0, "compiled": 1, "saved": 1}
+    assert first["same"] and first["stats"] == counts(compiled=1, saved=1)
     second = child(tmp_path, cfg=cfg)
-    assert second["same"] and second["stats"] == {"loaded": 1, "compiled": 0, "saved": 0}
+    assert second["same"] and second["stats"] == counts(loaded=1)
 
 
-def test_off_by_default_keeps_no_executables(tmp_path):
-    """The layer is opt-in: in a new process with TABSIM_EXECUTABLE_CACHE unset nothing is serialised."""
-    out = child(tmp_path, {executables.ENV: ""})
+def test_switched_off_keeps_no_programs(tmp_path):
+    """With TABSIM_EXECUTABLE_CACHE=0 a new process traces its program and writes no entry (JAX's
+    compilation cache still keeps the compiled program)."""
+    out = child(tmp_path, {executables.ENV: "0"})
     assert out["same"] and out["folder"] == "None" and out["stats"]["saved"] == 0
     assert not (tmp_path / executables.FOLDER).exists()
 
 
-@pytest.mark.parametrize("value,on", [("", False), ("0", False), ("off", False), ("1", True)])
-def test_only_a_value_other_than_off_switches_the_layer_on(monkeypatch, tmp_path, value, on):
-    import jax
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """The store in ``tmp_path`` for this process; ``fresh`` runs a call as a new process would (the
+    in-memory table emptied) and returns the store's counts for it."""
+    monkeypatch.setattr(executables, "folder", lambda: tmp_path)
+    monkeypatch.setattr(executables, "stats", dict.fromkeys(STATS, 0))
 
+    def fresh(key, program, *args):
+        monkeypatch.setattr(executables, "_LOADED", {})
+        before = dict(executables.stats)
+        out = jax.device_get(executables.run(key, program, *args))
+        return out, {k: executables.stats.get(k, 0) - before.get(k, 0) for k in STATS}
+
+    return fresh
+
+
+def small_program():
+    import jax.numpy as jnp
+
+    program = jax.jit(lambda x, d: {"y": jnp.sin(x) * 2.0 + d["b"].sum(), "pair": (x * 3.0, None)})
+    args = (jnp.arange(5.0, dtype=jnp.float32), {"b": jnp.ones((2, 3), jnp.float32)})
+    return program, args
+
+
+def same_tree(a, b) -> bool:
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    return ta == tb and all(np.array_equal(x, y) for x, y in zip(la, lb))
+
+
+def entry_of(tmp_path):
+    (entry,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    return entry
+
+
+def test_a_truncated_or_foreign_writable_entry_is_traced_again_and_replaced(tmp_path, store):
+    program, args = small_program()
+    ref = jax.device_get(program(*args))
+    key = ("small-program-test",)
+    out, n = store(key, program, *args)
+    assert same_tree(out, ref) and n == counts(compiled=1, saved=1)
+    entry = entry_of(tmp_path)
+    assert store(key, program, *args)[1] == counts(loaded=1)
+    whole = entry.read_bytes()
+    for cut in (len(whole) - 100, len(whole) // 2, 10, 0):
+        entry.write_bytes(whole[:cut])
+        out, n = store(key, program, *args)
+        assert same_tree(out, ref) and n == counts(refused=1, compiled=1, saved=1), cut
+        assert store(key, program, *args)[1] == counts(loaded=1)  # the replacement loads
+    entry.chmod(0o666)
+    out, n = store(key, program, *args)
+    assert same_tree(out, ref) and n == counts(refused=1, compiled=1, saved=1)
+    assert entry.stat().st_mode & 0o077 == 0  # replaced by a private one
+
+
+def test_a_code_running_pickle_entry_is_never_executed(tmp_path, store):
+    """A pickle that would create a file when loaded, written in place of an entry: never unpickled."""
+    program, args = small_program()
+    ref = jax.device_get(program(*args))
+    key = ("pickle-entry-test",)
+    store(key, program, *args)
+    entry = entry_of(tmp_path)
+    marker = tmp_path.parent / "pickle-ran"
+    entry.write_bytes(pickle.dumps(_Touch(str(marker))))
+    entry.chmod(0o600)
+    out, n = store(key, program, *args)
+    assert not marker.exists()
+    assert same_tree(out, ref) and n == counts(refused=1, compiled=1, saved=1)
+
+
+class _Touch:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.path),))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "oversized"])
+def test_an_entry_that_is_not_a_small_regular_file_is_refused_without_blocking(tmp_path, store, kind, monkeypatch):
+    program, args = small_program()
+    ref = jax.device_get(program(*args))
+    key = ("special-entry-test", kind)
+    store(key, program, *args)
+    entry = entry_of(tmp_path)
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry, 0o600)
+    elif kind == "device":
+        entry.symlink_to("/dev/zero")
+    elif kind == "folder":
+        entry.mkdir(0o700)
+    else:
+        monkeypatch.setattr(executables, "MAX_ENTRY_BYTES", 64)
+        entry.write_bytes(b"x" * 65)
+        entry.chmod(0o600)
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(out=store(key, program, *args)), daemon=True)
+    worker.start()
+    worker.join(120)  # a guard: a FIFO opened for a blocking read would never return
+    assert not worker.is_alive(), f"a {kind} in place of an entry blocked the run"
+    out, n = result["out"]
+    assert same_tree(out, ref) and n["refused"] == 1 and n["loaded"] == 0
+
+
+CONFIGS = {"grpo": {"preset": "grpo"}, "dr_grpo": {"preset": "dr_grpo"}}
+
+
+def test_an_entry_of_another_config_under_a_runs_name_is_refused_and_the_numbers_are_the_runs(tmp_path, store):
+    """dr_grpo's program copied over grpo's entry: grpo's call refuses it, traces its own program and
+    returns grpo's numbers (those of jax.jit), not dr_grpo's."""
+    from tabsim.config import resolve
+    from tabsim.params import stack_hypers
+    from tabsim.rng import seed_array
+
+    small = {"task": {"n_prompts": 6}, "train": {"steps": 4, "seeds": 2, "eval_every": 2, "batch_size": 3}}
+    runs = {}
+    for name, base in CONFIGS.items():
+        cfg = resolve({**base, **small})
+        hp = stack_hypers([cfg.hyper_values(g) for g in cfg.grid()])
+        args = (seed_array([0, 1]), hp)
+        key = ("conditions", api.static_key(cfg))
+        seen = set(tmp_path.iterdir())
+        store(key, api.compiled_train(cfg), *args)
+        (entry,) = set(tmp_path.iterdir()) - seen
+        runs[name] = (key, api.compiled_train(cfg), args, entry, jax.device_get(api.compiled_train(cfg)(*args)))
+    key, program, args, entry, want = runs["grpo"]
+    other = runs["dr_grpo"][4]
+    assert not all(np.array_equal(want[k], other[k], equal_nan=True) for k in want)  # the configs differ
+    entry.write_bytes(runs["dr_grpo"][3].read_bytes())
+    entry.chmod(0o600)
+    out, n = store(key, program, *args)
+    assert n == counts(refused=1, compiled=1, saved=1)
+    assert sorted(out) == sorted(want) and all(np.array_equal(out[k], want[k], equal_nan=True) for k in want)
+
+
+@pytest.mark.parametrize("value,on", [("", True), ("1", True), ("0", False), ("off", False), ("no", False)])
+def test_on_by_default_and_switched_off_by_the_variable(monkeypatch, tmp_path, value, on):
     monkeypatch.setenv(executables.ENV, value)
     before = jax.config.jax_compilation_cache_dir
     jax.config.update("jax_compilation_cache_dir", str(tmp_path))
@@ -132,16 +248,20 @@ def test_only_a_value_other_than_off_switches_the_layer_on(monkeypatch, tmp_path
         jax.config.update("jax_compilation_cache_dir", before)
 
 
-def test_fingerprint_depends_on_argument_shapes_and_program(tmp_path):
+def test_fingerprint_depends_on_argument_shapes_program_and_versions(tmp_path):
     import jax.numpy as jnp
+    import jaxlib
 
     a = (jnp.zeros((3, 2), jnp.uint32),)
     b = (jnp.zeros((4, 2), jnp.uint32),)
     assert executables.fingerprint("k", a) == executables.fingerprint("k", a)
     assert executables.fingerprint("k", a) != executables.fingerprint("k", b)
     assert executables.fingerprint("k", a) != executables.fingerprint("other", a)
+    assert executables.fingerprint("k", a) != executables.fingerprint("k", (jnp.zeros((3, 2), jnp.int32),))
     opts = {"xla_cpu_use_fusion_emitters": True}
     assert executables.fingerprint("k", a, opts) != executables.fingerprint("k", a)
+    text = executables.key_text("k", a)
+    assert jax.__version__ in text and jaxlib.__version__ in text and "tabsim source" in text
 
 
 def test_chunks_in_threads_give_the_frame_of_one_chunk_after_another():
