@@ -139,6 +139,8 @@ def default_cache_dir() -> Path:
 
 
 _MEMO: dict = {}
+# The progress bar's label while the calibration sweeps train (not `tabsim run`'s: no run was asked for).
+PHASE = "tabsim audit: calibrating"
 
 
 def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progress: bool = False,
@@ -178,7 +180,7 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
         n_cond = math.prod(len(v) for v in cfg["sweep"].values())
         say(f"calibration sweep {i + 1} of {len(sweeps)}: family {name} (k = {k}), {n_cond} conditions x "
             f"{grid.seeds} seeds x {len(SIM_ARMS)} arms, {grid.steps} steps: compiling, then training")
-        fin = run(cfg, progress=progress, executor=executor).final()
+        fin = run(cfg, progress=progress, executor=executor, desc=f"{PHASE} {i + 1} of {len(sweeps)}").final()
         keep = ["prior_strength", "format_boost", "heterogeneity", "lr", "seed", "arm", "pass1"]
         keep += [c for c in fin.columns if c.startswith(("pass@", "maj@"))]
         fin = fin[keep].copy()

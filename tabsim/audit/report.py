@@ -154,7 +154,9 @@ def _assumptions(res: AuditResult) -> list:
                  f"one used ({', '.join(f'{x:g}' for x in info['fragile_seed_sd'])}) changes it; the summary, "
                  "`fragile`/`fragile_note` in `audit.csv` and the figure's labels say so.")
     cal_info = info.get("calibration")
-    if cal_info:
+    if cal_info and not (a["bound_source"] == "simulator").any():
+        L += _calibration_unused(cal_info, a)
+    elif cal_info:
         L += _calibration_text(cal_info, a)
         reg = info.get("measurements") or []
         if reg:
@@ -165,6 +167,19 @@ def _assumptions(res: AuditResult) -> list:
     elif not info.get("calibrate", True):
         L.append("- Simulator calibration switched off (`--no-calibration`): bounds are logical only.")
     return L
+
+
+def _calibration_unused(cal_info: dict, a: pd.DataFrame) -> list:
+    """The calibration ran but bounds no row: say so, and why, instead of describing simulator bounds."""
+    when = (f"computed in {cal_info['seconds']} s" if cal_info["cache"] == "computed"
+            else f"from the {cal_info['cache']} cache")
+    why = []
+    for _, r in a[a["missing_arms"] != ""].iterrows():
+        reason = r["bound_note"] or ("no simulated structure is consistent with the reported arms"
+                                     if r["n_candidates"] else "no simulated structure reaches the base")
+        why.append(f"{_what(r)}: {md(reason)}")
+    return [f"- **Missing arms are bounded logically only**: each missing arm anywhere in [0, 100]. A simulator "
+            f"calibration was run ({when}, key {cal_info['digest']}) but bounds no row: " + "; ".join(why) + "."]
 
 
 def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:

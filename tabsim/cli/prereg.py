@@ -57,6 +57,7 @@ def validate_cmd(file, public_key, as_json):
     from tabsim.prereg.locking import PlanChangedError, verify
     from tabsim.prereg.schema import load_plan
     from tabsim.prereg.signing import SignatureError
+    from tabsim.prereg.summary import plan_summary
 
     pin = _pin(public_key)
     try:
@@ -74,8 +75,7 @@ def validate_cmd(file, public_key, as_json):
         if problem:
             _fail(PreregError(problem))
 
-    click.echo(f"{file}: valid ({n_conf} confirmatory and {len(plan.hypotheses) - n_conf} exploratory "
-               f"hypotheses, {len(plan.exploratory)} exploratory analyses); sha256 {plan_hash(doc)}", err=as_json)
+    click.echo(f"{file}: valid ({plan_summary(plan)}); sha256 {plan_hash(doc)}", err=as_json)
     if not lk.lock_path(file).exists():
         click.echo("lock: none (run `tabsim prereg lock` before the study)", err=as_json)
         done("none")
@@ -286,7 +286,7 @@ def report_cmd(dir, public_key, strict, as_json):
     """Write DIR/report.md and DIR/report.json for a complete run; refuses incomplete, altered or badly
     signed runs."""
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack
-    from tabsim.prereg.report import write_report
+    from tabsim.prereg.report import strict_failures, write_report
 
     pin = _pin(public_key)
     try:
@@ -297,11 +297,12 @@ def report_cmd(dir, public_key, strict, as_json):
     click.echo(f"{rep['title']}: {c['SUPPORTED']} supported, {c['NOT SUPPORTED']} not supported, "
                f"{c['INCONCLUSIVE']} inconclusive; {len(rep['deviations'])} deviation(s), "
                f"{len(rep['limitations'])} limitation(s) -> {dir}/report.md", err=as_json)
-    failed = rep["deviations"]
+    failed = strict_failures(rep)
     if as_json:
         emit({"command": "tabsim prereg report", "dir": str(dir), "report": str(Path(dir) / "report.md"),
               "title": rep["title"], "confirmatory_counts": c, "deviations": rep["deviations"],
               "limitations": rep["limitations"], "strict_failed": bool(strict and failed)})
     if strict and failed:
-        _fail(PreregError(f"{dir}: --strict: integrity check failed: {len(failed)} deviation(s) from the plan: "
+        _fail(PreregError(f"{dir}: --strict: integrity check failed: {len(failed)} problem(s) (deviations from the "
+                          "plan, or a check that could not be made): "
                           + "; ".join(f"{d['kind']}: {d['text']}" for d in failed)))

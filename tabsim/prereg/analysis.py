@@ -32,6 +32,7 @@ import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
 from tabsim import stats
+from tabsim.prereg.manipulation import evaluate_moves, flag_hypotheses
 from tabsim.prereg.schema import (
     COEFFICIENT_PREFIX,
     ESTIMAND_ARMS,
@@ -329,7 +330,8 @@ def analyse(plan: Plan, frame: pd.DataFrame) -> dict:
     a = plan.analysis
     seed_df = partition_frame(plan, frame)
     cache: dict = {}
-    checks = evaluate_checks(plan, frame)
+    moves = evaluate_moves(plan, frame)
+    checks = evaluate_checks(plan, frame) + moves
     passed = {c["id"]: c["passed"] for c in checks}
     records = []
     for h in plan.hypotheses:
@@ -358,6 +360,7 @@ def analyse(plan: Plan, frame: pd.DataFrame) -> dict:
             r["p_adjusted"] = r["p_rule"]  # exploratory: no correction
             r["family_size"] = 1
         _decide(plan, r, passed)
+    flag_hypotheses(plan, records, moves)
     exploratory = []
     for e in plan.exploratory:
         est = estimate(plan, frame, seed_df, e.estimand, e.condition, cache)

@@ -27,6 +27,7 @@ from tabsim.prereg.locking import (
     read_lock,
     verify_lock_signature,
 )
+from tabsim.prereg.manipulation import level_text
 from tabsim.prereg.recheck import recheck_analysis
 from tabsim.prereg.schema import PreregError
 from tabsim.prereg.status import RESULTS, STATUS, read_status
@@ -318,7 +319,7 @@ def _f(x, spec: str = ".4f") -> str:
 
 
 def _cond(c: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in c.items()) or "all"
+    return ", ".join(f"{k}={level_text(v)}" for k, v in c.items()) or "all"
 
 
 def _p(x, floor: float = 0.0) -> str:
@@ -358,6 +359,13 @@ def deviations(results: dict, checks: Optional[dict] = None) -> list[dict]:
         code = [d for d in checks["deviations"] if d["kind"] == "code change"]
         out = code + out + [d for d in checks["deviations"] if d["kind"] != "code change"]
     return out
+
+
+def strict_failures(rep: dict) -> list[dict]:
+    """What ``--strict`` refuses: every deviation, and a plan commit that could not be checked (a plan in
+    no git repository, or one not found): nothing then shows that the plan preceded the results."""
+    unchecked = [dict(d, kind="commit not checked") for d in rep["limitations"] if d["kind"] == "commit check"]
+    return list(rep["deviations"]) + unchecked
 
 
 def build_report(results: dict, checks: Optional[dict] = None) -> dict:
@@ -481,7 +489,7 @@ def render_markdown(rep: dict) -> str:
                "| " + " | ".join([md(k) for k in keys] + ["arm", "mean", "s.e.", "seeds"]) + " |",
                "|" + "---|" * (len(keys) + 4)]
         for r in rep["arm_means"]:
-            ln.append("| " + " | ".join([md(r[k]) for k in keys] + [md(r["arm"]), _f(r["mean"]), _f(r["sem"], ".2g"),
+            ln.append("| " + " | ".join([md(level_text(r[k])) for k in keys] + [md(r["arm"]), _f(r["mean"]), _f(r["sem"], ".2g"),
                                                                       str(r["count"])]) + " |")
         ln.append("")
     return "\n".join(ln)

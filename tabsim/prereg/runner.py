@@ -30,6 +30,7 @@ from tabsim.prereg.analysis import analyse
 from tabsim.prereg.hashing import file_sha256, normalise, plan_hash
 from tabsim.prereg.schema import Plan, PreregError, design_runs, load_plan
 from tabsim.prereg.status import DATA, RESULT_FILES, RESULTS, STATUS
+from tabsim.prereg.summary import count
 from tabsim.runtime.store import RunStore, job_key
 from tabsim.studies.factorial import run_factorial
 
@@ -193,7 +194,7 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
         frame, runs = run_design(plan, progress=progress, executor=executor)
         t_train = time.perf_counter() - t_train
         say(f"trained in {t_train:.1f} s; writing the data, then the statistics of "
-            f"{len(plan.hypotheses)} hypotheses and {len(plan.exploratory)} exploratory analyses")
+            f"{count(len(plan.hypotheses), 'hypothesis')} and {count(len(plan.exploratory), 'exploratory analysis')}")
         write_frame(out / DATA, frame)
 
         analysis = analyse(plan, frame)

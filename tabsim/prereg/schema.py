@@ -45,7 +45,9 @@ CHECK_OPS = ("eq", "le", "lt", "ge", "gt")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict like config files: `seeds: 4.0` is a float where an integer is required, refused (a float
+    # field still takes an integer)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 Number = Union[float, str]  # a number, or the name of an entry of analysis.thresholds
@@ -81,11 +83,30 @@ class Rule(_Model):
         return getattr(self, self.kind)
 
 
+class Moves(_Model):
+    """A factor's manipulation check: the mechanism the factor is meant to move.
+
+    The mean of ``metric`` over the trained arms' recorded steps and seeds (``arm``: one arm only)
+    must differ between the factor's levels by more than ``min_change``; a factor that leaves it
+    where it was (a clip that never engages: ``clip_frac`` 0 at every level) is flagged.
+    """
+
+    metric: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_@]*$")
+    arm: Optional[str] = None
+    min_change: float = Field(0.0, ge=0.0)
+
+
 class Factor(_Model):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="column name in the data and the model")
     field: str = Field(description="'arm', a sweepable field (e.g. prior_strength) or a config path (algo.epochs)")
     levels: list[Union[float, int, str, bool]] = Field(min_length=1)
     description: str = ""
+    moves: Optional[Moves] = Field(None, description="the metric this factor is meant to move (manipulation check)")
+
+    @field_validator("moves", mode="before")
+    @classmethod
+    def _metric_alone(cls, v):
+        return {"metric": v} if isinstance(v, str) else v
 
     @field_validator("levels")
     @classmethod
@@ -172,7 +193,7 @@ class Plan(_Model):
     hypotheses: list[Hypothesis] = Field(min_length=1)
     exploratory: list[Exploratory] = Field(default_factory=list)
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     @property
     def confirmatory(self) -> list[Hypothesis]:
@@ -433,6 +454,14 @@ def _semantic_problems(plan: Plan) -> list[str]:
     for dup in sorted({i for i in check_ids if check_ids.count(i) > 1}):
         problems.append(f"design.checks[{dup}].id: id used twice")
     arm = _arm_factor(plan)
+    for f in plan.design.factors:
+        if f.moves is not None and (len(f.levels) < 2 or f.field == "arm"):
+            problems.append(f"design.factors[{f.name}].moves: a manipulation check needs a factor of at least 2 "
+                            "levels other than the arm")
+        if f.moves is not None and f.moves.arm is not None and plan.design.arms is not None \
+                and f.moves.arm not in plan.design.arms:
+            problems.append(f"design.factors[{f.name}].moves.arm: {f.moves.arm!r} is not run; design.arms is "
+                            f"{plan.design.arms}")
     for c in plan.design.checks:
         where = f"design.checks[{c.id}]"
         problems += _condition_problems(plan, where, c.condition, free={arm.name} if arm else set(), complete=False)

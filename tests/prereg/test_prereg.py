@@ -486,7 +486,7 @@ def test_cli_run_says_each_phase_and_records_the_command_time(complete_run, tmp_
     text = "\n".join(what for _, what in lines)
     for phase in ("tabsim prereg run: loading the engine", "loading the statistics", "checking the plan and the code",
                   "2 cells x 3 seeds x 2 arms, 5 steps: compiling, then training", "trained in",
-                  "the statistics of 4 hypotheses and 1 exploratory analyses", "statistics done",
+                  "the statistics of 4 hypotheses and 1 exploratory analysis", "statistics done",
                   "writing report.md"):
         assert phase in text, (phase, res.stderr)
     printed = float(re.search(r"data\.parquet \(([\d.]+) s\)", res.stdout).group(1))
