@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer,
                       model_validator)
 
@@ -35,7 +34,7 @@ class ConfigError(ValueError):
 
 # The smallest normal float32: a nonzero float below it is a denormal or zero in the engine's float32
 # arithmetic (``lr = 5e-324`` ran as ``lr = 0`` without a word), so it is refused.
-TINY = float(np.finfo(np.float32).tiny)
+TINY = 2.0**-126  # numpy.finfo(numpy.float32).tiny, written out: validation loads no NumPy (a test checks it)
 
 
 class _Section(BaseModel):
@@ -419,7 +418,8 @@ def _plain(x):
         return {k: _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
-    if isinstance(x, (np.generic, np.ndarray)):
+    np = sys.modules.get("numpy")  # a NumPy value comes only from a process that has loaded NumPy
+    if np is not None and isinstance(x, (np.generic, np.ndarray)):
         return _plain(x.tolist()) if isinstance(x, np.ndarray) else x.item()
     return x
 

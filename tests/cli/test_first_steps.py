@@ -18,7 +18,7 @@ from tabsim.cli import main, walk
 from tabsim.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("jax", "scipy.optimize", "pandas")
+HEAVY = ("jax", "scipy.optimize", "pandas", "numpy")  # numpy: a third of a refusal's time
 
 
 def cli(*args):
