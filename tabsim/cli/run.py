@@ -151,6 +151,7 @@ def check_track(track) -> None:
 def _check(cfg) -> None:
     """Refuse, before anything is written, a run that cannot fit in memory or an expected flow that cannot
     be computed exactly (every group's)."""
+    # lazy: these load the engine (JAX), after the config has been checked without it
     from tabsim.runtime.planning import check_run
     from tabsim.runtime.run import check_dynamics
 
@@ -161,7 +162,7 @@ def _check(cfg) -> None:
 
 def show_plan(cfg, command: str, as_json: bool) -> None:
     """Print the groups of ``cfg`` (one compiled program each), their conditions and the estimate."""
-    from tabsim.runtime.planning import describe_seconds
+    from tabsim.runtime.planning import describe_seconds  # lazy: loads the engine (JAX)
 
     groups = cfg.groups if hasattr(cfg, "groups") else ()
     rows = [(g.label, g.config) for g in groups] or [("", cfg)]
