@@ -90,7 +90,7 @@ def _flat(d: dict, prefix: str = "") -> list[str]:
         if isinstance(v, dict) and v:
             out += _flat(v, f"{prefix}{k}.")
         else:
-            out.append(f"{prefix}{k}={json.dumps(v).replace(' ', '')}" if not isinstance(v, str) else f"{prefix}{k}={v}")
+            out.append(f"{prefix}{k}={v if isinstance(v, str) else json.dumps(v).replace(' ', '')}")
     return out
 
 
