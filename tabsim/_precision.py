@@ -59,7 +59,7 @@ def _x64():
     ``jax.experimental.enable_x64()``."""
     if hasattr(jax, "enable_x64"):
         return jax.enable_x64(True)
-    from jax import experimental  # noqa: PLC0415  (older JAX only)
+    from jax import experimental  # lazy: only older JAX lacks jax.enable_x64
 
     return experimental.enable_x64()
 

@@ -140,7 +140,7 @@ class MlflowTracker:
             self.client.set_terminated(self.run_id)
 
     def _log_config(self, config: dict) -> None:
-        from mlflow.entities import Param
+        from mlflow.entities import Param  # lazy: mlflow is an optional extra
 
         params = [Param(k, v[:6000]) for k, v in _flat(config).items()]
         for i in range(0, len(params), 100):  # MLflow's limit per batch
@@ -148,7 +148,7 @@ class MlflowTracker:
         self.client.log_dict(self.run_id, config, "config.json")
 
     def _log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
-        from mlflow.entities import Metric, Param
+        from mlflow.entities import Metric, Param  # lazy: mlflow is an optional extra
 
         now = int(time.time() * 1000)
         for values, sub in table:
