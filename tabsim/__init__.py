@@ -25,13 +25,14 @@ _EXPORTS = {
     "Schedule": "engine", "make_train": "engine",
     "ENVS": "envs", "BanditEnv": "envs.bandit",
     "Factor": "studies.factorial", "run_factorial": "studies.factorial",
+    "compare": "studies.compare", "Comparison": "studies.compare",
     "Hyper": "params", "PRESETS": "presets",
 }
 
 __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "make_train", "Schedule",
            "AlgoSpec", "policy_loss", "Hyper", "ARMS", "PRESETS", "ENVS", "BanditEnv", "Executor",
            "LocalExecutor", "DaskExecutor", "compiled_train", "enable_compilation_cache", "disable_compilation_cache",
-           "make_env", "Factor", "run_factorial", "expected_crossover"]
+           "make_env", "Factor", "run_factorial", "expected_crossover", "compare", "Comparison"]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)  # tabsim.audit etc. too

@@ -27,6 +27,9 @@ COMMANDS = {
                "Pre-registration: validate, lock, amend, run confirmatory, report against the plan."),
     "audit": ("tabsim.cli.audit:command",
               "Audit published RLVR results: partition, intervals, bounds for missing arms, verdict."),
+    "compare": ("tabsim.cli.compare:command",
+                "Compare the levels of --by across a run's conditions: mean, median, IQM, optimality gap, probability of"
+                " improvement (stratified bootstrap intervals), and a performance profile."),
     "verify": ("tabsim.cli.verify:command",
                "Re-check the files of a published FOLDER against the SHA-256 manifest in its .tabsim-run.json."),
     "presets": ("tabsim.cli.presets:presets_cmd",

@@ -52,6 +52,6 @@ def color_of(name: str, index: int = 0) -> str:
 
 # the figures load matplotlib: imported on first use, so the palette and the figure pool stay light
 _EXPORTS = {"save_figure": "figures", "plot_curves": "figures", "plot_final": "figures", "FIGURE_FORMATS": "formats",
-            "figure_formats": "formats"}
+            "figure_formats": "formats", "plot_profile": "profiles"}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -3,6 +3,8 @@
 Everything here works on pandas frames of run results (one row per seed x arm x condition x step)
 and treats seeds as the independent unit: arms of one seed share their random numbers.
 
+* :mod:`tabsim.stats.aggregate` -- aggregates across conditions (IQM, optimality gap, probability of
+  improvement, performance profiles) with stratified bootstrap intervals.
 * :mod:`tabsim.stats.partition` -- per-seed partition, summaries with intervals, the crossover.
 * :mod:`tabsim.stats.intervals` -- paired bootstrap, Student t and Fieller intervals.
 * :mod:`tabsim.stats.factorial` -- effect-coded factorial OLS and the interaction ratio.
@@ -10,6 +12,18 @@ and treats seeds as the independent unit: arms of one seed share their random nu
 * :mod:`tabsim.stats.power` -- interval half-width and detection rate against seeds.
 * :mod:`tabsim.stats.verdict` -- elicitation / reward-design / mixed verdicts.
 """
+from tabsim.stats.aggregate import (
+    AGGREGATES,
+    aggregate_intervals,
+    aggregate_iqm,
+    aggregate_mean,
+    aggregate_median,
+    improvement_interval,
+    optimality_gap,
+    probability_of_improvement,
+    profile_intervals,
+    score_distribution,
+)
 from tabsim.stats.factorial import (
     ADDITIVITY_DECISIONS,
     FactorialResult,
@@ -63,6 +77,8 @@ from tabsim.stats.verdict import (
 )
 
 __all__ = [
+    "AGGREGATES", "aggregate_intervals", "aggregate_iqm", "aggregate_mean", "aggregate_median", "improvement_interval",
+    "optimality_gap", "probability_of_improvement", "profile_intervals", "score_distribution",
     "ACC_COLUMNS", "ADDITIVITY_DECISIONS", "ARMS", "CLASSES", "DIFFERENCE_TERMS", "ELICITATION_DOMINATED",
     "GATE_TERMS", "INCONCLUSIVE", "LOGICAL_RANGE", "MAJORITY_ARMS", "MIXED", "RATIO_TERMS",
     "REWARD_DESIGN_DOMINATED", "SUMMARY_TERMS", "VERDICTS",

@@ -1,0 +1,172 @@
+"""Aggregates across conditions with stratified bootstrap intervals (rliable's estimators).
+
+Scores are ``[runs, tasks]`` arrays: one column per condition (a task, a prior, ...), one row per
+seed. The aggregates and their definitions follow rliable (Agarwal et al., "Deep Reinforcement
+Learning at the Edge of the Statistical Precipice", NeurIPS 2021, arXiv 2108.13264):
+
+* mean: the mean over tasks of each task's mean over runs;
+* median: the median over tasks of each task's mean over runs;
+* IQM: the mean of the middle 50% of all ``runs x tasks`` scores (``scipy.stats.trim_mean``, 0.25);
+* optimality gap: ``threshold - mean(min(scores, threshold))``, how far the scores fall short of
+  ``threshold`` (lower is better);
+* probability of improvement of X over Y: the mean over tasks of ``P(X > Y) + 0.5 P(X = Y)``, the
+  Mann-Whitney U statistic divided by ``runs_x * runs_y``;
+* score distribution (performance profile): the fraction of all runs scoring above ``tau``.
+
+Every statistic is vectorised over leading axes, so a bootstrap is one call on ``[B, runs, tasks]``.
+Intervals are percentile intervals of a stratified bootstrap: within each task (the stratum) the
+runs are drawn with replacement; for the probability of improvement X and Y are drawn
+independently, as rliable does.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+from scipy import stats as sps
+
+from tabsim.stats import _validate as v
+
+AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
+_BLOCK = 2_000_000  # resampled values held at once; bounds memory, not the result
+
+
+def aggregate_mean(scores: np.ndarray) -> np.ndarray:
+    """Mean over tasks of the per-task mean. ``scores``: ``[..., runs, tasks]`` -> ``[...]``."""
+    return np.mean(np.mean(scores, axis=-2), axis=-1)
+
+
+def aggregate_median(scores: np.ndarray) -> np.ndarray:
+    """Median over tasks of the per-task mean. ``scores``: ``[..., runs, tasks]`` -> ``[...]``."""
+    return np.median(np.mean(scores, axis=-2), axis=-1)
+
+
+def aggregate_iqm(scores: np.ndarray) -> np.ndarray:
+    """Interquartile mean of all runs of all tasks (25% trimmed at each end). ``[..., runs, tasks]`` -> ``[...]``."""
+    flat = scores.reshape(*scores.shape[:-2], -1)
+    return sps.trim_mean(flat, 0.25, axis=-1)
+
+
+def optimality_gap(scores: np.ndarray, *, threshold: float = 1.0) -> np.ndarray:
+    """``threshold - mean(min(scores, threshold))`` over runs and tasks. ``[..., runs, tasks]`` -> ``[...]``."""
+    return threshold - np.mean(np.minimum(scores, threshold), axis=(-2, -1))
+
+
+def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Mean over tasks of ``P(X > Y) + 0.5 P(X = Y)``. ``x``: ``[..., runs_x, tasks]``, ``y``: ``[..., runs_y, tasks]``."""
+    xs, ys = x[..., :, None, :], y[..., None, :, :]
+    per_task = np.mean((xs > ys) + 0.5 * (xs == ys), axis=(-3, -2))
+    return np.mean(per_task, axis=-1)
+
+
+def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """Fraction of all runs scoring above each ``tau``. ``[..., runs, tasks]`` -> ``[..., len(taus)]``."""
+    flat = scores.reshape(*scores.shape[:-2], -1)
+    return np.mean(flat[..., None, :] > np.asarray(taus, dtype=float)[:, None], axis=-1)
+
+
+def check_scores(scores, name: str = "scores") -> np.ndarray:
+    """``scores`` as a finite float ``[runs, tasks]`` array with at least 2 runs, or ``ValueError``."""
+    try:
+        arr = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a numeric [runs, tasks] array, got {type(scores).__name__}")
+    if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must be [runs, tasks] with at least 2 runs and 1 task, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite; it holds {int((~np.isfinite(arr)).sum())} NaN/inf value(s)")
+    return arr
+
+
+def stratified_resamples(scores: np.ndarray, n_resamples: int, rng: np.random.Generator,
+                         factor: int = 1) -> Iterator[np.ndarray]:
+    """Blocks ``[b, runs, tasks]`` of stratified resamples (runs drawn with replacement within each task)
+    that together hold ``n_resamples``; ``factor`` shrinks the blocks for statistics that need more memory."""
+    runs, tasks = scores.shape
+    per_block = max(1, _BLOCK // (runs * tasks * factor))
+    done = 0
+    while done < n_resamples:
+        b = min(per_block, n_resamples - done)
+        idx = rng.integers(0, runs, size=(b, runs, tasks))
+        yield np.take_along_axis(scores[None], idx, axis=1)
+        done += b
+
+
+def _interval(boot: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = np.percentile(boot, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
+    return lo, hi
+
+
+def _bootstrap(stat: Callable[[np.ndarray], np.ndarray], scores: np.ndarray, n_resamples: int,
+               rng: np.random.Generator, factor: int = 1) -> np.ndarray:
+    return np.concatenate([np.atleast_1d(stat(block)).reshape(len(block), -1)
+                           for block in stratified_resamples(scores, n_resamples, rng, factor)])
+
+
+def _check_settings(ci, n_resamples, threshold=1.0) -> tuple[float, int]:
+    level = v.check_level(ci)
+    n = v.check_int(n_resamples, "n_resamples", minimum=100)
+    if not np.isfinite(threshold):
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    return level, n
+
+
+def aggregate_intervals(scores, *, threshold: float = 1.0, ci: float = 0.95, n_resamples: int = 2000,
+                        random_state=0) -> dict[str, tuple[float, float, float]]:
+    """Each aggregate of :data:`AGGREGATES` with its stratified-bootstrap percentile interval.
+
+    Args:
+      scores: ``[runs, tasks]``.
+      threshold: the optimality gap's target (the metric's best attainable value).
+      ci: two-sided level; n_resamples: bootstrap resamples (>= 100);
+      random_state: int seed or ``numpy.random.Generator``.
+
+    Returns:
+      ``{name: (estimate, low, high)}``.
+    """
+    arr = check_scores(scores)
+    level, n = _check_settings(ci, n_resamples, threshold)
+    rng = np.random.default_rng(random_state)
+
+    def stat(s):
+        return np.stack([aggregate_mean(s), aggregate_median(s), aggregate_iqm(s),
+                         optimality_gap(s, threshold=threshold)], axis=-1)
+
+    boot = _bootstrap(stat, arr, n, rng)
+    lo, hi = _interval(boot, level)
+    est = stat(arr)
+    return {name: (float(est[i]), float(lo[i]), float(hi[i])) for i, name in enumerate(AGGREGATES)}
+
+
+def improvement_interval(x, y, *, ci: float = 0.95, n_resamples: int = 2000,
+                         random_state=0) -> tuple[float, float, float]:
+    """Probability of improvement of X over Y with its interval: X and Y resampled independently, each
+    stratified by task. ``x``: ``[runs_x, tasks]``, ``y``: ``[runs_y, tasks]`` (the same tasks)."""
+    x, y = check_scores(x, "x"), check_scores(y, "y")
+    if x.shape[1] != y.shape[1]:
+        raise ValueError(f"x and y must hold the same tasks, got {x.shape[1]} and {y.shape[1]} columns")
+    level, n = _check_settings(ci, n_resamples)
+    rng = np.random.default_rng(random_state)
+    factor = max(x.shape[0], y.shape[0])
+    bx = np.concatenate(list(stratified_resamples(x, n, rng, factor)))
+    by = np.concatenate(list(stratified_resamples(y, n, rng, factor)))
+    step = max(1, _BLOCK // (x.shape[0] * y.shape[0] * x.shape[1]))
+    boot = np.concatenate([probability_of_improvement(bx[i:i + step], by[i:i + step]) for i in range(0, n, step)])
+    lo, hi = _interval(boot, level)
+    return float(probability_of_improvement(x, y)), float(lo), float(hi)
+
+
+def profile_intervals(scores, taus, *, ci: float = 0.95, n_resamples: int = 2000,
+                      random_state=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The performance profile (fraction of runs above each ``tau``) with pointwise bootstrap bands.
+
+    Returns ``(fraction, low, high)``, each ``[len(taus)]``."""
+    arr = check_scores(scores)
+    taus = np.asarray(taus, dtype=float)
+    if taus.ndim != 1 or taus.size == 0 or not np.isfinite(taus).all():
+        raise ValueError(f"taus must be a non-empty 1-D array of finite thresholds, got shape {taus.shape}")
+    level, n = _check_settings(ci, n_resamples)
+    rng = np.random.default_rng(random_state)
+    boot = _bootstrap(lambda s: score_distribution(s, taus), arr, n, rng, factor=taus.size)
+    lo, hi = _interval(boot, level)
+    return score_distribution(arr, taus), lo, hi
