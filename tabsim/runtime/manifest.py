@@ -10,22 +10,76 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from pathlib import Path
 
 MARKER = ".tabsim-run.json"  # written last into the staging folder; a published folder always has it
 SCHEMA = "tabsim.run/1"
-CHUNK_MANIFEST = "manifest.json"  # in staging/chunks: the SHA-256 of every chunk the store wrote
+CHUNK_MANIFEST = "manifest.jsonl"  # in staging/chunks: one line per chunk the store wrote (tabsim.runtime.chunklog)
 _BLOCK = 1 << 20
+MAX_MARKER_BYTES = 64 << 20  # a marker's digests of about half a million files
 
 
 class ManifestError(ValueError):
     """A folder cannot be checked: it is not a published tabsim run, or its manifest is unreadable."""
 
 
+class UntrustedFile(OSError):
+    """A file tabsim reads is not a regular file, or is larger than it can be (the message says which)."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """A file descriptor of ``path`` opened without blocking, after checking that it is a regular file.
+
+    Raises:
+      UntrustedFile: ``path`` is a FIFO, socket, device or folder (closed again at once).
+      OSError: it cannot be opened (``FileNotFoundError`` when absent).
+    """
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UntrustedFile(f"{Path(path).name} is {_kind(st.st_mode)}, not a regular file")
+    return fd
+
+
+def read_regular(path: str | Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them (:class:`UntrustedFile` otherwise)."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise UntrustedFile(f"{Path(path).name} holds {size} bytes, more than the {limit} allowed")
+        return pread_all(fd, size, 0)
+    finally:
+        os.close(fd)
+
+
+def pread_all(fd: int, size: int, offset: int) -> bytes:
+    """Up to ``size`` bytes of ``fd`` from ``offset`` (fewer only where the file ends first)."""
+    parts, got = [], 0
+    while got < size:
+        block = os.pread(fd, size - got, offset + got)
+        if not block:
+            break
+        parts.append(block)
+        got += len(block)
+    return b"".join(parts)
+
+
 def file_sha256(path: str | Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in blocks."""
+    """SHA-256 (hex) of a regular file's bytes, read in blocks (opened without blocking: a FIFO is refused)."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:
         for block in iter(lambda: fh.read(_BLOCK), b""):
             h.update(block)
     return h.hexdigest()
@@ -40,7 +94,10 @@ def tree_digests(folder: str | Path, skip: tuple[str, ...] = ()) -> dict[str, st
         rel = p.relative_to(folder)
         if rel.parts[0] in skip or p.is_symlink() or not p.is_file():
             continue
-        out[rel.as_posix()] = file_sha256(p)
+        try:
+            out[rel.as_posix()] = file_sha256(p)
+        except UntrustedFile:  # swapped for a FIFO since: no digest, as for one seen before
+            continue
     return out
 
 
@@ -53,7 +110,7 @@ def read_marker(folder: str | Path) -> dict:
     if not path.is_file():
         raise ManifestError(f"{folder}: no {MARKER}; not a folder published by tabsim (or not complete)")
     try:
-        marker = json.loads(path.read_text())
+        marker = json.loads(read_regular(path, MAX_MARKER_BYTES))
     except (OSError, ValueError, UnicodeDecodeError) as err:
         raise ManifestError(f"{path}: unreadable ({err})") from None
     if not isinstance(marker, dict) or marker.get("schema") != SCHEMA:
@@ -92,5 +149,6 @@ def check_folder(folder: str | Path) -> dict:
                                for k in odd})}
 
 
-__all__ = ["MARKER", "SCHEMA", "CHUNK_MANIFEST", "ManifestError", "file_sha256", "tree_digests", "read_marker",
+__all__ = ["MARKER", "SCHEMA", "CHUNK_MANIFEST", "ManifestError", "UntrustedFile", "open_regular", "read_regular",
+           "pread_all", "file_sha256", "tree_digests", "read_marker",
            "check_folder"]

@@ -10,12 +10,14 @@ hidden, so nothing that looks complete appears.
   ``resume``.
 * A lock file beside ``--out`` (``.NAME.lock``, held with ``flock``) refuses a second process that
   writes to the same ``--out`` while the first runs; the kernel releases it when a process dies.
-* Chunks are the unit of progress: each finished chunk of a compiled run is written atomically into
-  ``staging/chunks/`` as Parquet, named by the job's hash and the chunk id. ``resume`` recomputes only
-  the chunks that are missing and gives the same frame, byte for byte, as an uninterrupted run.
+* Chunks are the unit of progress: each finished chunk of a compiled run is saved (Arrow IPC) into
+  ``staging/chunks/``, named by the job's hash and the chunk id, at a constant cost per chunk (two
+  appends: :mod:`tabsim.runtime.chunklog`). ``resume`` recomputes only the chunks that are missing and
+  gives the same frame, byte for byte, as an uninterrupted run.
 * A store trusts only what it wrote: each chunk carries the run's key, its job and its chunk id, and
-  its SHA-256 goes into ``staging/chunks/manifest.json`` (rewritten atomically with every chunk).
-  ``resume`` recomputes any chunk whose bytes, key, job or id do not match, and says how many.
+  its offset, length and SHA-256 go into ``staging/chunks/manifest.jsonl``, one line per chunk.
+  ``resume`` recomputes any chunk whose bytes, key, job or id do not match, and says how many. Every
+  file it reads must be a regular file of bounded size, opened without blocking (a FIFO is refused).
 * A published folder carries the SHA-256 of every file it holds in ``.tabsim-run.json``;
   :func:`tabsim.runtime.manifest.check_folder` (``tabsim verify FOLDER``) names what changed since.
 
@@ -37,7 +39,6 @@ import math
 import os
 import shutil
 import sys
-import threading
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -45,10 +46,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tabsim.files.atomic import atomic_path, write_json
-from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, file_sha256, tree_digests
+from tabsim.files.atomic import write_json
+from tabsim.runtime.chunklog import ChunkLog, read_manifest
+from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, UntrustedFile, read_regular, tree_digests
 
-CHUNK_SCHEMA = "tabsim.chunks/1"
+MAX_JSON_BYTES = 64 << 20  # staging.json, .tabsim-run.json: a few hundred bytes to a few MiB of file digests
 
 # The range of every metric a run records (names of the frame's columns and of the chunks' arrays): a value
 # outside it is not a result (a forged or damaged chunk, a rewritten frame), so it is neither reused nor
@@ -200,8 +202,7 @@ class RunStore:
         self.written_chunks = 0
         self.recomputed_chunks = 0  # saved chunks that failed verification on resume
         self.rejected: list[tuple[str, str]] = []  # (chunk file, why) of each of them
-        self._manifest: dict[str, dict] = {}  # chunk file name -> {"sha256", "job", "index"}
-        self._manifest_lock = threading.Lock()
+        self._log: ChunkLog | None = None  # the chunks saved in the staging folder (opened by ``open``)
 
     # -- opening ------------------------------------------------------------------------------
     def __enter__(self) -> "RunStore":
@@ -264,6 +265,8 @@ class RunStore:
         """Release the lock on ``out`` (idempotent)."""
         if self._lock_fd is None:
             return
+        if self._log is not None:
+            self._log.close()
         fd, self._lock_fd = self._lock_fd, None
         try:
             lock_path(self.out).unlink(missing_ok=True)  # still held: no other process can be mid-acquire
@@ -274,20 +277,24 @@ class RunStore:
     def _prepare(self) -> None:
         out, stage = self.out, self.dir
         meta_file = stage / "staging.json"
+        self._log = ChunkLog(stage / "chunks", self.key)
         if stage.exists():
-            meta = _read_json(meta_file)
-            n = len(list((stage / "chunks").glob("*.parquet"))) if (stage / "chunks").is_dir() else 0
+            meta, why = _read_json(meta_file, why=True)
             if self.resume:
                 if meta is None:
-                    raise OutputError(f"--resume: {stage} holds no staging.json; it was not written by tabsim. "
-                                      "Remove it or choose another --out")
+                    raise OutputError(f"--resume: {stage} holds no readable staging.json ({why}); it was not "
+                                      "written by tabsim. Remove it or choose another --out")
                 if self.key is not None and meta.get("key") not in (None, self.key):
                     raise OutputError(f"--resume: the interrupted run in {stage} computed something else (key "
                                       f"{meta.get('key')}, this run {self.key}); rerun it with the same config and "
                                       "options, or pass --overwrite to start again")
-                self._manifest = _read_manifest(stage / "chunks" / CHUNK_MANIFEST, meta.get("key"))
+                entries, problem = read_manifest(stage / "chunks", meta.get("key"))
+                if problem:
+                    self.say(f"resume: chunks/{problem}; its chunks are not trusted and are recomputed")
+                self._log = ChunkLog(stage / "chunks", self.key, entries)
                 return
             if not self.overwrite:
+                n = len(read_manifest(stage / "chunks", meta.get("key") if isinstance(meta, dict) else None)[0])
                 raise OutputExistsError(f"--out {out}: an interrupted run left {n} finished chunk(s) in {stage}; pass "
                                         "--resume to continue it or --overwrite to start again")
             shutil.rmtree(stage)
@@ -318,57 +325,37 @@ class RunStore:
         return self.resume and not self.dir.exists() and (self.out / MARKER).exists()
 
     # -- chunks -------------------------------------------------------------------------------
-    def _chunk_file(self, job: str, index: int) -> Path:
-        return self.dir / "chunks" / f"{job}-{index:05d}.parquet"
+    @staticmethod
+    def _chunk_name(job: str, index: int) -> str:
+        return f"{job}-{index:05d}"
 
     def load_chunk(self, job: str, index: int) -> dict[str, np.ndarray] | None:
         """The arrays saved for chunk ``index`` of ``job``, or None if it is not there or fails verification.
 
-        A chunk is trusted only when its SHA-256 is the one the manifest recorded when this store wrote
-        it, and the key, job and chunk id it carries are this run's, this job's and ``index``; one
-        that fails (truncated, edited, copied over another, foreign, a metric outside its range) counts in
-        ``recomputed_chunks``.
+        A chunk is trusted only when its bytes have the length and SHA-256 the manifest recorded when this
+        store wrote it, and the key, job and chunk id it carries are this run's, this job's and ``index``;
+        one that fails (truncated, edited, copied over another, foreign, a metric outside its range) counts
+        in ``recomputed_chunks``.
         """
-        path = self._chunk_file(job, index)
-        if not path.is_file():
-            return None
-        why = self._distrust(path, job, index)
-        if why is None:
-            try:
-                table = pq.read_table(path)
-                meta = json.loads(table.schema.metadata[b"tabsim"])
-                out = {}
-                for name, info in meta["arrays"].items():
-                    col = table.column(name).to_numpy()
-                    out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
-                    why = why or out_of_range(name, out[name])
-                if why is None:
-                    return out
-            except Exception:  # noqa: BLE001 - a file that cannot be read back is recomputed, never trusted
-                why = "unreadable"
-        self.recomputed_chunks += 1
-        self.rejected.append((path.name, why))
-        return None
-
-    def _distrust(self, path: Path, job: str, index: int) -> str | None:
-        """Why the chunk file ``path`` cannot be trusted as chunk ``index`` of ``job``, or None."""
-        entry = self._manifest.get(path.name)
+        name = self._chunk_name(job, index)
+        entry = self._log.entries.get(name) if self._log is not None else None
         if entry is None:
-            return "not in the manifest"
-        if file_sha256(path) != entry.get("sha256"):
-            return "SHA-256 differs from the manifest"
+            return None
         try:
-            meta = json.loads(pq.read_schema(path).metadata[b"tabsim"])
-        except Exception:  # noqa: BLE001 - no readable metadata: not a chunk this store wrote
-            return "unreadable"
-        carried = (meta.get("key"), meta.get("job"), meta.get("index"))
-        if carried != (self.key, job, index) or (entry.get("job"), entry.get("index")) != (job, index):
-            return f"carries key/job/chunk {carried}, not {(self.key, job, index)}"
+            out, why = _decode(self._log.read(entry), (self.key, job, index), entry)
+        except UntrustedFile as err:
+            out, why = None, str(err)
+        except Exception:  # noqa: BLE001 - bytes that cannot be read back are recomputed, never trusted
+            out, why = None, "unreadable"
+        if why is None:
+            return out
+        self.recomputed_chunks += 1
+        self.rejected.append((name, why))
         return None
 
-    def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> Path:
-        """Write chunk ``index`` of ``job`` atomically (Parquet: one flat column per array), recording its
-        SHA-256 in the manifest before the file appears under its name."""
+    def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> str:
+        """Save chunk ``index`` of ``job`` (an Arrow IPC stream: one flat column per array): its bytes are
+        appended to the pack, then its manifest line; returns the chunk's name."""
         arrays = {k: np.asarray(v) for k, v in arrays.items()}
         size = max((a.size for a in arrays.values()), default=0)
         cols, info = {}, {}
@@ -380,20 +367,20 @@ class RunStore:
             info[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
         carried = {"arrays": info, "key": self.key, "job": job, "index": index}
         table = pa.table(cols).replace_schema_metadata({"tabsim": json.dumps(carried, default=_plain)})
-        path = self._chunk_file(job, index)
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
-            # the manifest entry first: a file under its name always has one (a kill in between leaves an
-            # entry without a file, which is simply missing and recomputed)
-            self._record(path.name, {"sha256": file_sha256(tmp), "job": job, "index": index})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:  # microseconds, where Parquet takes a millisecond
+            writer.write_table(table)
+        if self._log is None:
+            self._log = ChunkLog(self.dir / "chunks", self.key)
+        entry = self._log.write(sink.getvalue())
+        name = self._chunk_name(job, index)
+        # the line after the bytes: a kill in between leaves bytes that no line names, never a line without them
+        self._record(name, {**entry, "job": job, "index": index})
         self.written_chunks += 1
-        return path
+        return name
 
     def _record(self, name: str, entry: dict) -> None:
-        with self._manifest_lock:
-            self._manifest[name] = entry
-            write_json(self.dir / "chunks" / CHUNK_MANIFEST,
-                       {"schema": CHUNK_SCHEMA, "key": self.key, "chunks": self._manifest})
+        self._log.record(name, entry)
 
     def say(self, message: str) -> None:
         """One line to the user (stderr): what the store did that changes what runs."""
@@ -421,6 +408,8 @@ class RunStore:
             return self.out
         stage, out = self.dir, self.out
         self._check_ranges()
+        if self._log is not None:
+            self._log.close()
         (stage / "staging.json").unlink(missing_ok=True)
         chunks = stage / "chunks"
         files = tree_digests(stage, skip=(chunks.name, MARKER))
@@ -462,27 +451,43 @@ def _frame_problem(path: Path) -> str | None:
     return None
 
 
-def _read_json(path: Path):
+def _decode(data, expected: tuple, entry: dict) -> tuple[dict | None, str | None]:
+    """``(arrays, None)`` from a chunk's bytes (an Arrow IPC stream), or ``(None, why)`` when they are not
+    chunk ``expected`` = ``(key, job, index)`` or hold a metric outside its range."""
+    table = pa.ipc.open_stream(data).read_all()
+    table.validate(full=True)
+    meta = json.loads(table.schema.metadata[b"tabsim"])
+    carried = (meta.get("key"), meta.get("job"), meta.get("index"))
+    if carried != expected or (entry.get("job"), entry.get("index")) != expected[1:]:
+        return None, f"carries key/job/chunk {carried}, not {expected}"
+    out = {}
+    for name, info in meta["arrays"].items():
+        col = table.column(name).to_numpy()
+        out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
+        why = out_of_range(name, out[name])
+        if why:
+            return None, why
+    return out, None
+
+
+def _read_json(path: Path, why: bool = False):
+    """The JSON object in the regular file ``path`` (read without blocking, at most :data:`MAX_JSON_BYTES`),
+    or None; with ``why``, ``(object or None, why not)``."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+        obj, problem = json.loads(read_regular(path, MAX_JSON_BYTES)), None
+        if not isinstance(obj, dict):
+            obj, problem = None, f"{path.name} is not a JSON object"
+    except FileNotFoundError:
+        obj, problem = None, f"no {path.name}"
+    except UntrustedFile as err:
+        obj, problem = None, str(err)
+    except (OSError, ValueError) as err:
+        obj, problem = None, f"{path.name} is unreadable ({type(err).__name__})"
+    return (obj, problem) if why else obj
 
 
 def _write_json(path: Path, obj) -> None:
     write_json(path, obj)
-
-
-def _read_manifest(path: Path, key) -> dict[str, dict]:
-    """The chunk manifest of a staging folder (empty when absent or not this run's: every chunk is then
-    recomputed)."""
-    data = _read_json(path)
-    if not isinstance(data, dict) or data.get("schema") != CHUNK_SCHEMA or data.get("key") != key:
-        return {}
-    chunks = data.get("chunks")
-    if not isinstance(chunks, dict):
-        return {}
-    return {k: v for k, v in chunks.items() if isinstance(v, dict)}
 
 
 def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore | None" = None, job: str | None = None,

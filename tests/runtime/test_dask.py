@@ -23,6 +23,7 @@ from tabsim.cli import main  # noqa: E402
 from tabsim.runtime.dask import DaskExecutor, core_groups, run_task
 from tabsim.runtime.executors import ExecutorError, numerics
 from tabsim.runtime.planning import fit_memory  # noqa: E402
+from tabsim.runtime.chunklog import saved_chunks  # noqa: E402
 from tabsim.runtime.store import MARKER, staging_path  # noqa: E402
 
 # 6 conditions in chunks of one; a chunk takes ~0.05-0.2 s, so a kill lands while chunks run
@@ -195,7 +196,7 @@ def test_interrupted_then_resumed(cluster, config, local_bytes, tmp_path, monkey
     monkeypatch.undo()
     assert res.exit_code == 130, res.output
     assert not out.exists()
-    assert len(list((staging_path(out) / "chunks").glob("*.parquet"))) == 2
+    assert saved_chunks(staging_path(out) / "chunks") == 2
     sent = []
 
     def counting(self, fn, items):

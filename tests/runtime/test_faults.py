@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from tabsim.cli import main
+from tabsim.runtime.chunklog import PACK, saved_chunks
 from tabsim.runtime.store import MARKER, RunStore, lock_path, staging_path
 
 # 10 conditions in chunks of one, each chunk long enough (~0.2 s on 2 cores, one compiled call) for a signal to
@@ -78,7 +79,7 @@ def wait_for_chunks(proc, out: Path, n: int, timeout: float = 120.0) -> int:
     chunks = staging_path(out) / "chunks"
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        have = len(list(chunks.glob("*.parquet"))) if chunks.is_dir() else 0
+        have = saved_chunks(chunks)
         if have >= n:
             return have
         if proc.poll() is not None:
@@ -190,7 +191,7 @@ def test_sigint_stops_with_one_line_keeps_chunks_and_resume_is_byte_identical(sl
     assert len(lines) == 1 and lines[0].startswith("interrupted:"), err
     assert "Traceback" not in err and "--resume" in lines[0]
     assert tree_bytes(out) == {"old.txt": b"earlier results"}  # untouched
-    kept = len(list((staging_path(out) / "chunks").glob("*.parquet")))
+    kept = saved_chunks(staging_path(out) / "chunks")
     assert kept >= 2
 
     res = cli("run", slow_config, "--out", out, "-q")  # neither flag: the interrupted run is not discarded
@@ -213,9 +214,9 @@ def test_sigkill_then_resume_is_byte_identical(slow_config, reference, tmp_path)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not out.exists()  # nothing that looks complete
-    # a truncated checkpoint (as a kill during a write outside the atomic rename could leave) is recomputed
-    chunks = sorted((staging_path(out) / "chunks").glob("*.parquet"))
-    chunks[0].write_bytes(chunks[0].read_bytes()[:100])
+    # truncated checkpoints (as a power cut could leave them) are recomputed
+    pack = staging_path(out) / "chunks" / PACK
+    pack.write_bytes(pack.read_bytes()[:100])
     res = cli("run", slow_config, "--out", out, "-q", "--resume")
     assert res.exit_code == 0, res.output
     assert (out / "results.parquet").read_bytes() == (reference / "results.parquet").read_bytes()

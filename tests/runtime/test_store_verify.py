@@ -1,5 +1,5 @@
 """The run store trusts only what it wrote: chunks carry their run's key, job and chunk id and their SHA-256
-sits in a manifest; ``--resume`` recomputes any chunk that fails and says how many. A published folder
+sits in an append-only manifest; ``--resume`` recomputes any chunk that fails and says how many. A published folder
 carries the digest of every file, and ``tabsim verify`` names what changed since.
 
 Each attack edits the staging folder of a real, interrupted ``tabsim run`` and must end with the same
@@ -7,16 +7,20 @@ bytes as an uninterrupted run (or, for a published folder, with a refusal naming
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
+import threading
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
 from tabsim.cli import main
-from tabsim.runtime import store as store_mod
+from tabsim.runtime.chunklog import PACK
 from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER
 from tabsim.runtime.store import RunStore, staging_path
 
@@ -62,17 +66,56 @@ def interrupted(config, tmp_path, monkeypatch):
         mp.setattr(RunStore, "publish", stop)
         res = cli("run", config, "--out", out, "-q")
     assert res.exit_code == 130, res.output
-    chunks = sorted((staging_path(out) / "chunks").glob("*.parquet"))
-    assert len(chunks) == 4 and (staging_path(out) / "chunks" / CHUNK_MANIFEST).is_file()
-    return out, chunks
+    names = sorted(entries(out))
+    assert len(names) == 4 and (chunk_dir(out) / PACK).is_file()
+    return out, names
 
 
-def resume(config, out, reference, recomputed: int):
+def chunk_dir(out):
+    return staging_path(out) / "chunks"
+
+
+def entries(out) -> dict:
+    """``{chunk name: manifest line}`` of an interrupted run (the last line of a name counts)."""
+    lines = (chunk_dir(out) / CHUNK_MANIFEST).read_text().splitlines()
+    return {e["name"]: e for e in map(json.loads, lines[1:])}
+
+
+def chunk_bytes(out, name) -> bytes:
+    e = entries(out)[name]
+    return (chunk_dir(out) / PACK).read_bytes()[e["offset"]:e["offset"] + e["size"]]
+
+
+def read_chunk(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
+
+
+def chunk_of(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def forge(out, name, data: bytes, sha: str | None = None) -> None:
+    """Append ``data`` to the pack and a manifest line naming it chunk ``name`` (with its SHA-256, or ``sha``)."""
+    e = dict(entries(out)[name])
+    pack = chunk_dir(out) / PACK
+    e.update(offset=pack.stat().st_size, size=len(data), sha256=sha or hashlib.sha256(data).hexdigest())
+    with open(pack, "ab") as fh:
+        fh.write(data)
+    with open(chunk_dir(out) / CHUNK_MANIFEST, "a") as fh:
+        fh.write(json.dumps(e) + "\n")
+
+
+def resume(config, out, reference, recomputed: int, reused: int | None = None):
     res = cli("run", config, "--out", out, "-q", "--resume")
     assert res.exit_code == 0, res.output
     assert (out / "results.parquet").read_bytes() == (reference / "results.parquet").read_bytes()
     marker = json.loads((out / MARKER).read_text())
-    assert marker["chunks_recomputed"] == recomputed and marker["chunks_reused"] == 4 - recomputed
+    reused = 4 - recomputed if reused is None else reused
+    assert marker["chunks_recomputed"] == recomputed and marker["chunks_reused"] == reused
+    assert marker["chunks_written"] == 4 - reused
     if recomputed:
         assert f"resume: {recomputed} saved chunk(s) failed verification and are recomputed" in res.output
     else:
@@ -85,77 +128,150 @@ def test_untouched_chunks_are_all_reused(config, interrupted, reference):
     resume(config, out, reference, 0)
 
 
-def test_a_chunk_copied_over_another_is_recomputed(config, interrupted, reference):
-    out, chunks = interrupted
-    shutil.copyfile(chunks[0], chunks[1])
+def test_pack_bytes_overwritten_by_another_chunk_are_recomputed(config, interrupted, reference):
+    out, names = interrupted
+    e = entries(out)[names[1]]
+    data = (chunk_bytes(out, names[0]) * 2)[:e["size"]]
+    with open(chunk_dir(out) / PACK, "r+b") as fh:
+        fh.seek(e["offset"])
+        fh.write(data)
     said = resume(config, out, reference, 1)
-    assert chunks[1].name in said
+    assert names[1] in said and "SHA-256 differs" in said
 
 
 def test_a_chunk_copied_with_its_manifest_entry_is_still_recomputed(config, interrupted, reference):
     """Even with the manifest made to agree, the copy carries another chunk id."""
-    out, chunks = interrupted
-    shutil.copyfile(chunks[0], chunks[1])
-    mf = staging_path(out) / "chunks" / CHUNK_MANIFEST
-    data = json.loads(mf.read_text())
-    data["chunks"][chunks[1].name]["sha256"] = data["chunks"][chunks[0].name]["sha256"]
-    mf.write_text(json.dumps(data))
+    out, names = interrupted
+    forge(out, names[1], chunk_bytes(out, names[0]))
     assert "carries key/job/chunk" in resume(config, out, reference, 1)
 
 
-def test_pass1_edited_with_pyarrow_is_recomputed_never_published(config, interrupted, reference):
-    out, chunks = interrupted
-    table = pq.read_table(chunks[2])
+def test_pass1_edited_with_arrow_is_recomputed_never_published(config, interrupted, reference):
+    out, names = interrupted
+    table = read_chunk(chunk_bytes(out, names[2]))
     i = table.schema.get_field_index("pass1")
     table = table.set_column(i, "pass1", pa.array([1.248] * table.num_rows, table.column(i).type))
-    pq.write_table(table, chunks[2])
+    forge(out, names[2], chunk_of(table), sha=entries(out)[names[2]]["sha256"])
     resume(config, out, reference, 1)
-    assert json.loads((out / MARKER).read_text())["chunks_recomputed"] == 1
     assert pq.read_table(out / "results.parquet").column("pass1").to_numpy().max() <= 1.0
 
 
 @pytest.mark.parametrize("damage", ["manifest removed", "manifest of another run", "manifest not json",
-                                    "chunk of another run"])
+                                    "chunk of another run", "last line torn", "pack truncated", "pack removed"])
 def test_chunks_without_a_trustworthy_manifest_entry_are_recomputed(config, interrupted, reference, damage, tmp_path):
-    out, chunks = interrupted
-    mf = staging_path(out) / "chunks" / CHUNK_MANIFEST
+    out, names = interrupted
+    mf = chunk_dir(out) / CHUNK_MANIFEST
+    recomputed, reused, says = 0, 0, None
     if damage == "manifest removed":
         mf.unlink()
-        n = 4
+        says = "manifest.jsonl is missing"
     elif damage == "manifest of another run":
-        mf.write_text(mf.read_text().replace(json.loads(mf.read_text())["key"], "another-run"))
-        n = 4
+        mf.write_text(mf.read_text().replace(json.loads(mf.read_text().splitlines()[0])["key"], "another-run"))
+        says = "manifest.jsonl was written for another run"
     elif damage == "manifest not json":
         mf.write_text("{")
-        n = 4
-    else:  # a chunk that another store wrote under the same job name and id, with its manifest entry
+        says = "manifest.jsonl is not a tabsim chunk manifest"
+    elif damage == "chunk of another run":  # another store's chunk under the same job name and id, with its line
         other = RunStore(tmp_path / "other", key="another-run").open()
-        name = chunks[3].name
-        job, index = name[:-len("-00003.parquet")], int(name[-13:-8])
-        path = other.save_chunk(job, index, {"pass1": pq.read_table(chunks[3]).column("pass1").to_numpy()})
+        job, index = names[3][:-len("-00003")], int(names[3][-5:])
+        pass1 = read_chunk(chunk_bytes(out, names[3])).column("pass1").to_numpy()
+        other.save_chunk(job, index, {"pass1": pass1})
         other.release()
-        shutil.copyfile(path, chunks[3])
-        data = json.loads(mf.read_text())
-        data["chunks"][name]["sha256"] = store_mod.file_sha256(chunks[3])
-        mf.write_text(json.dumps(data))
-        n = 1
-    resume(config, out, reference, n)
+        e = entries(tmp_path / "other")[names[3]]
+        forge(out, names[3], (chunk_dir(tmp_path / "other") / PACK).read_bytes()[e["offset"]:][:e["size"]])
+        recomputed, reused = 1, 3
+    elif damage == "last line torn":  # as a kill in the middle of its write: that chunk is missing
+        text = mf.read_text()
+        mf.write_text(text[:-20])
+        reused = 3
+    elif damage == "pack truncated":
+        last = max(entries(out).values(), key=lambda e: e["offset"])
+        with open(chunk_dir(out) / PACK, "r+b") as fh:
+            fh.truncate(last["offset"] + 100)
+        recomputed, reused = 1, 3
+    else:
+        (chunk_dir(out) / PACK).unlink()
+        recomputed = 4
+    said = resume(config, out, reference, recomputed, reused)
+    if says:
+        assert f"resume: chunks/{says}" in said and "recomputed" in said, said
 
 
-def test_a_chunk_is_named_in_the_manifest_before_it_appears(tmp_path, monkeypatch):
-    """A kill between the manifest and the rename leaves an entry without a file, never a file without one."""
+def test_a_manifest_line_names_bytes_already_in_the_pack(tmp_path, monkeypatch):
+    """A kill between the two appends leaves bytes that no line names, never a line naming bytes not written."""
     st = RunStore(tmp_path / "o", key="k").open()
     seen = {}
     real = st._record
 
     def record(name, entry):
+        seen["pack holds it"] = (st.dir / "chunks" / PACK).stat().st_size >= entry["offset"] + entry["size"] > 0
+        seen["named before"] = (st.dir / "chunks" / CHUNK_MANIFEST).read_text().count(name)
         real(name, entry)
-        seen["file there"] = (st.dir / "chunks" / name).exists()
 
     monkeypatch.setattr(st, "_record", record)
-    st.save_chunk("job", 0, {"x": __import__("numpy").arange(3.0)})
-    assert seen == {"file there": False}
+    st.save_chunk("job", 0, {"x": np.arange(3.0)})
+    assert seen == {"pack holds it": True, "named before": 0}
+    assert st.load_chunk("job", 0)["x"].tolist() == [0.0, 1.0, 2.0]
     st.release()
+
+
+def test_saving_a_chunk_appends_and_never_rewrites(tmp_path):
+    """Constant cost per chunk: the manifest grows by one line and the pack by one chunk's bytes."""
+    st = RunStore(tmp_path / "o", key="k").open()
+    mf, pack = st.dir / "chunks" / CHUNK_MANIFEST, st.dir / "chunks" / PACK
+    st.save_chunk("job", 0, {"x": np.arange(3.0)})
+    ino, before, size = mf.stat().st_ino, mf.read_bytes(), pack.stat().st_size
+    for i in range(1, 4):
+        st.save_chunk("job", i, {"x": np.arange(3.0) + i})
+    assert mf.stat().st_ino == ino and mf.read_bytes().startswith(before)
+    assert len(mf.read_bytes().splitlines()) == 1 + 4 and pack.stat().st_size > size
+    assert [st.load_chunk("job", i)["x"][0] for i in range(4)] == [0.0, 1.0, 2.0, 3.0]
+    st.release()
+
+
+def fifo_watchdog(fifo, seconds: float = 60.0):
+    """A safety net for a FIFO test, not a timing: if something still waits on ``fifo`` after ``seconds``,
+    open and close its other end so that the test ends (and fails) instead of hanging."""
+    fired, done = threading.Event(), threading.Event()
+
+    def watch():
+        if done.wait(seconds):
+            return
+        for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+            try:
+                os.close(os.open(fifo, flags))
+                fired.set()
+            except OSError:
+                pass
+
+    threading.Thread(target=watch, daemon=True).start()
+    return fired, done
+
+
+@pytest.mark.parametrize("victim", ["chunks/manifest.jsonl", "chunks/chunks.pack", "staging.json"])
+def test_resume_with_a_fifo_in_the_staging_folder_does_not_hang(config, interrupted, reference, victim):
+    out, _ = interrupted
+    path = staging_path(out) / victim
+    path.unlink()
+    os.mkfifo(path)
+    fired, done = fifo_watchdog(path)
+    try:
+        res = cli("run", config, "--out", out, "-q", "--resume")
+    finally:
+        done.set()
+    assert not fired.is_set(), "the store waited on a FIFO"
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    if victim == "staging.json":
+        assert res.exit_code == 1 and "staging.json is a FIFO, not a regular file" in res.output, res.output
+        assert len(lines) == 1 and "Traceback" not in res.output
+        return
+    assert res.exit_code == 0, res.output
+    assert (out / "results.parquet").read_bytes() == (reference / "results.parquet").read_bytes()
+    marker = json.loads((out / MARKER).read_text())
+    assert marker["chunks_written"] == 4 and marker["chunks_reused"] == 0
+    if victim == "chunks/manifest.jsonl":
+        assert lines == ["resume: chunks/manifest.jsonl is a FIFO, not a regular file; its chunks are not trusted "
+                         "and are recomputed"], res.output
 
 
 # -- published folders ------------------------------------------------------------------------
@@ -206,17 +322,11 @@ def test_verify_refuses_what_it_cannot_check(reference, tmp_path, case, words):
 
 def test_a_forged_chunk_outside_the_metric_ranges_is_recomputed(config, reference, interrupted):
     """A chunk rewritten with pass@1 = 1.249 and its manifest entry forged to match was trusted and published."""
-    from tabsim.runtime.manifest import file_sha256
-
-    out, chunks = interrupted
-    t = pq.read_table(chunks[0])
+    out, names = interrupted
+    t = read_chunk(chunk_bytes(out, names[0]))
     col = t.column("pass1").to_numpy().copy()
     col[0] = 1.249
-    pq.write_table(t.set_column(t.schema.get_field_index("pass1"), "pass1", pa.array(col)), chunks[0])
-    manifest = staging_path(out) / "chunks" / CHUNK_MANIFEST
-    data = json.loads(manifest.read_text())
-    data["chunks"][chunks[0].name]["sha256"] = file_sha256(chunks[0])
-    manifest.write_text(json.dumps(data))
+    forge(out, names[0], chunk_of(t.set_column(t.schema.get_field_index("pass1"), "pass1", pa.array(col))))
     output = resume(config, out, reference, recomputed=1)
     assert "pass1" in output and "outside" in output, output
 
