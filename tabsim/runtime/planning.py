@@ -198,18 +198,46 @@ def check_run(cfg: Config, available: int | None = None) -> None:
     check_memory(cfg, per, n_seeds, available)
 
 
-def conditions_per_chunk(cfg: Config, n_cond: int, n_seeds: int, executor=None) -> int:
+def conditions_per_chunk(cfg: Config, n_cond: int, n_seeds: int, executor=None, device=None) -> int:
     """Conditions per chunk of a run of ``n_cond`` conditions x ``n_seeds`` seeds: ``train.chunk_conditions``
-    or about 2e8 sampled answers (:func:`_auto_chunk`), refused before compiling when a chunk cannot fit
-    this machine, capped to a worker's memory limit (:func:`fit_chunk`)."""
-    per = min(cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, n_seeds), n_cond)
-    return fit_chunk(executor, cfg, per, n_seeds)
+    or about 2e8 sampled answers on the CPU, as many as fit an accelerator ``device`` (:func:`_auto_chunk`),
+    refused before compiling when a chunk cannot fit, capped to a worker's memory limit (:func:`fit_chunk`)."""
+    per = min(cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, n_seeds, device), n_cond)
+    return fit_chunk(executor, cfg, per, n_seeds, device)
 
 
-def units_per_chunk(cfg: Config, n_units: int, executor=None, requested: int | None = None) -> int:
-    """Condition x seed units per chunk of a factorial program: ``requested`` or about 4e6 sampled answers
-    (:func:`_auto_units`), checked and capped like :func:`conditions_per_chunk`."""
-    return fit_chunk(executor, cfg, requested or _auto_units(cfg, n_units), 1)
+def units_per_chunk(cfg: Config, n_units: int, executor=None, requested: int | None = None, device=None) -> int:
+    """Condition x seed units per chunk of a factorial program: ``requested``, or about 4e6 sampled answers on
+    the CPU and as many as fit an accelerator ``device`` (:func:`_auto_units`), checked and capped like
+    :func:`conditions_per_chunk`."""
+    return fit_chunk(executor, cfg, requested or _auto_units(cfg, n_units, device), 1, device)
+
+
+# An accelerator runs a whole grid at once for about the cost of a small part of it (one H200: 7.6e9-1.65e10
+# sampled answers/s, against 2e7-4e7 per CPU core), and each chunk costs a dispatch, a sync, a hash and a save
+# on the host: there a chunk is as large as its device's memory holds, up to about a second of work.
+ACCELERATOR_ANSWERS = 1e10  # sampled answers per chunk at most
+ACCELERATOR_DEFAULT_BYTES = 8 << 30  # an accelerator that reports no memory figure
+
+
+def device_bytes(device) -> int | None:
+    """Memory free on the accelerator ``device`` (a ``jax.Device``): ``bytes_limit - bytes_in_use`` of its
+    ``memory_stats()``; None for the CPU (chunks there are sized for speed and the host's memory) or no device."""
+    if device is None or getattr(device, "platform", "cpu") == "cpu":
+        return None
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # noqa: BLE001 - a backend without memory statistics
+        stats = {}
+    limit = stats.get("bytes_limit")
+    if not limit:
+        return ACCELERATOR_DEFAULT_BYTES
+    return max(0, int(limit) - int(stats.get("bytes_in_use", 0)))
+
+
+def _device_fit(cfg: Config, free: int, n_seeds: int) -> int:
+    """Conditions of ``n_seeds`` seeds whose arrays fit :data:`MEMORY_FRACTION` of ``free`` device bytes (>= 1)."""
+    return max(1, int(MEMORY_FRACTION * free // max(estimate_bytes(cfg, 1, n_seeds), 1)))
 
 
 MEMORY_FRACTION = 0.5  # of a worker's memory limit that one chunk may use (JAX, the program and Dask need the rest)
@@ -229,14 +257,14 @@ def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: flo
     return _largest(1, per, lambda n: nbytes(n) <= budget)  # nbytes grows with the size
 
 
-def fit_chunk(executor, cfg, per: int, n_seeds: int) -> int:
+def fit_chunk(executor, cfg, per: int, n_seeds: int, device=None) -> int:
     """``per`` conditions per chunk, checked against memory before anything compiles: refused when a chunk
-    run in this process cannot fit the machine (:func:`tabsim.runtime.planning.check_memory`), capped to a worker's
-    memory limit otherwise (:func:`cap_chunk`)."""
+    run in this process cannot fit the machine, or the accelerator ``device`` it runs on
+    (:func:`tabsim.runtime.planning.check_memory`), capped to a worker's memory limit otherwise (:func:`cap_chunk`)."""
 
     if executor is None or isinstance(executor, LocalExecutor):
-
-        check_memory(cfg, per, n_seeds)
+        free = device_bytes(device)
+        check_memory(cfg, per, n_seeds, None if free is None else free + RUNTIME_BYTES)
     return cap_chunk(executor, cfg, per, n_seeds)
 
 
@@ -268,8 +296,10 @@ def cap_chunk(executor, cfg, per: int, n_seeds: int) -> int:
 MAJ_TABLE_BYTES = 256 * 2**20  # exact maj@k tables of one chunk (its evaluations hold several copies)
 
 
-def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int) -> int:
-    """About 2e8 sampled answers per chunk: large enough to amortise dispatch, small enough for progress.
+def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int, device=None) -> int:
+    """About 2e8 sampled answers per chunk on the CPU: large enough to amortise dispatch, small enough for
+    progress. On an accelerator ``device``: up to :data:`ACCELERATOR_ANSWERS`, as many as half its free
+    memory holds (:func:`device_bytes`).
 
     Exact maj@k evaluates a ``[prompts, count vectors]`` table per condition x seed x arm x eval point
     (6435 count vectors for maj@8 over 8 answers), so with ``train.maj_k`` a chunk also keeps those
@@ -278,20 +308,29 @@ def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int) -> int:
 
     per_cond = n_seeds * len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size
     per_cond *= cfg.algo.epochs
-    per = max(1, min(n_cond, int(2e8 // max(per_cond, 1))))
+    free = device_bytes(device)
+    answers = 2e8 if free is None else ACCELERATOR_ANSWERS
+    per = max(1, min(n_cond, int(answers // max(per_cond, 1))))
     tables = sum(n_compositions(k, cfg.task.n_answers) for k in cfg.train.maj_k)
     if tables:
         n_evals = cfg.train.steps // (cfg.train.eval_every or cfg.train.steps) + 1
         table_bytes = 4 * n_seeds * len(cfg.arms.arms) * n_evals * cfg.task.n_prompts * tables
         per = max(1, min(per, int(MAJ_TABLE_BYTES // table_bytes)))
-    return max(1, min(per, max_conditions(cfg, n_seeds)))  # and what fits in memory
+    fit = max_conditions(cfg, n_seeds) if free is None else _device_fit(cfg, free, n_seeds)
+    return max(1, min(per, fit))  # and what fits in memory
 
 
-def _auto_units(cfg: Config, n_units: int) -> int:
-    """About 4e6 sampled answers per chunk (a power of two, at most the units needed)."""
+def _auto_units(cfg: Config, n_units: int, device=None) -> int:
+    """About 4e6 sampled answers per chunk on the CPU (where small chunks run fastest); on an accelerator
+    ``device`` up to :data:`ACCELERATOR_ANSWERS`, as many units as half its free memory holds. A power of
+    two, at most the units needed."""
     per = len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size * cfg.algo.epochs
-    u = max(1, int(4e6 // max(per, 1)))
-    u = min(u, max(1, max_conditions(cfg, 1)))  # what fits in memory
+    free = device_bytes(device)
+    if free is None:
+        u = max(1, int(4e6 // max(per, 1)))
+        u = min(u, max(1, max_conditions(cfg, 1)))  # what fits in memory
+    else:
+        u = min(max(1, int(ACCELERATOR_ANSWERS // max(per, 1))), _device_fit(cfg, free, 1))
     u = 1 << (u.bit_length() - 1)
     return min(u, 1 << max(0, (n_units - 1).bit_length()))
 

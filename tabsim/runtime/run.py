@@ -352,7 +352,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         env = make_env(cfg)
         per = max(1, min(n_cond, CHUNK_BYTES // expected_bytes(env, algo_spec(cfg), schedule(cfg), cfg.arms.arms)))
     else:
-        per = planning.conditions_per_chunk(cfg, n_cond, len(seeds), executor)  # refused before compiling if it cannot fit
+        per = planning.conditions_per_chunk(cfg, n_cond, len(seeds), executor, device=dev)  # refused if it cannot fit
     n_chunks = math.ceil(n_cond / per)
     padded = values + [values[-1]] * (n_chunks * per - n_cond)
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition

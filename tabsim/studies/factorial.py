@@ -385,11 +385,12 @@ def run_config(cfg: Config, *, skip_frozen: bool = True) -> Config:
 
 
 def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None, skip_frozen: bool = True,
-                executor=None):
+                executor=None, device=None):
     """Deduplicated units of ``designs`` packed into equal-size chunks, one size per program.
 
     An ``executor`` whose workers have a memory limit (:class:`tabsim.runtime.dask.DaskExecutor`) caps the
-    units per chunk so that one chunk fits it.
+    units per chunk so that one chunk fits it. ``device`` (a ``jax.Device``) is where the chunks run: an
+    accelerator's chunks are as large as its memory holds (:func:`tabsim.runtime.planning.units_per_chunk`).
 
     Returns:
       ``(chunks, unit_index, programs)``: ``chunks`` a list of ``(unit ids, Chunk)``;
@@ -424,7 +425,7 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
     chunks = []
     for key, cfg in programs.items():
         ids = [i for i, k in enumerate(unit_cfg) if k == key]
-        u = planning.units_per_chunk(cfg, len(ids), executor, units_per_chunk)  # a unit is one condition x seed
+        u = planning.units_per_chunk(cfg, len(ids), executor, units_per_chunk, device)  # a unit: condition x seed
         conf = cfg.model_dump(mode="json")
         for start in range(0, len(ids), u):
             part = ids[start:start + u]
@@ -463,6 +464,10 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         raise ValueError(f"units_per_chunk must be an int >= 1, got {units_per_chunk!r}")
     planned, index, programs = plan_chunks(designs, units_per_chunk=units_per_chunk, skip_frozen=skip_frozen,
                                            executor=executor)
+    work = sum(planning.run_work(Config.model_validate(c.config), c.n_real, 1) for _, c in planned)
+    dev = device_mod.pick(device, work)  # chosen before anything compiles, from the work of every chunk together
+    if units_per_chunk is None and planning.device_bytes(dev) is not None:  # an accelerator: its chunks are larger
+        planned, index, programs = plan_chunks(designs, skip_frozen=skip_frozen, executor=executor, device=dev)
     show = progress if progress is not None else len(planned) > 1
     n_units = sum(len(p) for p, _ in planned)
     chunks = [c for _, c in planned]
@@ -473,8 +478,6 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
                                                for conf, n in sizes))
     for cfg in programs.values():  # built before the bar: a note about the compile options prints above it
         compiled_train(cfg)
-    work = sum(planning.run_work(Config.model_validate(c.config), c.n_real, 1) for c in chunks)
-    dev = device_mod.pick(device, work)
     with _progress(len(planned), show, desc) as bar, device_mod.using(dev), until_first_chunk(bar):
         outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
     outputs = unit_outputs(planned, outs)
