@@ -49,6 +49,9 @@ def _summary(frame) -> str:
               help="The optimality gap's target: the best value the metric can reach.")
 @click.option("--ci", type=float, default=0.95, show_default=True, help="Two-sided interval level.")
 @click.option("--reps", type=int, default=2000, show_default=True, help="Bootstrap resamples.")
+@click.option("--method", type=click.Choice(["rescaled", "percentile"]), default="rescaled", show_default=True,
+              help="Interval: percentile bounds stretched by sqrt(n/(n-1)) for n seeds (covers at the nominal rate "
+                   "with few seeds), or rliable's plain percentile interval.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The bootstrap's random seed.")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
               show_default=True, help="Output folder, published whole (a non-empty one is refused without --overwrite).")
@@ -57,7 +60,7 @@ def _summary(frame) -> str:
 @click.option("--pdf", is_flag=True, help="Also write the figure as PDF beside its PNG.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary.")
 @json_option
-def command(source, by, metric, arm, threshold, ci, reps, seed, out, overwrite, no_figure, pdf, quiet, as_json):
+def command(source, by, metric, arm, threshold, ci, reps, method, seed, out, overwrite, no_figure, pdf, quiet, as_json):
     """Compare the levels of --by across a run's conditions: mean, median, IQM, optimality gap, probability of
     improvement (stratified bootstrap intervals), and a performance profile.
 
@@ -74,7 +77,7 @@ def command(source, by, metric, arm, threshold, ci, reps, seed, out, overwrite, 
 
     try:
         cmp = compare(source, by=by, metric=metric, arm=arm, threshold=threshold, ci=ci, n_resamples=reps,
-                      random_state=seed)
+                      method=method, random_state=seed)
     except CompareError as err:
         fail(str(err))
     cmd = " ".join(["tabsim compare", shlex.quote(str(source)), "--by", shlex.quote(by), "--metric",
@@ -91,6 +94,6 @@ def command(source, by, metric, arm, threshold, ci, reps, seed, out, overwrite, 
         say(f"wrote {out}/{', '.join(files)}", as_json)
     if as_json:
         emit({"command": "tabsim compare", "source": str(source), "out": str(out), "files": files,
-              **{k: cmp.settings[k] for k in ("by", "metric", "arm", "threshold", "ci", "n_resamples", "groups",
+              **{k: cmp.settings[k] for k in ("by", "metric", "arm", "threshold", "ci", "n_resamples", "method", "groups",
                                               "conditions", "n_conditions", "n_seeds")},
               "rows": cmp.frame.to_dict(orient="records")})

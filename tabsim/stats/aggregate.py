@@ -14,9 +14,14 @@ Learning at the Edge of the Statistical Precipice", NeurIPS 2021, arXiv 2108.132
 * score distribution (performance profile): the fraction of all runs scoring above ``tau``.
 
 Every statistic is vectorised over leading axes, so a bootstrap is one call on ``[B, runs, tasks]``.
-Intervals are percentile intervals of a stratified bootstrap: within each task (the stratum) the
-runs are drawn with replacement; for the probability of improvement X and Y are drawn
-independently, as rliable does.
+Intervals come from a stratified bootstrap: within each task (the stratum) the runs are drawn with
+replacement; for the probability of improvement X and Y are drawn independently, as rliable does.
+``method="percentile"`` gives rliable's percentile intervals. Those under-cover with few runs per
+task: a resample's within-task variance is ``(n - 1) / n`` of the sample's, so with 10 seeds a 95%
+interval of the mean covers about 92% of the time (measured in tests/stats/test_aggregate.py). The
+default, ``method="rescaled"``, stretches each percentile bound away from the estimate by
+``sqrt(n / (n - 1))`` (``n`` the runs per task, the smaller of X's and Y's), the rescaling of the
+with-replacement bootstrap for stratified samples (McCarthy and Snowden, 1985; Rao and Wu, 1988).
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from scipy import stats as sps
 from tabsim.stats import _validate as v
 
 AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
+METHODS = ("rescaled", "percentile")
 _BLOCK = 2_000_000  # resampled values held at once; bounds memory, not the result
 
 
@@ -92,8 +98,11 @@ def stratified_resamples(scores: np.ndarray, n_resamples: int, rng: np.random.Ge
         done += b
 
 
-def _interval(boot: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
+def _interval(boot: np.ndarray, est: np.ndarray, ci: float, method: str, runs: int) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = np.percentile(boot, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
+    if method == "rescaled":
+        c = np.sqrt(runs / (runs - 1))
+        lo, hi = est - c * (est - lo), est + c * (hi - est)
     return lo, hi
 
 
@@ -103,29 +112,30 @@ def _bootstrap(stat: Callable[[np.ndarray], np.ndarray], scores: np.ndarray, n_r
                            for block in stratified_resamples(scores, n_resamples, rng, factor)])
 
 
-def _check_settings(ci, n_resamples, threshold=1.0) -> tuple[float, int]:
+def _check_settings(ci, n_resamples, method, threshold=1.0) -> tuple[float, int, str]:
     level = v.check_level(ci)
     n = v.check_int(n_resamples, "n_resamples", minimum=100)
     if not np.isfinite(threshold):
         raise ValueError(f"threshold must be a finite number, got {threshold!r}")
-    return level, n
+    return level, n, v.check_method(method, METHODS)
 
 
 def aggregate_intervals(scores, *, threshold: float = 1.0, ci: float = 0.95, n_resamples: int = 2000,
-                        random_state=0) -> dict[str, tuple[float, float, float]]:
+                        method: str = "rescaled", random_state=0) -> dict[str, tuple[float, float, float]]:
     """Each aggregate of :data:`AGGREGATES` with its stratified-bootstrap percentile interval.
 
     Args:
       scores: ``[runs, tasks]``.
       threshold: the optimality gap's target (the metric's best attainable value).
       ci: two-sided level; n_resamples: bootstrap resamples (>= 100);
+      method: ``"rescaled"`` (default) or ``"percentile"`` (rliable's), see the module's docstring;
       random_state: int seed or ``numpy.random.Generator``.
 
     Returns:
       ``{name: (estimate, low, high)}``.
     """
     arr = check_scores(scores)
-    level, n = _check_settings(ci, n_resamples, threshold)
+    level, n, method = _check_settings(ci, n_resamples, method, threshold)
     rng = np.random.default_rng(random_state)
 
     def stat(s):
@@ -133,30 +143,31 @@ def aggregate_intervals(scores, *, threshold: float = 1.0, ci: float = 0.95, n_r
                          optimality_gap(s, threshold=threshold)], axis=-1)
 
     boot = _bootstrap(stat, arr, n, rng)
-    lo, hi = _interval(boot, level)
     est = stat(arr)
+    lo, hi = _interval(boot, est, level, method, arr.shape[0])
     return {name: (float(est[i]), float(lo[i]), float(hi[i])) for i, name in enumerate(AGGREGATES)}
 
 
-def improvement_interval(x, y, *, ci: float = 0.95, n_resamples: int = 2000,
+def improvement_interval(x, y, *, ci: float = 0.95, n_resamples: int = 2000, method: str = "rescaled",
                          random_state=0) -> tuple[float, float, float]:
     """Probability of improvement of X over Y with its interval: X and Y resampled independently, each
     stratified by task. ``x``: ``[runs_x, tasks]``, ``y``: ``[runs_y, tasks]`` (the same tasks)."""
     x, y = check_scores(x, "x"), check_scores(y, "y")
     if x.shape[1] != y.shape[1]:
         raise ValueError(f"x and y must hold the same tasks, got {x.shape[1]} and {y.shape[1]} columns")
-    level, n = _check_settings(ci, n_resamples)
+    level, n, method = _check_settings(ci, n_resamples, method)
     rng = np.random.default_rng(random_state)
     factor = max(x.shape[0], y.shape[0])
     bx = np.concatenate(list(stratified_resamples(x, n, rng, factor)))
     by = np.concatenate(list(stratified_resamples(y, n, rng, factor)))
     step = max(1, _BLOCK // (x.shape[0] * y.shape[0] * x.shape[1]))
     boot = np.concatenate([probability_of_improvement(bx[i:i + step], by[i:i + step]) for i in range(0, n, step)])
-    lo, hi = _interval(boot, level)
-    return float(probability_of_improvement(x, y)), float(lo), float(hi)
+    est = probability_of_improvement(x, y)
+    lo, hi = _interval(boot, est, level, method, min(x.shape[0], y.shape[0]))
+    return float(est), float(max(lo, 0.0)), float(min(hi, 1.0))
 
 
-def profile_intervals(scores, taus, *, ci: float = 0.95, n_resamples: int = 2000,
+def profile_intervals(scores, taus, *, ci: float = 0.95, n_resamples: int = 2000, method: str = "rescaled",
                       random_state=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The performance profile (fraction of runs above each ``tau``) with pointwise bootstrap bands.
 
@@ -165,8 +176,9 @@ def profile_intervals(scores, taus, *, ci: float = 0.95, n_resamples: int = 2000
     taus = np.asarray(taus, dtype=float)
     if taus.ndim != 1 or taus.size == 0 or not np.isfinite(taus).all():
         raise ValueError(f"taus must be a non-empty 1-D array of finite thresholds, got shape {taus.shape}")
-    level, n = _check_settings(ci, n_resamples)
+    level, n, method = _check_settings(ci, n_resamples, method)
     rng = np.random.default_rng(random_state)
     boot = _bootstrap(lambda s: score_distribution(s, taus), arr, n, rng, factor=taus.size)
-    lo, hi = _interval(boot, level)
-    return score_distribution(arr, taus), lo, hi
+    est = score_distribution(arr, taus)
+    lo, hi = _interval(boot, est, level, method, arr.shape[0])
+    return est, np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)

@@ -151,8 +151,8 @@ def _matrices(runs: pd.DataFrame, by: str, conds: list[str], metric: str) -> dic
 
 
 def compare(source, *, by: str, metric: str = DEFAULT_METRIC, arm: str | None = None,
-            threshold: float = DEFAULT_THRESHOLD, ci: float = 0.95, n_resamples: int = 2000, taus: int = 51,
-            random_state: int = 0) -> Comparison:
+            threshold: float = DEFAULT_THRESHOLD, ci: float = 0.95, n_resamples: int = 2000, method: str = "rescaled",
+            taus: int = 51, random_state: int = 0) -> Comparison:
     """Aggregate ``metric`` per level of ``by`` across conditions and seeds, with stratified bootstrap intervals.
 
     Args:
@@ -163,7 +163,9 @@ def compare(source, *, by: str, metric: str = DEFAULT_METRIC, arm: str | None = 
       arm: the arm whose ``metric`` is scored (default ``true``, or the run's only arm); not with
         ``by="arm"`` or a partition term.
       threshold: the optimality gap's target, the best value the metric can reach (1.0 for accuracies).
-      ci: two-sided level; n_resamples: bootstrap resamples; taus: points of the performance profile;
+      ci: two-sided level; n_resamples: bootstrap resamples; method: ``"rescaled"`` (percentile bounds
+        stretched by ``sqrt(n / (n - 1))``, which covers at the nominal rate with few seeds) or
+        ``"percentile"`` (rliable's), see :mod:`tabsim.stats.aggregate`; taus: points of the performance profile;
       random_state: the bootstrap's seed.
 
     Returns:
@@ -178,8 +180,9 @@ def compare(source, *, by: str, metric: str = DEFAULT_METRIC, arm: str | None = 
     runs, conds = _runs(frame, by, metric, arm)
     scores = _matrices(runs, by, conds, metric)
     try:
-        table = _aggregates(scores, threshold=threshold, ci=ci, n_resamples=n_resamples, random_state=random_state)
-        profile = _profiles(scores, taus=taus, ci=ci, n_resamples=n_resamples, random_state=random_state)
+        opts = {"ci": ci, "n_resamples": n_resamples, "method": method}
+        table = _aggregates(scores, threshold=threshold, random_state=random_state, **opts)
+        profile = _profiles(scores, taus=taus, random_state=random_state, **opts)
     except ValueError as err:
         raise CompareError(str(err)) from None
     n_cond, n_seeds = next(iter(scores.values())).shape[1], next(iter(scores.values())).shape[0]
@@ -187,34 +190,31 @@ def compare(source, *, by: str, metric: str = DEFAULT_METRIC, arm: str | None = 
     table["n_conditions"], table["n_seeds"] = n_cond, n_seeds
     label = metric if metric in TERMS or by == "arm" else f"{metric} ({arm or _default_arm(frame)})"
     settings = {"by": by, "metric": metric, "label": label, "arm": arm, "threshold": threshold, "ci": ci,
-                "n_resamples": n_resamples, "random_state": random_state, "conditions": conds,
+                "n_resamples": n_resamples, "method": method, "random_state": random_state, "conditions": conds,
                 "groups": list(scores), "n_conditions": n_cond, "n_seeds": n_seeds}
     long = runs.rename(columns={by: "group"}).assign(group=lambda d: d["group"].map(_label))
     return Comparison(frame=table, profile=profile, scores=long.reset_index(drop=True), settings=settings)
 
 
-def _aggregates(scores: dict[str, np.ndarray], *, threshold, ci, n_resamples, random_state) -> pd.DataFrame:
+def _aggregates(scores: dict[str, np.ndarray], *, threshold, random_state, **opts) -> pd.DataFrame:
     seeds = np.random.SeedSequence(random_state).spawn(len(scores) ** 2)
     rows = []
     for k, (name, m) in enumerate(scores.items()):
-        got = agg.aggregate_intervals(m, threshold=threshold, ci=ci, n_resamples=n_resamples,
-                                      random_state=np.random.default_rng(seeds[k]))
+        got = agg.aggregate_intervals(m, threshold=threshold, random_state=np.random.default_rng(seeds[k]), **opts)
         rows += [(stat, name, "", *got[stat]) for stat in agg.AGGREGATES]
     pairs = list(itertools.permutations(scores, 2))
     for k, (x, y) in enumerate(pairs, start=len(scores)):
-        got = agg.improvement_interval(scores[x], scores[y], ci=ci, n_resamples=n_resamples,
-                                       random_state=np.random.default_rng(seeds[k]))
+        got = agg.improvement_interval(scores[x], scores[y], random_state=np.random.default_rng(seeds[k]), **opts)
         rows.append(("probability_of_improvement", x, y, *got))
     return pd.DataFrame(rows, columns=["statistic", "group", "versus", "estimate", "low", "high"])
 
 
-def _profiles(scores: dict[str, np.ndarray], *, taus: int, ci, n_resamples, random_state) -> pd.DataFrame:
+def _profiles(scores: dict[str, np.ndarray], *, taus: int, random_state, **opts) -> pd.DataFrame:
     values = np.concatenate([m.ravel() for m in scores.values()])
     grid = np.linspace(values.min(), values.max(), taus)
     seeds = np.random.SeedSequence([random_state, 1]).spawn(len(scores))
     parts = []
     for k, (name, m) in enumerate(scores.items()):
-        frac, lo, hi = agg.profile_intervals(m, grid, ci=ci, n_resamples=n_resamples,
-                                             random_state=np.random.default_rng(seeds[k]))
+        frac, lo, hi = agg.profile_intervals(m, grid, random_state=np.random.default_rng(seeds[k]), **opts)
         parts.append(pd.DataFrame({"group": name, "tau": grid, "fraction": frac, "low": lo, "high": hi}))
     return pd.concat(parts, ignore_index=True)
