@@ -116,13 +116,12 @@ def test_cache_on_by_default_and_opt_outs(tmp_path):
     first one's cache loads the program (a cache hit) and gets the same bits."""
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY)
-    unset = ("TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", "JAX_COMPILATION_CACHE_DIR")
+    unset = ("TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", "JAX_COMPILATION_CACHE_DIR", "TABSIM_EXECUTABLE_CACHE")
 
     def cli(xdg: str, *args: str, **env) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "tabsim.cli", *args], capture_output=True, text=True,
                               timeout=300, env={**{k: v for k, v in os.environ.items() if k not in unset},
-                                                "XDG_CACHE_HOME": str(tmp_path / xdg),
-                                                "TABSIM_EXECUTABLE_CACHE": "1", **env})
+                                                "XDG_CACHE_HOME": str(tmp_path / xdg), **env})
 
     r = cli("a", "run", str(cfg), "--out", str(tmp_path / "o1"), "-q")
     assert r.returncode == 0, r.stderr
@@ -131,13 +130,14 @@ def test_cache_on_by_default_and_opt_outs(tmp_path):
     r = cli("b", "--no-compile-cache", "run", str(cfg), "--out", str(tmp_path / "o2"), "-q")
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "b" / "tabsim").exists()
-    (exe,) = (default / "tabsim-executables").glob("*.exe")  # the training program's executable
+    (exe,) = (default / "tabsim-programs").glob("*.jaxexport")  # the training program, traced
     os.utime(exe, ns=(0, 0))
     r = cli("c", "--compile-cache", str(default), "run", str(cfg), "--out", str(tmp_path / "o3"), "-q",
             JAX_LOG_COMPILES="1")
     assert r.returncode == 0, r.stderr
     assert exe.stat().st_mtime_ns > 0 and not (tmp_path / "c" / "tabsim").exists()  # loaded (its use recorded)
-    assert "tabsim_" not in r.stderr  # and the training program not compiled
+    assert "tracing train" not in r.stderr  # the training program not traced again
+    assert "Persistent compilation cache hit" in r.stderr  # nor compiled
     assert ((tmp_path / "o1" / "results.parquet").read_bytes() == (tmp_path / "o3" / "results.parquet").read_bytes())
     r = CliRunner().invoke(main, ["--compile-cache", str(cfg), "run", str(cfg)])  # a file, not a folder
     assert r.exit_code != 0 and "--compile-cache" in r.output and "is a file" in r.output

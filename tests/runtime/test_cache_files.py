@@ -1,0 +1,160 @@
+"""What tabsim reads from its cache folder: the XLA option answers (tabsim._xla, kept by tabsim.runtime.cache),
+the structure of a stored program's results (tabsim.runtime.pytrees), and the notes the cache prints.
+
+Everything read from the folder must be a small regular file, opened without blocking: anything else
+counts as no answer, never as an error or a wait. A hang is caught by a guard thread (a FIFO opened for
+a blocking read never returns).
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import threading
+import warnings
+
+import pytest
+
+from tabsim import _xla
+from tabsim._pytree import pytree_dataclass
+from tabsim.cli.phases import Phases
+from tabsim.runtime import cache
+
+OPTION = ("xla_tabsim_test_option", True)  # a name no XLA knows: refused, with a note
+
+
+@pytest.fixture
+def answers(tmp_path, monkeypatch):
+    """The answers file in ``tmp_path``, the cache folder of this process for the test."""
+    monkeypatch.setenv("TABSIM_COMPILATION_CACHE", str(tmp_path))
+    monkeypatch.setattr(cache, "current_folder", lambda: tmp_path)
+    _xla.forget()
+    yield tmp_path / _xla.FILE
+    _xla.forget()
+    _xla.set_notes(True)
+
+
+def guarded(fn, *args):
+    """``fn(*args)`` in a thread; fails if it has not returned after a generous wait (it blocked)."""
+    out: dict = {}
+
+    def call():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as err:  # noqa: BLE001  (handed to the test)
+            out["error"] = err
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "blocked reading the cache folder"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _fifo(path):
+    os.mkfifo(path)
+
+
+def _dev_zero(path):
+    path.symlink_to("/dev/zero")
+
+
+def _nested(path):
+    path.write_text("[" * 200_000)
+
+
+def _large(path):
+    path.write_text(json.dumps({f"k{i}": True for i in range(200_000)}))
+
+
+def _folder(path):
+    path.mkdir()
+
+
+@pytest.mark.parametrize("make", [_fifo, _dev_zero, _nested, _large, _folder])
+def test_a_bad_answers_file_is_no_answer_and_is_replaced(answers, make):
+    """A FIFO (would block), a link to /dev/zero (would read until memory runs out), 200,000 nested
+    ``[`` (RecursionError), an oversized file or a folder: the option is tried as if nothing were kept,
+    and the answer written over the file where it can be."""
+    make(answers)
+    assert guarded(_xla.accepts, *OPTION) is False
+    if make is not _folder:
+        assert answers.is_file() and not answers.is_symlink()
+        assert any(OPTION[0] in k for k in json.loads(answers.read_text()))
+
+
+def test_a_good_answers_file_is_read_and_the_option_not_tried_again(answers, monkeypatch):
+    assert _xla.accepts(*OPTION) is False
+    _xla.forget()  # a new process
+    monkeypatch.setattr(_xla, "_try", lambda name, value: pytest.fail(f"asked XLA about {name} again"))
+    assert _xla.accepts(*OPTION) is False
+    assert _xla.accepts(OPTION[0], False) is False  # an unknown name: refused for every value
+
+
+def test_quiet_commands_print_no_note_on_a_refused_option(answers, capfd):
+    Phases(quiet=True)
+    assert _xla.accepts(*OPTION) is False
+    assert capfd.readouterr().err == ""
+    _xla.forget()
+    answers.unlink()
+    Phases(quiet=False)
+    assert _xla.accepts(*OPTION) is False
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tabsim: XLA ") and OPTION[0] in err
+    assert f"{OPTION[0]}=true" in _xla.dropped()
+
+
+def test_an_unusable_compilation_cache_is_one_tabsim_line(tmp_path, monkeypatch, capfd):
+    """TABSIM_COMPILATION_CACHE naming a file: a one-line note, no Python warning with a file and line."""
+    target = tmp_path / "a-file"
+    target.write_text("")
+    monkeypatch.setenv(cache.ENV, str(target))
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setattr(cache, "_applied", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cache.apply_default() is None
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"tabsim: {cache.ENV} ignored (") and str(target) in err
+    assert "Warning" not in err and ".py:" not in err
+
+
+# -- the structure of a stored program's results ------------------------------------------------
+@pytree_dataclass
+class Carry:
+    state: object
+    sums: object
+
+
+Pair = collections.namedtuple("Pair", "first second")
+Empty = collections.namedtuple("Empty", "")
+
+
+def test_result_structures_round_trip_through_json():
+    import jax
+
+    from tabsim.runtime.pytrees import describe, rebuild
+
+    value = (Carry(state=Pair(1, Empty()), sums={"a": 2, "b": None}), [3, (4,)], None)
+    tree = jax.tree_util.tree_structure(value)
+    desc = json.loads(json.dumps(describe(tree)))
+    assert rebuild(desc) == tree
+
+
+def test_a_structure_naming_an_unloaded_or_changed_class_is_refused():
+    import jax
+
+    from tabsim.runtime.pytrees import describe, rebuild
+
+    desc = describe(jax.tree_util.tree_structure(Carry(state=1, sums=2)))
+    unloaded = json.loads(json.dumps(desc).replace(__name__, "tabsim_no_such_module"))
+    assert rebuild(unloaded) is None
+    assert rebuild(json.loads(json.dumps(desc).replace('"sums"', '"other"'))) is None
+    assert rebuild(["dataclass", "os", "system", [], []]) is None  # a function, not a class
+    assert rebuild(["namedtuple", "builtins", "object", [], []]) is None
+    deep = "*"
+    for _ in range(100_000):
+        deep = ["tuple", [deep]]
+    assert rebuild(deep) is None and rebuild({"tuple": 1}) is None and rebuild(["dict", ["a"], []]) is None
