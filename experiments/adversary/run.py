@@ -221,16 +221,46 @@ def _killed_run(d: Path, chunks: int = 2) -> None:
                              "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
     while time.monotonic() - t0 < TIMEOUT:
-        found = list(d.glob(".o*staging*/chunks/*.parquet")) + list(d.glob(".*/chunks/*.parquet"))
-        if len({p.name for p in found}) >= chunks or proc.poll() is not None:
+        if _saved(d) >= chunks or proc.poll() is not None:
             break
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
 
-def _chunks(d: Path) -> list[Path]:
-    return sorted({p for p in d.glob(".*/chunks/*.parquet")})
+def _saved(d: Path) -> int:
+    from tabsim.runtime.chunklog import saved_chunks
+
+    return sum(saved_chunks(c) for c in d.glob(".*/chunks"))
+
+
+def _chunks(d: Path) -> list[dict]:
+    """The manifest lines of the staging folder in ``d`` (each with ``dir``: its chunks folder), by offset."""
+    out = []
+    for c in d.glob(".*/chunks"):
+        try:
+            lines = (c / "manifest.jsonl").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        out += [{**json.loads(ln), "dir": c} for ln in lines if ln.endswith("}")]
+    return sorted(out, key=lambda e: e["offset"])
+
+
+def _bytes(e: dict) -> bytes:
+    return (e["dir"] / "chunks.pack").read_bytes()[e["offset"]:e["offset"] + e["size"]]
+
+
+def _forge(e: dict, data: bytes) -> None:
+    """Append ``data`` to the pack and a manifest line naming it chunk ``e`` (with its SHA-256: the manifest agrees)."""
+    import hashlib
+
+    pack = e["dir"] / "chunks.pack"
+    line = {k: v for k, v in e.items() if k != "dir"}
+    line.update(offset=pack.stat().st_size, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    with open(pack, "ab") as fh:
+        fh.write(data)
+    with open(e["dir"] / "manifest.jsonl", "a") as fh:
+        fh.write(json.dumps(line) + "\n")
 
 
 _REFERENCE: dict = {}
@@ -259,27 +289,32 @@ def _tamper_copy(d: Path):
     _killed_run(d, 3)
     c = _chunks(d)
     if len(c) >= 2:
-        shutil.copyfile(c[0], c[1])
+        _forge(c[1], _bytes(c[0]))
 
 
 def _tamper_pass1(d: Path):
-    import pyarrow.parquet as pq
+    import pyarrow as pa
 
     _killed_run(d, 2)
     c = _chunks(d)
     if c:
-        t = pq.read_table(c[0])
+        t = pa.ipc.open_stream(_bytes(c[0])).read_all()
         meta = t.schema.metadata
         col = t.column("pass1").to_pylist()
         t = t.set_column(t.schema.get_field_index("pass1"), "pass1", [[v * 1.5 for v in col]])
-        pq.write_table(t.replace_schema_metadata(meta), c[0])
+        t = t.replace_schema_metadata(meta)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t)
+        _forge(c[0], sink.getvalue().to_pybytes())
 
 
 def _tamper_truncate(d: Path):
     _killed_run(d, 2)
     c = _chunks(d)
     if c:
-        c[0].write_bytes(c[0].read_bytes()[:200])
+        pack = c[0]["dir"] / "chunks.pack"
+        pack.write_bytes(pack.read_bytes()[:200])
 
 
 def _tamper_foreign(d: Path):
@@ -290,7 +325,7 @@ def _tamper_foreign(d: Path):
     proc = subprocess.Popen([sys.executable, "-m", "tabsim.cli", "run", str(other / "slow.toml"), "--out",
                              str(other / "o"), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.monotonic()
-    while time.monotonic() - t0 < TIMEOUT and not list(other.glob(".*/chunks/*.parquet")) and proc.poll() is None:
+    while time.monotonic() - t0 < TIMEOUT and not _saved(other) and proc.poll() is None:
         time.sleep(0.02)
     time.sleep(0.3)
     proc.send_signal(signal.SIGKILL)
@@ -298,14 +333,13 @@ def _tamper_foreign(d: Path):
     _killed_run(d, 2)
     mine, theirs = _chunks(d), _chunks(other)
     if mine and theirs:
-        shutil.copyfile(theirs[0], mine[0])
+        _forge(mine[0], _bytes(theirs[0]))
 
 
 def _tamper_delete_manifest(d: Path):
     _killed_run(d, 2)
-    for p in d.glob(".*/chunks/*"):
-        if p.suffix != ".parquet":
-            p.unlink()
+    for p in d.glob(".*/chunks/manifest.jsonl"):
+        p.unlink()
 
 
 def output_cases() -> list[Case]:

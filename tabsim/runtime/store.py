@@ -83,7 +83,7 @@ def out_of_range(name: str, values) -> str | None:
     if not bad.any():
         return None
     where = "[0, 1]" if hi == 1.0 else f">= {lo:g}"
-    return f"{name} = {a[bad][0]!r} is outside its range ({name} {'in ' if hi == 1.0 else ''}{where})"
+    return f"{name} = {float(a[bad][0])!r} is outside its range ({name} {'in ' if hi == 1.0 else ''}{where})"
 
 _CURRENT: contextvars.ContextVar["RunStore | None"] = contextvars.ContextVar("tabsim_run_store", default=None)
 
