@@ -45,6 +45,7 @@ def slow_square(x):
     return x * x
 
 
+@pytest.mark.heavy  # about 35 s on 2 cores: the client's close waits out its reconnection to the gone scheduler
 def test_a_scheduler_that_goes_away_mid_run_is_one_error():
     with DaskExecutor(workers=1, announce=False, dashboard=False, compile_cache=False, pin=False,
                       in_flight=2) as ex:
