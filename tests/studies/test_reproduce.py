@@ -216,10 +216,10 @@ def test_set_is_recorded_in_config_provenance_summary_and_report(tmp_path):
 
 
 @pytest.mark.heavy
-def test_default_reproduce_matches_the_paper_within_noise_in_15_seconds(tmp_path):
-    """The paper's settings: the factorial and family headline numbers agree within the seed noise."""
+def test_default_reproduce_matches_the_paper_within_noise(tmp_path):
+    """The paper's settings: the factorial and family headline numbers agree within the seed noise (the
+    command's speed is measured by experiments/bench_study.py, never asserted here)."""
     s = reproduce(tmp_path, progress=False)
-    assert s["wall_seconds"] < 15.0
     cmp = pd.DataFrame(s["paper_comparison"]).set_index("quantity")
     for q in ("interaction_ratio", "coef_AC", "elicitation_share_strong", "rd_share_weak", "rd_fraction_0.80"):
         assert not cmp.loc[q, "beyond_seed_noise"], cmp.loc[q].to_dict()
