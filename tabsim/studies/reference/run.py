@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from tabsim import _clock
 from tabsim._host import process_seconds
 from tabsim.config import resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
@@ -66,6 +67,8 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
       The ``summary.json`` content.
     """
     t0 = time.perf_counter() if started is None else started
+    _clock.reset()
+    _clock.add("imports", time.perf_counter() - t0)  # the command's imports and start-up (0 from Python)
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt: unknown data format {fmt!r}; allowed: csv, parquet")
     s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples, overrides=overrides)
@@ -84,8 +87,10 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         else:
             summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0, executor=executor,
                                       figure=figure)
+        t_published = time.perf_counter()  # the report is written: the rest is the store's publish
     if not store.complete:
         say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
+        _clock.add("publish", time.perf_counter() - t_published)
     return summary
 
 
@@ -106,20 +111,24 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
                       executor, warm, pool) -> dict:
     """Train, analyse, write; ``pool`` draws the figures (None: no figure)."""
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
-    results = factorial.run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
-                                    executor=executor)
+    with _clock.timed("training"):
+        results = factorial.run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
+                                        executor=executor)
     frames = {name: r.frame for name, r in zip(designs, results)}
     t_train = time.perf_counter() - t0
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
         f"{results[0].provenance['n_chunks_job']} chunks, "
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
-    warm.join()
-    draw = (lambda name, part: figures(part, dest, pool, which=(name,))) if pool is not None else None
-    a = analyze(frames, s, cfg, on_section=draw)
-    for name, fr in frames.items():  # while the pool draws
-        write_frame(dest / "data" / f"{name}.{fmt}", fr)
-    cmp = compare_with_paper(a, s)
-    reasons = difference_reasons(cmp, a, s, cfg)
+    with _clock.timed("statistics"):
+        warm.join()
+        draw = (lambda name, part: figures(part, dest, pool, which=(name,))) if pool is not None else None
+        a = analyze(frames, s, cfg, on_section=draw)
+    with _clock.timed("publish"):
+        for name, fr in frames.items():  # while the pool draws
+            write_frame(dest / "data" / f"{name}.{fmt}", fr)
+    with _clock.timed("statistics"):
+        cmp = compare_with_paper(a, s)
+        reasons = difference_reasons(cmp, a, s, cfg)
     t_stats = time.perf_counter() - t0
     say(f"[{t_stats:5.1f}s] statistics done")
     tables = {
@@ -131,17 +140,21 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
         "paper_comparison_every_point": compare_every_point(a, s), "power_mde": a["power_mde"],
         "partition_seeds": a["sweep_seeds"],
     }
+    t_written = time.perf_counter()
     for name, tab in tables.items():
         write_frame(dest / "tables" / f"{name}.csv", tab)
-    figs = pool.wait() if pool is not None else []
+    _clock.add("publish", time.perf_counter() - t_written)
+    with _clock.timed("figures"):
+        figs = pool.wait() if pool is not None else []
     if pool is not None:
         say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
     wall = time.perf_counter() - t0
+    t_written = time.perf_counter()
     prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
                       seconds_statistics=round(t_stats - t_train, 3), config_hash=cfg.digest(),
                       n_units=results[0].provenance["n_units_job"], n_chunks=results[0].provenance["n_chunks_job"],
                       n_programs=results[0].provenance["n_programs_job"], argv=sys.argv, overrides=s.overrides,
-                      process_seconds=process_seconds())
+                      process_seconds=process_seconds(), phase_seconds=_clock.net())
     write_json(dest / "provenance.json", prov)
     write_json(dest / "config.json", {"settings": dataclasses.asdict(s),
                                      "designs": {n: r.config for n, r in zip(designs, results)},
@@ -151,8 +164,10 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     summary = summary_json(a, cmp, s)
     summary["figures"] = [str(Path(p).relative_to(dest)) for p in figs]
     summary["wall_seconds"] = round(wall, 3)
+    summary["phase_seconds"] = prov["phase_seconds"]  # as of the report; --json's are the whole command's
     write_json(dest / "summary.json", summary)
     atomic_write_text(dest / "report.md", render_report(a, cmp, reasons, s, cfg, wall, prov,
                                                               figures=pool is not None))  # last: marks completion
+    _clock.add("publish", time.perf_counter() - t_written)
     say(f"[{time.perf_counter() - t0:5.1f}s] wrote report.md")
     return summary
