@@ -9,7 +9,8 @@ re-implementation of the earlier store, which wrote each chunk to a Parquet file
 and rewrote the whole indented JSON manifest (so the n-th chunk cost grows with n).
 
 Prints, for each: the total seconds, the mean seconds of the first and of the last 100 chunks and their
-ratio (last / first: 1 for a constant cost per chunk); then a JSON line with every figure. Run it with
+ratio (last / first: 1 for a constant cost per chunk; the ratio of the medians too, which a busy
+machine's pauses move less); then a JSON line with every figure. Run it with
 ``PYTHONPATH=`` pointing at another checkout to measure that checkout's store.
 """
 from __future__ import annotations
@@ -41,8 +42,10 @@ def chunk_arrays(units: int, i: int) -> dict[str, np.ndarray]:
 
 def summary(times: list[float]) -> dict:
     first, last = statistics.fmean(times[:100]), statistics.fmean(times[-100:])
+    med = statistics.median(times[-100:]) / statistics.median(times[:100])
     return {"total_seconds": round(sum(times), 3), "first100_mean_ms": round(first * 1e3, 4),
-            "last100_mean_ms": round(last * 1e3, 4), "last_over_first": round(last / first, 3)}
+            "last100_mean_ms": round(last * 1e3, 4), "last_over_first": round(last / first, 3),
+            "last_over_first_median": round(med, 3)}
 
 
 def bench_store(folder: Path, n: int, units: int) -> dict:
@@ -109,7 +112,8 @@ def bench_reference(folder: Path, n: int, units: int) -> dict:
 
 def show(name: str, r: dict) -> None:
     print(f"{name:10s} total {r['total_seconds']:7.3f} s   first 100: {r['first100_mean_ms']:.3f} ms/chunk   "
-          f"last 100: {r['last100_mean_ms']:.3f} ms/chunk   last/first {r['last_over_first']:.2f}"
+          f"last 100: {r['last100_mean_ms']:.3f} ms/chunk   last/first {r['last_over_first']:.2f} "
+          f"(medians {r['last_over_first_median']:.2f})"
           + (f"   resume reads all in {r['resume_load_seconds']:.3f} s" if "resume_load_seconds" in r else ""))
 
 
