@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,8 @@ from tabsim.envs.bandit import BanditEnv
 from tabsim.params import Hyper
 from tabsim.rng import seed_array
 from tabsim.runtime.run import expected_crossover
+
+from f32_tolerance import f32_bound  # tests/core: the float32 error bounds
 
 
 # -- a plain NumPy enumeration ------------------------------------------------------------------
@@ -90,13 +93,14 @@ def np_advantages(estimator, rewards, kept, hp):
 
 
 def np_expected_step(arm, z, ref, correct, fmt, label, hp, *, B, G, tie, agg, kl, epochs=1, surrogate="reinforce",
-                     estimator="grpo"):
-    """``E[z after one step]`` by enumerating every batch (uniform B-subsets) and every joint outcome."""
+                     estimator="grpo", spread=False):
+    """``E[z after one step]`` by enumerating every batch (uniform B-subsets) and every joint outcome; with
+    ``spread``, also ``E|z after one step - z|`` (the size of the terms the expectation sums, for its error)."""
     N, K = z.shape
     pis = np_softmax(z)
     per_prompt = [list(np_group_draws(arm, pis[i], correct[i], hp, G, tie)) for i in range(N)]
     subsets = list(itertools.combinations(range(N), B))
-    out = np.zeros_like(z)
+    out, size = np.zeros_like(z), np.zeros_like(z)
     for S in subsets:
         for joint in itertools.product(*(per_prompt[i] for i in S)):
             prob = np.prod([j[3] for j in joint]) / len(subsets)
@@ -130,7 +134,29 @@ def np_expected_step(arm, z, ref, correct, fmt, label, hp, *, B, G, tie, agg, kl
                     zi = zi - hp["lr"] * g
                 new[i] = zi
             out += prob * new
-    return out
+            size += prob * np.abs(new - z)
+    return (out, size) if spread else out
+
+
+def step_tolerance(z, size, *, B, G, symbols, epochs=1):
+    """The float32 error bound of one expected step ``z + E[delta]`` against the float64 enumeration.
+
+    * ``2 eps |z|``: z rounded into float32 (``u |z|``), carried through the step (its Jacobian is
+      ``I + lr dE[delta]/dz``, within a factor 2 of I here) and the rounding of the sum (``u |z'|``).
+    * ``n_ops eps max E|delta|`` (``size``: the sum of |terms| of the expectation): each prompt's update
+      sums its outcomes' updates, ``C(G + S - 1, S - 1)`` compositions of G answers over S symbols, for
+      each of the B members of a batch (the others' kept counts); each outcome's probability is
+      ``exp(log multinomial + counts . log pi)``, an exponent of K + 1 terms of size ``G |log pi|``, so a
+      relative error of ``(K + 1) G max|log pi|`` eps; each epoch recomputes the policy and sums G answers.
+    """
+    return f32_bound(2, z) + f32_bound(step_ops(z, B=B, G=G, symbols=symbols, epochs=epochs), size)
+
+
+def step_ops(z, *, B, G, symbols, epochs=1):
+    """``n_ops`` of :func:`step_tolerance`: the outcomes summed, the exponent of their probabilities, the epochs."""
+    K = z.shape[-1]
+    log_pi = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return B * math.comb(G + symbols - 1, symbols - 1) + (K + 1) * G * np.abs(log_pi).max() + epochs * (G + K)
 
 
 HP = {"lr": 0.7, "beta": 0.2, "std_ddof": 0, "std_eps": 1e-8, "filter": 1.0, "gamma": 0.4, "fpr": 0.2, "fnr": 0.3,
@@ -179,15 +205,18 @@ def test_one_step_equals_numpy_enumeration(case, arm, tie, G):
         label = np.where(np.arange(3) == 0, np.argmin(np.asarray(task.correct[0])), label)
         task = task.__class__(**{**task.__dict__, "offline_label": jnp.asarray(label, jnp.int32)})
     got = np.asarray(E.expected_update(env, algo, sched, arm, task, jnp.asarray(z, jnp.float32), hp), np.float64)
-    want = np_expected_step(arm, z, np.asarray(task.prior_logits, np.float64), np.asarray(task.correct, np.float64),
-                            np.asarray(task.format_answer), label, hp_d, B=2, G=G, tie=tie, agg=agg, kl=kl,
-                            epochs=epochs, surrogate=surrogate)
+    want, size = np_expected_step(arm, z, np.asarray(task.prior_logits, np.float64),
+                                  np.asarray(task.correct, np.float64), np.asarray(task.format_answer), label, hp_d,
+                                  B=2, G=G, tie=tie, agg=agg, kl=kl, epochs=epochs, surrogate=surrogate, spread=True)
     move = np.abs(want - z).max()
     # the step does something, except a random reward with no KL: in groups of 2 its two reward orders
     # cancel exactly, on policy and with the clip alike
     assert move > 1e-3 or (arm == "random" and kl is None)
-    # float32 against float64: a few ulps of the logits, far below the step itself
-    np.testing.assert_allclose(got, want, atol=2e-6 + 2e-5 * move, rtol=0)
+    # float32 against float64 (about 1e-6 here, a hundredth of the step): the general path enumerates the
+    # reward draws with the answers, 2K symbols
+    symbols = 2 * z.shape[-1] if arm in E.NOISE_ARMS else z.shape[-1]
+    tol = step_tolerance(z, size, B=2, G=G, symbols=symbols, epochs=epochs)
+    np.testing.assert_allclose(got, want, atol=tol, rtol=0)
 
 
 def test_linear_and_general_paths_agree():
@@ -204,7 +233,19 @@ def test_linear_and_general_paths_agree():
         step = jax.jit(lambda z_, t, h, arm=arm, symbols=symbols, table=table: E.general_step(
             env, algo, sched, arm, symbols, table, z_, t.prior_logits, t, h)[0])
         gen = step(jnp.asarray(z, jnp.float32), task, hp)
-        np.testing.assert_allclose(lin, gen, atol=3e-6)
+        # The same float32 z: each path rounds z + delta (u |z'| each) and errs by step_ops eps E|delta| in
+        # its expectation (step_tolerance); they differ by at most the sum (about 7e-6 here, 3e-8 seen).
+        # The size of the terms, E|delta|: a batch of one prompt gives each group the largest weight 1 / G
+        # (a batch of 2 includes a prompt twice as often, with a weight 1 / (G n_kept) <= 1 / G), and the
+        # entropy bonus adds at most lr ent_coef max|log pi| (pi_a |log pi_a - sum pi log pi| <= max|log pi|).
+        _, size = np_expected_step(arm, z, np.asarray(task.prior_logits, np.float64),
+                                   np.asarray(task.correct, np.float64), np.asarray(task.format_answer),
+                                   np.asarray(task.offline_label), HP, B=1, G=4, tie="random", agg="mean", kl="k3",
+                                   spread=True)
+        log_pi = z - np.log(np.exp(z).sum(-1, keepdims=True))
+        size = 2 * size.max() + hp.lr * hp.ent_coef * np.abs(log_pi).max()
+        tol = f32_bound(1, z) + 2 * f32_bound(step_ops(z, B=2, G=4, symbols=4), size)
+        np.testing.assert_allclose(lin, gen, atol=tol, rtol=0)
 
 
 def np_others(F0, F1, b, replacement):
@@ -224,6 +265,15 @@ def np_others(F0, F1, b, replacement):
     return out
 
 
+def others_tolerance(N, b, s_max, want):
+    """The float32 error bound of :func:`tabsim.expected.batch.others` (about 2e-6; 4e-8 seen): each of at
+    most N + b steps (N prompts absorbed or averaged, b divided out again) rounds a cell s_max + 5 times
+    (add_group's s_max + 2 products and s_max + 1 sums of non-negative terms, the mixture's two scalings
+    and sum), each by u = eps / 2 of a cell <= max(want); dividing a prompt out multiplies the error by
+    n / (n - k) <= 2."""
+    return f32_bound((N + b) * (s_max + 5), want)
+
+
 @pytest.mark.parametrize("N,b,replacement", [(5, 2, False), (7, 3, False), (5, 3, False), (4, 3, False),
                                              (4, 2, True), (6, 0, False)])
 def test_rest_of_the_batch_matches_enumeration(N, b, replacement):
@@ -234,7 +284,7 @@ def test_rest_of_the_batch_matches_enumeration(N, b, replacement):
                                   replacement))
     want = np_others(F[:, 0], F[:, 1:], b, replacement)
     assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, atol=2e-7)  # float32 sums of probabilities
+    np.testing.assert_allclose(got, want, atol=others_tolerance(N, b, F.shape[1] - 2, want), rtol=0)
 
 
 def test_others_kept_matches_enumeration():
@@ -248,7 +298,8 @@ def test_others_kept_matches_enumeration():
             for kept in itertools.product((0, 1), repeat=2):
                 p = np.prod([float(q[j]) if k else 1 - float(q[j]) for j, k in zip(pair, kept)])
                 want[sum(kept)] += p / len(pairs)
-        np.testing.assert_allclose(got[i], want, atol=1e-6)
+        # the others' (M, S) with S = 0 (s_max = 0) for b = 2 of N = 5
+        np.testing.assert_allclose(got[i], want, atol=others_tolerance(5, 2, 0, want), rtol=0)
 
 
 BATCH_CASES = [  # (estimator, aggregation for the engine / the reference, filter, B, arm, tie)
@@ -275,12 +326,14 @@ def test_batch_level_estimators_equal_numpy_enumeration(estimator, aggregation, 
     sched = Schedule(steps=1, batch_size=B, group_size=G, eval_every=1)
     got = np.asarray(E.expected_update(env, algo, sched, arm, task, jnp.asarray(z, jnp.float32), Hyper(**hp_d)),
                      np.float64)
-    want = np_expected_step(arm, z, np.asarray(task.prior_logits, np.float64), np.asarray(task.correct, np.float64),
-                            np.asarray(task.format_answer), np.asarray(task.offline_label), hp_d, B=B, G=G, tie=tie,
-                            agg=agg, kl="ref_ce", estimator=estimator)
-    move = np.abs(want - z).max()
-    assert move > 1e-3
-    np.testing.assert_allclose(got, want, atol=2e-6 + 2e-5 * move, rtol=0)
+    want, size = np_expected_step(arm, z, np.asarray(task.prior_logits, np.float64),
+                                  np.asarray(task.correct, np.float64), np.asarray(task.format_answer),
+                                  np.asarray(task.offline_label), hp_d, B=B, G=G, tie=tie, agg=agg, kl="ref_ce",
+                                  estimator=estimator, spread=True)
+    assert np.abs(want - z).max() > 1e-3
+    # the batch's totals: the others' outcomes enter through their B compositions (step_tolerance)
+    symbols = 2 * z.shape[-1] if arm in E.NOISE_ARMS else z.shape[-1]
+    np.testing.assert_allclose(got, want, atol=step_tolerance(z, size, B=B, G=G, symbols=symbols), rtol=0)
 
 
 # -- the run interface --------------------------------------------------------------------------
