@@ -83,3 +83,92 @@ def test_a_missing_tracker_library_is_one_line_naming_the_extra(monkeypatch, tmp
     assert res.exit_code == 2, res.output
     assert res.output.strip().splitlines()[-1].endswith('pip install "tabsim[track]"'), res.output
     assert "--track mlflow" in res.output and not (tmp_path / "o").exists()
+
+
+def table_with_a_gap():
+    """Two conditions of three steps; one value missing (not written by either path)."""
+    import pandas as pd
+
+    sub = pd.DataFrame({"pass1/true": [0.1, 0.25, 1 / 3], "partition/d_elicit": [0.0, np.nan, -0.125]},
+                       index=pd.Index([0, 5, 10], name="step"))
+    return [({"prior_strength": 0.3}, sub), ({"prior_strength": 0.6}, sub * 2)]
+
+
+def read_children(client, experiment_id, parent_name):
+    """Per child of ``parent_name``: every metric's history as (step, value) pairs, and its latest values."""
+    runs = client.search_runs([experiment_id])
+    parent = next(r for r in runs if r.info.run_name == parent_name)
+    out = {}
+    for r in runs:
+        if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id:
+            hist = {k: [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, k)]
+                    for k in r.data.metrics}
+            out[r.data.tags["prior_strength"]] = (hist, r.data.metrics, r.data.params, r.info.status)
+    return out
+
+
+def test_mlflow_metric_files_read_back_as_the_clients_own_batches(tmp_path, monkeypatch):
+    """A local file store's series written whole read back, through MLflow's client, exactly as the same
+    series sent point by point through ``log_batch``."""
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    uri = (tmp_path / "mlruns").as_uri()
+    for name, files in (("whole", True), ("batches", False)):
+        tracker = trackers.MlflowTracker(uri, run_name=name, files=files)
+        tracker.log_conditions(table_with_a_gap())
+        tracker.close()
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("tabsim").experiment_id
+    whole, batches = read_children(client, exp, "whole"), read_children(client, exp, "batches")
+    assert whole == batches
+    hist, latest, params, status = whole["0.3"]
+    assert hist == {"pass1/true": [(0, 0.1), (5, 0.25), (10, 1 / 3)], "partition/d_elicit": [(0, 0.0), (10, -0.125)]}
+    assert latest == {"pass1/true": 1 / 3, "partition/d_elicit": -0.125}
+    assert params == {"prior_strength": "0.3"} and status == "FINISHED"
+    assert whole["0.6"][0]["pass1/true"] == [(0, 0.2), (5, 0.5), (10, 2 / 3)]
+
+
+@pytest.mark.parametrize("key", ["pass1/true", "partition/d_elicit", "a b:c.d-e", "x/y/z"])
+def test_metric_keys_mlflow_accepts_are_written_as_files(key):
+    assert trackers.METRIC_KEY.fullmatch(key)
+
+
+@pytest.mark.parametrize("key", ["../x", "a/../b", "/a", "a//b", "a/", ".", "a/.", "a\nb", "a*b", ""])
+def test_metric_keys_that_would_leave_the_folder_go_through_the_client(key):
+    assert not trackers.METRIC_KEY.fullmatch(key)
+
+
+class Failing:
+    name = "failing"
+
+    def log_conditions(self, table):
+        raise RuntimeError("disk full\nsecond line of the report")
+
+    def close(self):
+        pass
+
+
+class Recording:
+    def __init__(self):
+        self.calls = []
+
+    def log_conditions(self, table):
+        self.calls.append("log_conditions")
+
+    def close(self):
+        self.calls.append("close")
+
+
+def test_a_failing_tracker_is_one_line_and_the_others_are_still_written_and_closed():
+    import pandas as pd
+
+    frame = pd.DataFrame({"seed": [0, 0], "arm": ["true", "true"], "step": [0, 1], "pass1": [0.1, 0.2]})
+    other = Recording()
+    tk = trackers.Trackers([Failing(), other])
+    tk.log_frame(frame, [])
+    with pytest.raises(trackers.TrackerError) as err:
+        tk.close()
+    assert str(err.value) == "tracker failing: log_conditions failed: RuntimeError: disk full"
+    assert other.calls == ["log_conditions", "close"]
