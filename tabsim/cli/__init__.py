@@ -35,7 +35,8 @@ COMMANDS = {
     "presets": ("tabsim.cli.presets:presets_cmd",
                 "List the presets (named compositions a config or --preset starts from)."),
     "config": ("tabsim.cli.presets:config_group",
-               "Show configs: a preset's resolved config (every field, the defaults filled in)."),
+               "Show configs: a preset's resolved config (every field, the defaults filled in), or the config's JSON "
+               "Schema."),
 }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option
+from tabsim.cli.schema import schema_cmd
 from tabsim.cli.study import build_config, usage
 from tabsim.presets import PRESETS
 
@@ -39,7 +40,10 @@ def presets_cmd(as_json):
 
 @click.group("config", context_settings={"help_option_names": ["-h", "--help"]})
 def config_group():
-    """Show configs: a preset's resolved config (every field, the defaults filled in)."""
+    """Show configs: a preset's resolved config (every field, the defaults filled in), or the config's JSON Schema."""
+
+
+config_group.add_command(schema_cmd)
 
 
 @config_group.command("show")

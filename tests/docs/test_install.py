@@ -1,9 +1,21 @@
-"""One install line: the README and the quickstart give the same one, and the extras they name exist."""
+"""One install line: the README and the quickstart give the same one, and the extras they name exist; the
+version is written once; the sdist and wheel build, and the wheel installs and runs in a fresh virtualenv."""
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import sysconfig
 import tomllib
+import zipfile
 from pathlib import Path
+
+import pytest
+
+import tabsim
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,3 +35,90 @@ def test_every_extra_the_docs_name_exists():
     named = {e for p in texts for group in re.findall(r'\.\[([\w,]+)\]', p.read_text()) for e in group.split(",")}
     assert named and named <= extras, named - extras
     assert {"dask", "notebook", "test"} <= named
+
+
+# -- a package that installs like a release ------------------------------------------------------------------
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "CITATION.cff", "tabsim")
+TWO_STEPS = ["run", "CONFIG", "--set", "train.steps=2", "--set", "train.eval_every=1", "--seeds", "2", "-q", "--json",
+             "--no-figure", "--out"]
+
+
+def _build(tmp_path, *, isolated: bool):
+    """The sdist and the wheel built from it (``python -m build``), from a copy of the sources."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / name, src / name)
+    flags = [] if isolated else ["--no-isolation"]  # the build-system's requirements are in the test extra
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path / "dist"), *flags, str(src)], check=True,
+                   capture_output=True, text=True)
+    (sdist,), (wheel,) = (tmp_path / "dist").glob("*.tar.gz"), (tmp_path / "dist").glob("*.whl")
+    return sdist, wheel
+
+
+def _two_step_run(tabsim_exe, tmp_path, env=None) -> dict:
+    cfg = tmp_path / "two.toml"
+    cfg.write_text('preset = "paper"\n')
+    args = [a if a != "CONFIG" else str(cfg) for a in TWO_STEPS] + [str(tmp_path / "out")]
+    got = subprocess.run([str(tabsim_exe), *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert got.returncode == 0, got.stderr[-2000:]
+    return json.loads(got.stdout)
+
+
+def test_version_is_written_once_and_cited_alike():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tabsim.__version__"}
+    cff = (ROOT / "CITATION.cff").read_text()
+    assert re.search(r"^cff-version: 1\.2\.0$", cff, re.M) and re.search(r"^license: MIT$", cff, re.M)
+    assert re.search(rf"^version: {re.escape(tabsim.__version__)}$", cff, re.M), "CITATION.cff's version"
+    assert re.search(r"^title: tabsim$", cff, re.M) and "tabsim contributors" in cff
+
+
+def test_wheel_holds_every_module_and_runs_from_a_fresh_virtualenv(tmp_path):
+    """The wheel built from the sdist holds every file of the package; installed into a new virtualenv (its
+    dependencies taken from this environment's site-packages) it prints its version and runs two steps."""
+    sdist, wheel = _build(tmp_path, isolated=False)
+    assert wheel.name.startswith(f"tabsim-{tabsim.__version__}-") and sdist.name == f"tabsim-{tabsim.__version__}.tar.gz"
+    package = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tabsim").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = z.read(f"tabsim-{tabsim.__version__}.dist-info/METADATA").decode()
+    assert package - names == set(), "files of the package missing from the wheel"
+    assert f"Version: {tabsim.__version__}" in meta
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", str(wheel)],
+                   check=True, capture_output=True)
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # the dependencies from here; a directory named in a .pth file does not run that directory's own .pth
+    # files, so this environment's editable tabsim stays out of reach
+    (venv / site.split(str(venv) + "/", 1)[1] / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    where = subprocess.run([str(py), "-c", "import tabsim; print(tabsim.__file__)"], capture_output=True, text=True,
+                           cwd=tmp_path, env=env, check=True).stdout
+    assert where.startswith(str(venv)), where
+    version = subprocess.run([str(venv / "bin" / "tabsim"), "--version"], capture_output=True, text=True, env=env)
+    assert version.returncode == 0 and version.stdout.startswith(f"tabsim {tabsim.__version__}\n"), version
+    out = _two_step_run(venv / "bin" / "tabsim", tmp_path, env)
+    prov = (tmp_path / "out" / "provenance.json").read_text()
+    assert out["final"] and f'"tabsim_version": "{tabsim.__version__}"' in prov
+
+
+@pytest.mark.heavy
+def test_wheel_installs_with_its_dependencies_into_a_fresh_virtualenv(tmp_path):
+    """As a user installs a release: an isolated build, a new virtualenv, pip resolving the dependencies."""
+    _, wheel = _build(tmp_path, isolated=True)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=1800)
+    version = subprocess.run([str(venv / "bin" / "tabsim"), "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith(f"tabsim {tabsim.__version__}\n"), version
+    assert _two_step_run(venv / "bin" / "tabsim", tmp_path)["final"]

@@ -1,0 +1,47 @@
+"""`tabsim config schema`: the JSON Schema of a config file accepts what tabsim reads and refuses what it refuses."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from tabsim.cli import main
+from tabsim.config import read_config_file
+from tabsim.presets import PRESETS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def validator():
+    got = CliRunner().invoke(main, ["config", "schema"])
+    assert got.exit_code == 0, got.output
+    schema = json.loads(got.stdout)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_accepts_every_resolved_preset_and_shipped_config(validator):
+    for name in PRESETS:
+        got = CliRunner().invoke(main, ["config", "show", name, "--format", "json"])
+        validator.validate(json.loads(got.stdout))
+    for path in sorted((ROOT / "experiments" / "configs").glob("*")):
+        validator.validate(read_config_file(path))
+    validator.validate({"preset": "paper", "sweep": {"algo.estimator": ["grpo", "rloo"], "task": {"n_prompts": [10, 20]},
+                                                     "prior_strength": [0.2, 0.8]}})
+
+
+@pytest.mark.parametrize("config, where", [
+    ({"algo": {"estimatr": "grpo"}}, "estimatr"),  # a misspelt field
+    ({"algo": {"estimator": "dapo"}}, "dapo"),  # a preset's name where an estimator's goes
+    ({"preset": "ppo"}, "ppo"),
+    ({"arms": {"arms": ["frozen", "truth"]}}, "truth"),
+    ({"sweep": {"lr": []}}, "[]"),
+])
+def test_refuses_what_tabsim_refuses(validator, config, where):
+    errors = list(validator.iter_errors(config))
+    assert errors and any(where in str(e.message) or where in str(e.instance) for e in errors), errors
