@@ -69,7 +69,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
         from tabsim.files.atomic import write_json
         from tabsim.runtime.groups import run
         from tabsim.runtime.run import TERM_ARMS, ExpectedFlowNote, expected_note
-        from tabsim.runtime.trackers import open_trackers
+        from tabsim.runtime.trackers import TrackerError, open_trackers
 
         for note in dict.fromkeys(n for n in map(expected_note, _configs(cfg)) if n is not None):
             if not quiet:
@@ -102,9 +102,12 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             # the record's time is the command's, from the process's start to its last file
             res.provenance.update(wall_seconds=round(say.seconds(), 3), seconds_training=trained)
             write_json(store.dir / "provenance.json", res.provenance)
-        if tk is not None:
+    if tk is not None:  # after the store is published: a tracker's failure leaves the results in place
+        try:
             tk.close()
-            say(f"trackers written: {', '.join(track)}")
+        except TrackerError as err:
+            raise click.ClickException(f"{err} (the results are written: {out})") from None
+        say(f"trackers written: {', '.join(track)}")
     final = res.final().groupby(res.factors + ["arm"], observed=True)[metric].agg(["mean", "sem", "count"])
     files = [f"results.{fmt}", "config.json", "provenance.json", *(p.name for p in figs)]
     if not quiet:

@@ -172,3 +172,20 @@ def test_a_failing_tracker_is_one_line_and_the_others_are_still_written_and_clos
         tk.close()
     assert str(err.value) == "tracker failing: log_conditions failed: RuntimeError: disk full"
     assert other.calls == ["log_conditions", "close"]
+
+
+def test_a_tracker_that_cannot_write_fails_the_command_in_one_line_after_the_results(tmp_path):
+    pytest.importorskip("mlflow")
+    from tabsim.cli import main
+
+    out = tmp_path / "o"
+    args = ["sweep", "--preset", "paper", "--vary", "prior_strength=0.3,0.6", "--seeds", "2", "--steps", "4",
+            "--set", "task.n_prompts=8", "--set", "train.eval_every=2", "--set", "train.batch_size=4",
+            "--set", "train.group_size=4", "--no-figure", "-q", "--track", "mlflow", "--out", str(out)]
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # the store's folder would be inside a file
+    res = CliRunner().invoke(main, args, env={"MLFLOW_TRACKING_URI": (blocked / "mlruns").as_uri()})
+    assert res.exit_code == 1, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("Error: tracker mlflow: start failed: NotADirectoryError") and str(out) in last, last
+    assert (out / "results.parquet").is_file() and (out / "provenance.json").is_file()
