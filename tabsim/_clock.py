@@ -21,7 +21,7 @@ _TOTALS: dict[str, float] = {}
 # the phases a study reports, in the order they happen
 PHASES = ("imports", "compile", "training", "bookkeeping", "frames", "statistics", "figures", "publish")
 # phases measured inside others: (outer, inner) -- the outer's net time leaves the inner out
-NESTED = (("training", "compile"), ("training", "bookkeeping"))
+NESTED = (("training", "compile"), ("training", "bookkeeping"), ("training", "frames"))
 
 
 def add(phase: str, seconds: float) -> None:

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tabsim import _clock
 from tabsim.files.atomic import write_json
 from tabsim.runtime.chunklog import ChunkLog, read_manifest
 from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, UntrustedFile, read_regular, tree_digests
@@ -329,6 +330,7 @@ class RunStore:
     def _chunk_name(job: str, index: int) -> str:
         return f"{job}-{index:05d}"
 
+    @_clock.timed("bookkeeping")
     def load_chunk(self, job: str, index: int) -> dict[str, np.ndarray] | None:
         """The arrays saved for chunk ``index`` of ``job``, or None if it is not there or fails verification.
 
@@ -353,6 +355,7 @@ class RunStore:
         self.rejected.append((name, why))
         return None
 
+    @_clock.timed("bookkeeping")
     def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> str:
         """Save chunk ``index`` of ``job`` (an Arrow IPC stream: one flat column per array): its bytes are
         appended to the pack, then its manifest line; returns the chunk's name."""

@@ -37,6 +37,7 @@ import jax
 import numpy as np
 import pandas as pd
 
+from tabsim import _clock
 from tabsim.arms import ARMS
 from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError, TaskConfig, TrainConfig, resolve
 from tabsim.files.atomic import read_frame, write_frame, write_json
@@ -476,10 +477,12 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
         executor = planning.local_executor(max(planning.estimate_bytes(Config.model_validate(json.loads(conf)), n, 1)
                                                for conf, n in sizes))
-    for cfg in programs.values():  # built before the bar: a note about the compile options prints above it
-        compiled_train(cfg)
+    with _clock.timed("compile"):
+        for cfg in programs.values():  # built before the bar: a note about the compile options prints above it
+            compiled_train(cfg)
     with _progress(len(planned), show, desc) as bar, device_mod.using(dev), until_first_chunk(bar):
         outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
+    t_frames = time.perf_counter()
     outputs = unit_outputs(planned, outs)
     wall = round(time.perf_counter() - t0, 3)
     results = []
@@ -491,6 +494,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         conf = {"base": d.base, "factors": [dataclasses.asdict(f) for f in d.factors], "seeds": list(d.seeds),
                 "programs": [_program_config(d, s).model_dump(mode="json") for s in _static_combos(d)]}
         results.append(DesignResult(frame=frame, factors=d.factors, config=_jsonable(conf), provenance=prov))
+    _clock.add("frames", time.perf_counter() - t_frames)
     return results
 
 
