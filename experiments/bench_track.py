@@ -1,20 +1,28 @@
 """What a tracker costs a run: the same run with no tracker, with MLflow and with TensorBoard.
 
 The run is the ``paper`` preset's prior sweep (5 conditions x 8 seeds x 4 arms, 200 steps, evaluated every
-10 steps), compiled once before the timings. Each configuration runs ``--repeats`` times, interleaved, and
-the medians are compared; the time the tracker itself spends writing (the frame's condition table and the
-client calls) is printed beside it, since two shared cores make
-whole-run medians move by a few percent on their own.
+10 steps: about 3,900 metric points), compiled once before the timings. Two measurements:
 
-The command line's cost is measured too: ``tabsim sweep`` (the same study, with its figure) with and
-without ``--track``, as whole processes; there the trackers write beside the results and the figure.
+* ``ts.run`` in this process, where the tracker is closed (its writing waited for) before ``ts.run``
+  returns; the seconds the tracker spends in its client calls are printed beside it. ``mlflow-batches``
+  is MLflow with every point sent through the client's ``log_batch`` (``MlflowTracker(files=False)``),
+  what a local file store cost before its series were written whole.
+* ``tabsim sweep`` (the same study, with its figure) as a whole process, with and without ``--track``:
+  there the trackers write on their own thread beside the results and the figure. Its wall seconds and
+  the CPU seconds of the command's process (the figure's helper process not included) are compared.
 
-    python experiments/bench_track.py [--repeats 3] [--steps 200]
+Each round runs every configuration once, in an order that rotates from round to round, and the ratio to
+the untracked run of the same round is taken; the medians over rounds are printed, with the machine's load
+average before and after (other processes on a shared machine move single timings by far more than 5%).
+
+    python experiments/bench_track.py [--repeats 5] [--steps 200] [--skip-command]
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +40,7 @@ def config(steps: int) -> dict:
 
 
 class Timed:
-    """A tracker that adds up the seconds spent in its client calls."""
+    """A tracker that adds up the seconds spent in its client calls (on the writer thread)."""
 
     seconds = 0.0
 
@@ -44,6 +52,10 @@ class Timed:
         getattr(self.inner, name)(*args)
         Timed.seconds += time.perf_counter() - t0
 
+    def start(self):
+        if hasattr(self.inner, "start"):
+            self._timed("start")
+
     def log_config(self, config):
         self._timed("log_config", config)
 
@@ -54,63 +66,98 @@ class Timed:
         self._timed("close")
 
 
+def tracker(kind: str | None, where: Path):
+    if kind is None:
+        return None
+    if kind.startswith("mlflow"):
+        extra = {"files": False} if kind == "mlflow-batches" else {}
+        return Timed(trackers.MlflowTracker((where / "mlruns").as_uri(), **extra))
+    return Timed(trackers.TensorBoardTracker(where / "runs"))
+
+
 def one(cfg: dict, kind: str | None, where: Path) -> tuple[float, float]:
-    """Seconds of one ``ts.run`` with the tracker ``kind`` (None: none), and of its writing."""
+    """Seconds of one ``ts.run`` with the tracker ``kind`` (None: none), and of its client calls."""
     Timed.seconds = 0.0
-    tracker = None
-    if kind == "mlflow":
-        tracker = Timed(trackers.MlflowTracker((where / "mlruns").as_uri()))
-    elif kind == "tensorboard":
-        tracker = Timed(trackers.TensorBoardTracker(where / "runs"))
+    track = tracker(kind, where)
     t0 = time.perf_counter()
-    ts.run(cfg, progress=False, tracker=tracker)  # closes the tracker
+    ts.run(cfg, progress=False, tracker=track)  # closes the tracker
     return time.perf_counter() - t0, Timed.seconds
+
+
+def rounds(kinds: list, repeats: int, measure) -> dict:
+    """``measure(kind)`` -> tuple of figures, for every kind in every round (order rotated each round)."""
+    out: dict = {k: [] for k in kinds}
+    for r in range(repeats):
+        for k in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+            out[k].append(measure(k))
+    return out
+
+
+def paired(results: dict, kind, i: int = 0) -> tuple[float, float]:
+    """Median of figure ``i`` over rounds, and the median over rounds of its ratio to the untracked run's."""
+    ratios = [a[i] / b[i] for a, b in zip(results[kind], results[None])]
+    return statistics.median(a[i] for a in results[kind]), statistics.median(ratios)
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def in_process(steps: int, kinds: list, repeats: int) -> None:
+    cfg = config(steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in kinds:  # compile once, import every client library once
+            one(cfg, k, Path(tmp))
+        res = rounds(kinds, repeats, lambda k: one(cfg, k, Path(tmp)))
+    print(f"ts.run: paper prior sweep, 5 conditions x 8 seeds x 4 arms, {steps} steps; {repeats} rounds")
+    print(f"{'tracker':<15} {'run s':>7} {'ratio':>7} {'writing s':>10}")
+    for k in kinds:
+        med, ratio = paired(res, k)
+        print(f"{k or 'none':<15} {med:7.2f} {ratio:7.3f} {statistics.median(w for _, w in res[k]):10.3f}")
+
+
+def command(steps: int, kinds: list, repeats: int) -> None:
+    """``tabsim sweep`` without and with each tracker, whole processes: wall and CPU seconds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        args = [sys.executable, "-m", "tabsim.cli", "sweep", "--preset", "paper", "--seeds", "8", "--steps",
+                str(steps), "--set", "train.eval_every=10", "-q", "--overwrite", "--track-dir", str(where)]
+
+        runs = iter(range(10**6))
+
+        def measure(k):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            done = subprocess.run(args + ["--out", str(where / f"o{next(runs)}")] + (["--track", k] if k else []),
+                                  capture_output=True, text=True)
+            wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+            if done.returncode:
+                sys.exit(f"tabsim sweep --track {k} failed: {done.stderr.strip().splitlines()[-1:]}")
+            return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+        rounds(kinds, 1, measure)  # warms the compilation cache and the file system; not counted
+        res = rounds(kinds, repeats, measure)
+    print(f"tabsim sweep (with its figure), whole process; {repeats} rounds")
+    print(f"{'tracker':<15} {'wall s':>7} {'ratio':>7} {'cpu s':>7} {'ratio':>7}")
+    for k in kinds:
+        (wall, wr), (cpu, cr) = paired(res, k, 0), paired(res, k, 1)
+        print(f"{k or 'none':<15} {wall:7.2f} {wr:7.3f} {cpu:7.2f} {cr:7.3f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--skip-command", action="store_true", help="time ts.run only")
     args = ap.parse_args()
-    cfg = config(args.steps)
     kinds = [None] + [k for k in trackers.TRACKERS if _available(k)]
-    with tempfile.TemporaryDirectory() as tmp:
-        one(cfg, None, Path(tmp))  # compile once
-        times: dict = {k: [] for k in kinds}
-        writes: dict = {k: [] for k in kinds}
-        for _ in range(args.repeats):
-            for k in kinds:
-                total, wrote = one(cfg, k, Path(tmp))
-                times[k].append(total)
-                writes[k].append(wrote)
-    base = statistics.median(times[None])
-    print(f"run: paper prior sweep, 5 conditions x 8 seeds x 4 arms, {args.steps} steps; median of {args.repeats}")
-    print(f"{'tracker':<12} {'run s':>8} {'ratio':>7} {'writing s':>10} {'writing / run':>14}")
-    for k in kinds:
-        med, w = statistics.median(times[k]), statistics.median(writes[k])
-        print(f"{k or 'none':<12} {med:8.2f} {med / base:7.3f} {w:10.3f} {w / base:14.2%}")
-    with tempfile.TemporaryDirectory() as tmp:
-        command(args.steps, kinds, Path(tmp), args.repeats)
-
-
-def command(steps: int, kinds: list, where: Path, repeats: int) -> None:
-    """Median seconds of ``tabsim sweep`` without and with each tracker (whole processes)."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": (where / "cli-mlruns").as_uri()}
-    base_args = [sys.executable, "-m", "tabsim.cli", "sweep", "--preset", "paper", "--seeds", "8", "--steps",
-                 str(steps), "--set", "train.eval_every=10", "-q", "--overwrite", "--track-dir", str(where)]
-    walls: dict = {k: [] for k in kinds}
-    for r in range(repeats + 1):  # the first round warms the caches and is not counted
-        for k in kinds:
-            args = base_args + ["--out", str(where / f"o-{k}")] + (["--track", k] if k else [])
-            t0 = time.perf_counter()
-            subprocess.run(args, check=True, env=env, capture_output=True)
-            if r:
-                walls[k].append(time.perf_counter() - t0)
-    base = statistics.median(walls[None])
-    print(f"tabsim sweep (with its figure), whole process; median of {repeats}")
-    for k in kinds:
-        med = statistics.median(walls[k])
-        print(f"{k or 'none':<12} {med:8.2f} {med / base:7.3f}")
+    print(f"load average (1, 5, 15 min) before: {load()}; {os.cpu_count()} CPU core(s)")
+    batches = ["mlflow-batches"] if "mlflow" in kinds and "files" in inspect.signature(trackers.MlflowTracker).parameters else []
+    in_process(args.steps, kinds + batches, args.repeats)
+    print(f"load average: {load()}")
+    if not args.skip_command:
+        command(args.steps, kinds, args.repeats)
+        print(f"load average after: {load()}")
 
 
 def _available(kind: str) -> bool:
