@@ -7,7 +7,6 @@ Markdown report so that they cannot break its tables.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 import unicodedata
@@ -24,6 +23,7 @@ from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.markdown import md
 from tabsim.files.provenance import provenance
 from tabsim.plotting.figures import save_figure
+from tabsim.runtime.manifest import file_sha256
 from tabsim.runtime.store import RunStore, writing_into
 
 __all__ = ["PLOT_TERMS", "TERM_COLORS", "csv_safe", "formula_led", "md", "plot_terms", "render_report", "write_outputs"]
@@ -78,10 +78,6 @@ def _cell(t: pd.Series, nd=1) -> str:
     if t["identified"] == "point":
         return f"{_num(t['estimate'], nd)} [{_num(t['low'], nd)}, {_num(t['high'], nd)}]"
     return f"in [{_num(t['low'], nd)}, {_num(t['high'], nd)}]{TAGS.get(t['bound_source'], '')}"
-
-
-def _sha(path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _md_table(header, rows) -> str:
@@ -249,7 +245,7 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
 
     lvl = f"{100 * info['ci']:g}%"
     L = ["# Audit of published RLVR results", "", f"Command: `{md(command)}`", "", "Inputs:", ""]
-    L += [f"- `{md(f)}` (sha256 {_sha(f)[:16]})" for f in files]
+    L += [f"- `{md(f)}` (sha256 {file_sha256(f)[:16]})" for f in files]
     L += ["", "## How to read it", "", "The partition of the gain of TRUE over FROZEN, in accuracy points:", ""]
     L += [f"- `{t}` = {TERM_HELP[t]}" for t in ("d_null", "d_elicit", "d_rd", "d_total", "d_naive", "d_majority",
                                                  "rd_fraction", "null_share", "elicit_share", "rd_share",
@@ -420,6 +416,6 @@ def _write_files(res: AuditResult, folder: Path, *, files, command: str, provena
     # written last: its wall time covers every other file
     wall = {} if started is None else {"wall_seconds": round(time.perf_counter() - started, 3)}
     write_json(folder / "provenance.json", provenance(
-        command=command, inputs=[{"path": str(f), "sha256": _sha(f)} for f in files],
+        command=command, inputs=[{"path": str(f), "sha256": file_sha256(f)} for f in files],
         options={k: v for k, v in res.info.items() if k != "calibration"},
         calibration=res.info.get("calibration"), **wall, **(provenance_extra or {})))

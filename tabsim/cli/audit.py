@@ -50,17 +50,7 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
     Example (the shipped tables):
       tabsim audit experiments/audits --out results/audit
     """
-    problems = []
-    if not (0.0 < ci < 1.0):
-        problems.append(f"--ci: {ci!r} must be in (0, 1)")
-    if not (seed_sd >= 0.0) or seed_sd != seed_sd or seed_sd == float("inf"):
-        problems.append(f"--seed-sd: {seed_sd!r} must be a finite number >= 0 (points)")
-    if not (0.0 < threshold < 1.0):
-        problems.append(f"--threshold: {threshold!r} must be a share in (0, 1)")
-    if not (0.0 < dominance < 1.0):
-        problems.append(f"--dominance: {dominance!r} must be a share in (0, 1)")
-    if problems:  # usage errors first, before any line
-        raise click.UsageError("; ".join(problems))
+    _check_numbers(ci, seed_sd, threshold, dominance)  # usage errors first, before any line
     check_options(executor, workers, scheduler)
     say = Phases(quiet)
     say("tabsim audit: loading the engine (JAX, pandas)")
@@ -69,33 +59,21 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
     import tabsim.runtime.run  # noqa: F401
 
     say("loading the audit (scipy, matplotlib)")
-    from tabsim.audit import calibrate as cal  # lazy: as above
+    from tabsim.audit.calibrate import default_cache_dir  # lazy: as above
     from tabsim.audit.core import audit
-    from tabsim.audit.report import _sha, write_outputs
-    from tabsim.audit.schema import AuditInputError, load_entries
+    from tabsim.audit.report import write_outputs
     from tabsim.cli.options import open_store
+    from tabsim.runtime.manifest import file_sha256
     from tabsim.runtime.store import job_key
 
-    bad = [f for f in families if f not in cal.FAMILY_CONFIGS]
-    if bad:
-        raise click.UsageError(f"--family: unknown {bad}; allowed: {', '.join(cal.FAMILY_CONFIGS)}")
-    try:
-        entries = load_entries(list(files))
-    except AuditInputError as err:
-        raise click.ClickException(str(err))
+    grid = _grid(families)
+    entries = _load(files)
     say(f"read {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} from {len(files)} input(s)")
-    grid = cal.CalibrationGrid()
-    if families:
-        grid = cal.CalibrationGrid(families=tuple((f, cal.FAMILY_LR[f]) for f in dict.fromkeys(families)))
-    cache = None if no_cache else (cache_dir or cal.default_cache_dir())
-    opts = [f"--seed-sd {seed_sd:g}" if seed_sd else "", f"--ci {ci:g}" if ci != 0.95 else "",
-            f"--threshold {threshold:g}" if threshold != 0.60 else "",
-            f"--dominance {dominance:g}" if dominance != 0.5 else "", f"--rule {rule}" if rule != "terms" else "", *(f"--family {f}" for f in families),
-            "--no-calibration" if no_calibration else ""]
-    cmd = " ".join(["tabsim audit", *(shlex.quote(str(f)) for f in files), "--out", shlex.quote(str(out)),
-                    *(o for o in opts if o)])
+    cache = None if no_cache else (cache_dir or default_cache_dir())
+    cmd = _command_line(files, out, seed_sd=seed_sd, ci=ci, threshold=threshold, dominance=dominance, rule=rule,
+                        families=families, no_calibration=no_calibration)
     inputs = list(dict.fromkeys(e.file for e in entries))
-    key = job_key("audit", [_sha(f) for f in inputs], seed_sd, ci, threshold, dominance, rule, list(families),
+    key = job_key("audit", [file_sha256(f) for f in inputs], seed_sd, ci, threshold, dominance, rule, list(families),
                   no_calibration)
     with open_executor(executor, workers, scheduler, quiet=quiet) as ex, \
             open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
@@ -109,6 +87,58 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
         say("writing the tables and report.md")
         # provenance's wall time is the command's, from the process's start to its last file
         write_outputs(res, store.dir, files=inputs, command=cmd, log=say, started=say.t0)
+    _summary(res, out, inputs, say, quiet=quiet, as_json=as_json)
+
+
+def _check_numbers(ci, seed_sd, threshold, dominance) -> None:
+    """Every out-of-range number option, in one usage error."""
+    problems = []
+    if not (0.0 < ci < 1.0):
+        problems.append(f"--ci: {ci!r} must be in (0, 1)")
+    if not (seed_sd >= 0.0) or seed_sd != seed_sd or seed_sd == float("inf"):
+        problems.append(f"--seed-sd: {seed_sd!r} must be a finite number >= 0 (points)")
+    if not (0.0 < threshold < 1.0):
+        problems.append(f"--threshold: {threshold!r} must be a share in (0, 1)")
+    if not (0.0 < dominance < 1.0):
+        problems.append(f"--dominance: {dominance!r} must be a share in (0, 1)")
+    if problems:
+        raise click.UsageError("; ".join(problems))
+
+
+def _grid(families):
+    """The calibration grid of the ``--family`` options (default: the grid's own families)."""
+    from tabsim.audit import calibrate as cal  # lazy: loaded by the command after its announcement
+
+    bad = [f for f in families if f not in cal.FAMILY_CONFIGS]
+    if bad:
+        raise click.UsageError(f"--family: unknown {bad}; allowed: {', '.join(cal.FAMILY_CONFIGS)}")
+    if families:
+        return cal.CalibrationGrid(families=tuple((f, cal.FAMILY_LR[f]) for f in dict.fromkeys(families)))
+    return cal.CalibrationGrid()
+
+
+def _load(files) -> list:
+    """The entries of ``files``; every problem of every file in one error."""
+    from tabsim.audit.schema import AuditInputError, load_entries  # lazy: as in _grid
+
+    try:
+        return load_entries(list(files))
+    except AuditInputError as err:
+        raise click.ClickException(str(err))
+
+
+def _command_line(files, out, *, seed_sd, ci, threshold, dominance, rule, families, no_calibration) -> str:
+    """The command as it could be typed again, options at their defaults left out (for provenance)."""
+    opts = [f"--seed-sd {seed_sd:g}" if seed_sd else "", f"--ci {ci:g}" if ci != 0.95 else "",
+            f"--threshold {threshold:g}" if threshold != 0.60 else "",
+            f"--dominance {dominance:g}" if dominance != 0.5 else "", f"--rule {rule}" if rule != "terms" else "", *(f"--family {f}" for f in families),
+            "--no-calibration" if no_calibration else ""]
+    return " ".join(["tabsim audit", *(shlex.quote(str(f)) for f in files), "--out", shlex.quote(str(out)),
+                     *(o for o in opts if o)])
+
+
+def _summary(res, out, inputs, say, *, quiet: bool, as_json: bool) -> None:
+    """The verdicts on the terminal (or as JSON): what each rests on and whether it is fragile."""
     # what a verdict rests on (a simulator bound: model-based) and whether a point of seed spread changes it
     show = res.audit[["source", "model", "benchmark", "train_set", "verdict", "reference_verdict", "verdict_basis",
                       "verdict_model_based", "fragile"]]
