@@ -7,7 +7,9 @@
     tabsim prereg report   preregistration/clipping_null/results
 
 * :mod:`tabsim.prereg.errors` -- :class:`PreregError`.
-* :mod:`tabsim.prereg.schema` -- the YAML format and its validation.
+* :mod:`tabsim.prereg.plan` -- the plan's data model (the YAML format's fields) and the design's runs.
+* :mod:`tabsim.prereg.crosscheck` -- the cross-reference checks of a plan.
+* :mod:`tabsim.prereg.schema` -- reading and validating a plan file (schema, then cross-references).
 * :mod:`tabsim.prereg.hashing` -- canonical JSON, the normalised plan hash, file digests, bounded JSON reads.
 * :mod:`tabsim.prereg.locking` -- locks, amendments, verification.
 * :mod:`tabsim.prereg.signing` -- Ed25519 keys and signatures of locks and results.

@@ -41,7 +41,7 @@ from tabsim.prereg.schema import (
     POINT_RULES,
     RATIO_ESTIMANDS,
     Plan,
-    _arm_factor,
+    arm_factor,
 )
 
 SUPPORTED = "SUPPORTED"
@@ -88,7 +88,7 @@ def partition_frame(plan: Plan, frame: pd.DataFrame) -> pd.DataFrame:
     every seed); with fewer arms, the ``acc_<arm>`` columns of the arms that ran and the
     differences they define.
     """
-    arm = _arm_factor(plan)
+    arm = arm_factor(plan)
     by = [f.name for f in plan.design.factors if f is not arm]
     metric = plan.analysis.metric
     rows = final_rows(frame)[["seed", "arm", "step", metric, *by]]
@@ -420,7 +420,7 @@ def _region_text(region: tuple) -> str:
 
 def arm_means(plan: Plan, frame: pd.DataFrame) -> list[dict]:
     """Mean and standard error over seeds of the metric, per condition and arm (descriptive)."""
-    arm = _arm_factor(plan)
+    arm = arm_factor(plan)
     by = [f.name for f in plan.design.factors if f is not arm]
     metric = plan.analysis.metric
     rows = final_rows(frame)

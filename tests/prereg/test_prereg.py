@@ -546,7 +546,7 @@ def test_factorial_runner_equals_one_run_per_cell(complete_run):
     one plain ``ts.run`` per cell of the design, built here on its own."""
     import pandas as pd
 
-    from tabsim.prereg.schema import _classify_field, design_runs, load_plan
+    from tabsim.prereg.schema import classify_field, design_runs, load_plan
 
     path, out, _ = complete_run
     plan, _ = load_plan(path)
@@ -554,7 +554,7 @@ def test_factorial_runner_equals_one_run_per_cell(complete_run):
     for levels, cfg in design_runs(plan):
         part = ts.run(cfg).frame.copy()
         for f in plan.design.factors:
-            kind, target = _classify_field(f.field)
+            kind, target = classify_field(f.field)
             if kind == "static":
                 part[f.name] = levels[f.name]
             elif kind == "sweep" and f.name != target:
