@@ -17,6 +17,8 @@
 * :mod:`tabsim.prereg.status` -- the run-folder status protocol: file names and the status reader.
 * :mod:`tabsim.prereg.runner` -- running the design with that protocol.
 * :mod:`tabsim.prereg.analysis` -- estimands, intervals, decision rules, Holm, verdicts.
+* :mod:`tabsim.prereg.results` -- a complete run folder, read and verified.
+* :mod:`tabsim.prereg.assessment` -- what vouches for a run: signatures, code, plan commit, seeds.
 * :mod:`tabsim.prereg.report` -- ``report.md`` / ``report.json``.
 
 The ``tabsim prereg`` commands are :mod:`tabsim.cli.prereg`. See ``docs/prereg.md``.
