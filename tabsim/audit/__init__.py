@@ -1,6 +1,8 @@
 """Audits of published results: a paper's table in, the partition with uncertainty and bounds out.
 
 * :mod:`tabsim.audit.schema` -- the YAML / CSV input files and their validation (:func:`load_entries`).
+* :mod:`tabsim.audit.fields` -- the arms, the allowed field values and the :class:`Entry` record.
+* :mod:`tabsim.audit.cells` -- one entry's cells read, converted to percent and checked across.
 * :mod:`tabsim.audit.entry` -- one entry's fields, checked and converted to percent.
 * :mod:`tabsim.audit.notation` -- cells in a paper's notation (Unicode minus, dashes, %, headers, scale).
 * :mod:`tabsim.audit.benchmarks` -- known benchmarks and their item counts.
