@@ -126,9 +126,26 @@ def writing_into(folder: str | Path) -> bool:
 
 
 def job_key(*parts) -> str:
-    """A short hex digest of JSON-serialisable ``parts``: names one job's chunks in a store."""
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=_plain)
+    """A short hex digest of JSON-serialisable ``parts``: names one job's chunks in a store.
+
+    The digest of ``json.dumps(parts, sort_keys=True, separators=(",", ":"))``, written without encoding
+    a mapping twice: a job's chunks repeat one hyperparameter mapping for every seed of a cell."""
+    blob = _canonical(parts, {})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _canonical(obj, memo: dict) -> str:
+    """``json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_plain)``; a mapping met again
+    (the same object: ``memo`` holds it, so its id is not reused meanwhile) reuses its text."""
+    if isinstance(obj, (list, tuple)):
+        if all(type(x) is int for x in obj):  # seed lists: int.__repr__ is JSON's text for an int
+            return "[" + ",".join(map(str, obj)) + "]"
+        return "[" + ",".join([memo[id(x)][1] if id(x) in memo else _canonical(x, memo) for x in obj]) + "]"
+    if isinstance(obj, dict):
+        if id(obj) not in memo:
+            memo[id(obj)] = (obj, json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_plain))
+        return memo[id(obj)][1]
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_plain)
 
 
 def _plain(o):

@@ -385,6 +385,35 @@ def run_config(cfg: Config, *, skip_frozen: bool = True) -> Config:
                                                             "arms": [a for a in arms if a != "frozen"]}})
 
 
+def _plan_units(designs: Sequence[Design], skip_frozen: bool):
+    """``(programs, pairs, unit_pair [n_units], unit_seed, index)`` of the deduplicated units of ``designs``.
+
+    A unit is a (program, traced values, seed); a *pair* ``pairs[(g, hyper items)] = (g, Hyper mapping,
+    {seed: unit id}, pair id)`` is one program ``g`` (its position in ``programs``) with one set of traced values.
+    """
+    programs: dict = {}
+    pairs: dict = {}
+    unit_pair, unit_seed, index = [], [], []
+    for d in designs:
+        traced = [f for f in d.factors if f.kind == TRACED]
+        per: dict = {}
+        for static in _static_combos(d):
+            cfg = run_config(_program_config(d, static), skip_frozen=skip_frozen)
+            g = list(programs).index(key) if (key := static_key(cfg)) in programs else len(programs)
+            programs.setdefault(key, cfg)
+            for tcombo in itertools.product(*(range(len(f.levels)) for f in traced)):
+                hv = cfg.hyper_values({f.target: float(f.levels[i]) for f, i in zip(traced, tcombo)})
+                hkey = (g, tuple(sorted((k, float(np.float32(v))) for k, v in hv.items())))
+                _, _, seen, p = pairs.setdefault(hkey, (g, hv, {}, len(pairs)))
+                new = [s for s in d.seeds if s not in seen]
+                seen.update(zip(new, range(len(unit_seed), len(unit_seed) + len(new))))
+                unit_pair.extend([p] * len(new))
+                unit_seed.extend(new)
+                per.update({(static, tcombo, s): seen[s] for s in d.seeds})
+        index.append(per)
+    return programs, list(pairs.values()), np.asarray(unit_pair, dtype=np.int64), unit_seed, index
+
+
 def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None, skip_frozen: bool = True,
                 executor=None, device=None):
     """Deduplicated units of ``designs`` packed into equal-size chunks, one size per program.
@@ -392,48 +421,28 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
     An ``executor`` whose workers have a memory limit (:class:`tabsim.runtime.dask.DaskExecutor`) caps the
     units per chunk so that one chunk fits it. ``device`` (a ``jax.Device``) is where the chunks run: an
     accelerator's chunks are as large as its memory holds (:func:`tabsim.runtime.planning.units_per_chunk`).
+    Without ``units_per_chunk`` the units are spread evenly over the chunks (:func:`planning.even_units`).
 
     Returns:
       ``(chunks, unit_index, programs)``: ``chunks`` a list of ``(unit ids, Chunk)``;
       ``unit_index[d][(static, traced, seed)]`` the unit id of each cell x seed of design ``d``;
       ``programs`` static key -> compiled config.
     """
-    units: dict = {}  # (program key, hyper items, seed) -> unit id
-    unit_cfg: list = []
-    unit_hyper: list = []
-    unit_seed: list = []
-    programs: dict = {}
-    index = []
-    for d in designs:
-        traced = [f for f in d.factors if f.kind == TRACED]
-        per: dict = {}
-        for static in _static_combos(d):
-            cfg = run_config(_program_config(d, static), skip_frozen=skip_frozen)
-            key = static_key(cfg)
-            programs.setdefault(key, cfg)
-            for tcombo in itertools.product(*(range(len(f.levels)) for f in traced)):
-                hv = cfg.hyper_values({f.target: float(f.levels[i]) for f, i in zip(traced, tcombo)})
-                hkey = tuple(sorted((k, float(np.float32(v))) for k, v in hv.items()))
-                for s in d.seeds:
-                    ukey = (key, hkey, s)
-                    if ukey not in units:
-                        units[ukey] = len(unit_cfg)
-                        unit_cfg.append(key)
-                        unit_hyper.append(hv)
-                        unit_seed.append(s)
-                    per[(static, tcombo, s)] = units[ukey]
-        index.append(per)
+    programs, pairs, unit_pair, unit_seed, index = _plan_units(designs, skip_frozen)
+    unit_program = np.asarray([pair[0] for pair in pairs], dtype=np.int64)[unit_pair]
+    hypers, seeds = np.empty(len(pairs), dtype=object), np.empty(len(unit_seed), dtype=object)
+    hypers[:], seeds[:] = [pair[1] for pair in pairs], unit_seed
     chunks = []
-    for key, cfg in programs.items():
-        ids = [i for i, k in enumerate(unit_cfg) if k == key]
-        u = planning.units_per_chunk(cfg, len(ids), executor, units_per_chunk, device)  # a unit: condition x seed
+    for g, cfg in enumerate(programs.values()):
+        ids = np.flatnonzero(unit_program == g)
+        u = planning.units_per_chunk(cfg, ids.size, executor, units_per_chunk, device)  # a unit: condition x seed
+        u = u if units_per_chunk else planning.even_units(ids.size, u)
         conf = cfg.model_dump(mode="json")
-        for start in range(0, len(ids), u):
+        for start in range(0, ids.size, u):
             part = ids[start:start + u]
-            padded = part + [part[-1]] * (u - len(part))
-            chunks.append((part, Chunk(config=conf, hypers=tuple(unit_hyper[i] for i in padded),
-                                       seeds=tuple(unit_seed[i] for i in padded), n_real=len(part),
-                                       index=len(chunks))))
+            padded = np.concatenate([part, np.repeat(part[-1:], u - part.size)])
+            chunks.append((part.tolist(), Chunk(config=conf, hypers=tuple(hypers[unit_pair[padded]]),
+                                                seeds=tuple(seeds[padded]), n_real=part.size, index=len(chunks))))
     return chunks, index, programs
 
 

@@ -11,7 +11,9 @@ chunks may differ in the last bit of float32 evaluation sums on the CPU (measure
 """
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import types
 
 import jax
@@ -19,8 +21,8 @@ import pandas as pd
 import pytest
 
 import tabsim as ts
-from tabsim.runtime import planning
-from tabsim.studies.factorial import plan_chunks
+from tabsim.runtime import planning, store
+from tabsim.studies.factorial import make_design, plan_chunks
 from tabsim.studies.reference.design import build_designs, settings
 
 BASE = {"preset": "paper", "task": {"n_prompts": 16}, "train": {"steps": 4, "eval_every": 2}}
@@ -90,3 +92,31 @@ def test_a_sweep_chunk_on_an_accelerator_is_larger_and_fits():
     with pytest.raises(ts.ConfigError, match="train.chunk_conditions"):  # asked for more than the device holds
         planning.conditions_per_chunk(cfg.model_copy(update={"train": cfg.train.model_copy(
             update={"chunk_conditions": 4096})}), 4096, 64, device=accelerator(1e8))
+
+
+def test_units_are_spread_evenly_over_the_chunks_they_need():
+    assert planning.even_units(17 * 4096 + 64, 4096) == 3872  # 18 chunks of 3,872, not a 19th of padding
+    assert planning.even_units(4096, 4096) == 4096
+    assert planning.even_units(40, 32) == 32  # two chunks of 20 would be under 32 units: as sized
+
+
+def test_a_factorial_in_one_evenly_sized_chunk_gives_the_same_bytes_as_in_32_unit_chunks():
+    """40 units: one automatic chunk of 40 (not 64 with 24 units of padding) against two chunks of 32."""
+    design = make_design(BASE, FACTORS, seeds=20)
+    assert [len(c.seeds) for _, c in plan_chunks([design])[0]] == [40]
+    auto = ts.run_factorial(BASE, FACTORS, seeds=20, progress=False)
+    small = ts.run_factorial(BASE, FACTORS, seeds=20, units_per_chunk=32, progress=False)
+    assert (auto.provenance["n_chunks_job"], small.provenance["n_chunks_job"]) == (1, 2)
+    assert parquet_bytes(auto.frame) == parquet_bytes(small.frame)
+
+
+def test_a_jobs_key_is_the_digest_of_its_chunks_json():
+    """The key names the work: every unit's hyperparameters and seed, written once per shared mapping."""
+    _, chunks, _ = reference_programs(64)
+    parts = ("designs", [(c.config, c.hypers, c.seeds, c.n_real) for _, c in chunks])
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    assert store.job_key(*parts) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+    hypers = list(chunks[0][1].hypers)
+    hypers[-1] = {**hypers[-1], "lr": hypers[-1]["lr"] * 2}  # one unit's value changed: another job
+    changed = [(c.config, tuple(hypers) if i == 0 else c.hypers, c.seeds, c.n_real) for i, (_, c) in enumerate(chunks)]
+    assert store.job_key("designs", changed) != store.job_key(*parts)
