@@ -9,6 +9,7 @@
 * :mod:`tabsim.audit.items` -- per-item results and their clustered variance.
 * :mod:`tabsim.audit.estimate` -- binomial variances, Wald and Fieller intervals of the terms and shares.
 * :mod:`tabsim.audit.calibrate` -- simulator calibration that bounds the terms of missing arms.
+* :mod:`tabsim.audit.completions` -- model-free completions of missing arms, and the measured null range.
 * :mod:`tabsim.audit.verdict` -- the three-term verdict (the reference rule is ``tabsim.stats``).
 * :mod:`tabsim.audit.measured` -- the registry of published null-reward (random, format, incorrect) runs.
 * :mod:`tabsim.audit.checks` -- format-repair notes and simulator bounds contradicted by measurements.

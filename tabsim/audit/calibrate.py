@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats as sps
 
 import tabsim
+from tabsim.audit.completions import logical_completions, with_null_envelope  # noqa: F401 (re-exported)
 from tabsim.audit.entry import MAJ_K, PARTITION_ARMS, PASS_K, Entry
 from tabsim.audit.estimate import arm_moments, binomial_var
 from tabsim.files.atomic import write_frame
@@ -323,19 +324,10 @@ def calibrate_entry(entry: Entry, structs: list, *, grid: CalibrationGrid, ci: f
 
     rows, comp_m, comp_v = [], [], []
     for st in structs:
-        f = np.maximum.accumulate(st.frozen)
-        inside = (bases >= f[0]) & (bases <= f[-1])
-        if not inside.any():
+        fit = _fit_structure(st, bases, grid, sim_arm)
+        if fit is None:
             continue
-        bb = bases[inside]
-        # frozen is nondecreasing in p_s; a flat stretch makes interp pick its first point
-        p_star = np.interp(bb, f + np.arange(f.size) * 1e-9, st.prior)
-        fine = _fine_lr(st.lr, grid.lr_fine)
-        sim_m, sim_s = {}, {}
-        for arm in PARTITION_ARMS:
-            a = sim_arm[arm]
-            sim_m[arm] = _interp_lr(fine, st.lr, _interp_rows(p_star, st.prior, st.mean[a]))  # [B, F]
-            sim_s[arm] = _interp_lr(fine, st.lr, _interp_rows(p_star, st.prior, st.se[a]))
+        bb, p_star, fine, sim_m, sim_s = fit
         ok = np.ones(sim_m["frozen"].shape, dtype=bool)
         for arm in fitted:
             ok &= np.abs(sim_m[arm] - mean[arm]) <= z * np.sqrt(var[arm] + sim_s[arm] ** 2)
@@ -346,26 +338,9 @@ def calibrate_entry(entry: Entry, structs: list, *, grid: CalibrationGrid, ci: f
             km, ks = (np.interp(p_star, st.prior, x) for x in st.base_k[name])
             tol = z * np.sqrt(binomial_var(val, entry.n_items) + ks ** 2)
             ok &= (np.abs(km - val) <= tol)[:, None]
-        B, F = ok.shape
-        for i in range(B):
-            for j in range(F):
-                row = {**st.key, "lr": float(fine[j]), "base_target": float(bb[i]), "prior_strength": float(p_star[i]),
-                       "consistent": bool(ok[i, j])}
-                row.update({f"sim_{a}": float(sim_m[a][i, j]) for a in PARTITION_ARMS})
-                rows.append(row)
-        idx = np.argwhere(ok)
-        for i, j in idx:
-            cm, cv = [], []
-            for arm in PARTITION_ARMS:
-                if arm in mean:
-                    cm.append(mean[arm])
-                    cv.append(var[arm])
-                else:
-                    # the simulated gain over the simulated base, carried over to the reported base: the
-                    # terms are differences, so their noise is then the reported arms' noise only
-                    gain = float(sim_m[arm][i, j] - sim_m["frozen"][i, j])
-                    cm.append(min(max(mean["frozen"] + gain, 0.0), 100.0))
-                    cv.append(float(sim_s[arm][i, j]) ** 2 + seed_sd ** 2)
+        rows += _candidate_rows(st, bb, p_star, fine, sim_m, ok)
+        for i, j in np.argwhere(ok):
+            cm, cv = _completion(mean, var, sim_m, sim_s, i, j, seed_sd=seed_sd)
             comp_m.append(cm)
             comp_v.append(cv)
     cand = pd.DataFrame(rows)
@@ -376,53 +351,52 @@ def calibrate_entry(entry: Entry, structs: list, *, grid: CalibrationGrid, ci: f
                        candidates=cand, n_candidates=len(cand), n_consistent=n_cons, constraints=constraints, z=z)
 
 
-def with_null_envelope(means: np.ndarray, variances: np.ndarray, envelope: tuple, *, step: float = 1.0,
-                       seed_sd: float = 0.0) -> tuple:
-    """The consistent completions with their RANDOM arm also anywhere in the measured ``d_null`` range.
-
-    Each completion ``c`` (reported base ``b_c``) is repeated with ``acc(RANDOM) = b_c + g`` for ``g`` on a
-    grid over ``envelope`` (its ends included), clipped to [0, 100], with variance ``seed_sd^2`` like a
-    logical completion; the original completions are kept. Only the RANDOM column changes.
-
-    Args:
-      means, variances: ``[C, 4]`` completions (columns :data:`PARTITION_ARMS`).
-      envelope: ``(low, high)`` of ``d_null`` in points (:func:`tabsim.audit.measured.null_envelope`).
-      step: grid step in points.
-      seed_sd: assumed seed sd of the filled arm.
-
-    Returns:
-      ``(means [C (1 + G), 4], variances [C (1 + G), 4])``.
-    """
-    lo, hi = float(envelope[0]), float(envelope[1])
-    gains = np.unique(np.concatenate([np.arange(lo, hi, step), [hi]]))
-    r, f = PARTITION_ARMS.index("random"), PARTITION_ARMS.index("frozen")
-    m = np.repeat(means[:, None, :], gains.size, axis=1).copy()  # [C, G, 4]
-    v = np.repeat(variances[:, None, :], gains.size, axis=1).copy()
-    m[..., r] = np.clip(means[:, f, None] + gains[None, :], 0.0, 100.0)
-    v[..., r] = seed_sd ** 2
-    return (np.concatenate([means, m.reshape(-1, 4)]), np.concatenate([variances, v.reshape(-1, 4)]))
+def _fit_structure(st: _Structure, bases: np.ndarray, grid: CalibrationGrid, sim_arm: dict) -> Optional[tuple]:
+    """One structure calibrated to the base targets it reaches: ``(targets [B], p_s [B], fine lr [F],
+    simulated means {arm: [B, F]}, their standard errors)``; None when it reaches none."""
+    f = np.maximum.accumulate(st.frozen)
+    inside = (bases >= f[0]) & (bases <= f[-1])
+    if not inside.any():
+        return None
+    bb = bases[inside]
+    # frozen is nondecreasing in p_s; a flat stretch makes interp pick its first point
+    p_star = np.interp(bb, f + np.arange(f.size) * 1e-9, st.prior)
+    fine = _fine_lr(st.lr, grid.lr_fine)
+    sim_m, sim_s = {}, {}
+    for arm in PARTITION_ARMS:
+        a = sim_arm[arm]
+        sim_m[arm] = _interp_lr(fine, st.lr, _interp_rows(p_star, st.prior, st.mean[a]))  # [B, F]
+        sim_s[arm] = _interp_lr(fine, st.lr, _interp_rows(p_star, st.prior, st.se[a]))
+    return bb, p_star, fine, sim_m, sim_s
 
 
-def logical_completions(entry: Entry, *, seed_sd: float = 0.0, step: float = 1.0, unit: str = "items") -> tuple:
-    """Every missing arm on a grid over [0, 100] (the table-only, model-free bounds).
+def _candidate_rows(st: _Structure, bb, p_star, fine, sim_m: dict, ok: np.ndarray) -> list[dict]:
+    """One record per calibrated candidate (base target x lr) of a structure, consistent or not."""
+    rows = []
+    B, F = ok.shape
+    for i in range(B):
+        for j in range(F):
+            row = {**st.key, "lr": float(fine[j]), "base_target": float(bb[i]), "prior_strength": float(p_star[i]),
+                   "consistent": bool(ok[i, j])}
+            row.update({f"sim_{a}": float(sim_m[a][i, j]) for a in PARTITION_ARMS})
+            rows.append(row)
+    return rows
 
-    Returns:
-      ``(means [C, 4], variances [C, 4])``.
-    """
-    mean, var, _ = arm_moments(entry, seed_sd=seed_sd, unit=unit)
-    missing = [a for a in PARTITION_ARMS if a not in mean]
-    levels = np.arange(0.0, 100.0 + 1e-9, step)
-    grids = np.meshgrid(*([levels] * len(missing)), indexing="ij") if missing else []
-    n = grids[0].size if missing else 1
-    m = np.zeros((n, 4))
-    v = np.zeros((n, 4))
-    for i, arm in enumerate(PARTITION_ARMS):
+
+def _completion(mean: dict, var: dict, sim_m: dict, sim_s: dict, i, j, *, seed_sd: float) -> tuple[list, list]:
+    """The table completed by candidate ``(i, j)``: reported arms as reported, missing ones simulated."""
+    cm, cv = [], []
+    for arm in PARTITION_ARMS:
         if arm in mean:
-            m[:, i], v[:, i] = mean[arm], var[arm]
+            cm.append(mean[arm])
+            cv.append(var[arm])
         else:
-            m[:, i] = grids[missing.index(arm)].ravel()
-            v[:, i] = seed_sd ** 2
-    return m, v
+            # the simulated gain over the simulated base, carried over to the reported base: the
+            # terms are differences, so their noise is then the reported arms' noise only
+            gain = float(sim_m[arm][i, j] - sim_m["frozen"][i, j])
+            cm.append(min(max(mean["frozen"] + gain, 0.0), 100.0))
+            cv.append(float(sim_s[arm][i, j]) ** 2 + seed_sd ** 2)
+    return cm, cv
 
 
 REACH_TERMS = ("d_null", "d_majority", "d_elicit", "d_rd", "d_total")

@@ -13,6 +13,7 @@ import pandas as pd
 from tabsim.audit import calibrate as cal
 from tabsim.audit import checks
 from tabsim.audit import measured as ms
+from tabsim.audit.completions import logical_completions, with_null_envelope
 from tabsim.audit.entry import EXTRA_ARMS, PARTITION_ARMS, Entry
 from tabsim.audit.estimate import SHARES, TERMS, arm_moments, identified_terms, paired_cov, term_intervals
 from tabsim.audit.verdict import RULES, term_verdict
@@ -93,7 +94,7 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
     fill_m = np.array([[mean.get(a, 0.0) for a in PARTITION_ARMS]])
     fill_v = np.array([[var.get(a, 0.0) for a in PARTITION_ARMS]])
     point = term_intervals(fill_m, fill_v, ci=ci, cov=cov)
-    log_m, log_v = cal.logical_completions(entry, seed_sd=seed_sd, unit=unit)
+    log_m, log_v = logical_completions(entry, seed_sd=seed_sd, unit=unit)
     logical = term_intervals(log_m, log_v, ci=ci, cov=cov)
     primary, source, calib, alt = logical, "logical", None, None
     if entry.missing and structs is not None:
@@ -102,7 +103,7 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
         if calib.n_consistent:
             cm, cv = calib.means, calib.variances
             if widen:  # the simulator's own d_null reach is a few points; real models moved much further
-                cm, cv = cal.with_null_envelope(cm, cv, null_envelope, seed_sd=seed_sd)
+                cm, cv = with_null_envelope(cm, cv, null_envelope, seed_sd=seed_sd)
             primary, source = term_intervals(cm, cv, ci=ci, cov=cov), "simulator"
         if "majority" in entry.missing:
             other = "offline" if (entry.majority_kind or "online") == "online" else "online"
@@ -110,7 +111,7 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
             if c2.n_consistent:
                 m2, v2 = c2.means, c2.variances
                 if widen:
-                    m2, v2 = cal.with_null_envelope(m2, v2, null_envelope, seed_sd=seed_sd)
+                    m2, v2 = with_null_envelope(m2, v2, null_envelope, seed_sd=seed_sd)
                 alt = (other, term_intervals(m2, v2, ci=ci, cov=cov))
     by, free = {}, {}
     for t in TERMS:
@@ -173,10 +174,31 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
     opt = None
     if entry.protocol == "avg" and _unit_label(entry).startswith("items (avg"):
         opt = _side(entry, "trials", ci=ci, seed_sd=seed_sd, structs=structs, grid=grid, null_envelope=null_envelope)
-    by, mean, var, calib, source = side["by"], side["mean"], side["var"], side["calib"], side["source"]
-
     base = {"source": entry.source["id"], "model": entry.model, "benchmark": entry.benchmark,
             "train_set": entry.train_set}
+    row = _describe(entry, base, side["mean"], side["var"])
+    term_rows = []
+    for t in TERMS:
+        rec = {**base, **side["by"][t]}
+        if opt is not None:
+            rec.update(low_trials=opt["by"][t]["low"], high_trials=opt["by"][t]["high"])
+        term_rows.append(rec)
+    for t in WIDE_TERMS:
+        r = side["by"][t]
+        row[t], row[f"{t}_low"], row[f"{t}_high"] = r["estimate"], r["low"], r["high"]
+        if opt is not None:
+            row[f"{t}_low_trials"], row[f"{t}_high_trials"] = opt["by"][t]["low"], opt["by"][t]["high"]
+    _add_verdicts(row, side, opt, rule=rule, dominance=dominance, threshold=threshold)
+    _add_notes(row, entry, side, null_envelope)
+    calib, cand = side["calib"], None
+    if calib is not None and calib.n_consistent:
+        cand = calib.candidates[calib.candidates["consistent"]].assign(**base)
+        cand = cand[list(base) + [c for c in cand.columns if c not in base]]
+    return {"row": row, "terms": term_rows, "calibration": cand}
+
+
+def _describe(entry: Entry, base: dict, mean: dict, var: dict) -> dict:
+    """The wide row's first columns: the entry, its source and protocol, its arms' accuracies and errors."""
     row = {**base, "paper": entry.source["paper"], "source_notes": entry.source.get("notes", ""),
            "arxiv": entry.source["arxiv"], "version": entry.source["version"], "table": entry.source["table"],
            "file": entry.file, "n_items": entry.n_items, "n_items_from": entry.n_items_from,
@@ -189,18 +211,12 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
         row[f"se_{a}"] = math.sqrt(var[a]) if a in var else math.nan
     for a in EXTRA_ARMS:
         row[f"acc_{a}"] = entry.arms[a].mean if a in entry.arms else math.nan
-    term_rows = []
-    for t in TERMS:
-        rec = {**base, **by[t]}
-        if opt is not None:
-            rec.update(low_trials=opt["by"][t]["low"], high_trials=opt["by"][t]["high"])
-        term_rows.append(rec)
-    for t in WIDE_TERMS:
-        r = by[t]
-        row[t], row[f"{t}_low"], row[f"{t}_high"] = r["estimate"], r["low"], r["high"]
-        if opt is not None:
-            row[f"{t}_low_trials"], row[f"{t}_high_trials"] = opt["by"][t]["low"], opt["by"][t]["high"]
+    return row
 
+
+def _add_verdicts(row: dict, side: dict, opt: Optional[dict], *, rule: str, dominance: float, threshold: float):
+    """Both rules' verdicts, the chosen one's, the optimistic (independent samples) and the model-free ones."""
+    by, source = side["by"], side["source"]
     tv, ref = _terms_rule(by, dominance), _reference(by, threshold)
     chosen = {"terms": (tv.verdict, tv.point_verdict, tv.reason),
               "reference": (ref["verdict"], ref["point"], ref["reason"])}
@@ -221,6 +237,11 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
     if row["verdict_model_based"]:
         row["verdict_reason"] = (f"model-based: rests on simulator bounds, which hold only if the model trains like "
                                  f"the simulated family (model-free bounds give {free}); " + row["verdict_reason"])
+
+
+def _add_notes(row: dict, entry: Entry, side: dict, null_envelope: Optional[tuple]):
+    """What the bounds rest on, the calibration's counts, and the notes on variances, format and inputs."""
+    source, calib = side["source"], side["calib"]
     row["verdict_basis"] = "interval" if not entry.missing else f"{source} bounds"
     row["identified"] = "point" if not entry.missing else "bounds"
     row["bounded_terms"] = ",".join(t for t in TERMS if t not in side["ident"])
@@ -233,13 +254,8 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
     row["n_consistent"] = calib.n_consistent if calib is not None else 0
     row["n_candidates"] = calib.n_candidates if calib is not None else 0
     row["variance_note"] = "; ".join(f"{a}: {n}" for a, n in side["note"].items())
-    row["format_note"] = checks.format_note(entry, mean, var)
+    row["format_note"] = checks.format_note(entry, side["mean"], side["var"])
     row["input_flags"] = " | ".join(entry.flags)
-    cand = None
-    if calib is not None and calib.n_consistent:
-        cand = calib.candidates[calib.candidates["consistent"]].assign(**base)
-        cand = cand[list(base) + [c for c in cand.columns if c not in base]]
-    return {"row": row, "terms": term_rows, "calibration": cand}
 
 
 # Seed spread over which a verdict must hold not to be fragile: up to this many points from the one used.
@@ -367,21 +383,10 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
     say = log or (lambda msg: None)
     structs = None
     if calibrate and any(e.missing for e in entries):
-        say(f"calibrating the missing arms of {sum(bool(e.missing) for e in entries)} entries on the simulated "
-            f"families {', '.join(name for name, _ in grid.families)}")
-        frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor, log=log)
-        structs = cal.structures(frame)
-        reach = cal.family_reach(frame)
-        info["calibration"] = {**sim_info, "grid": grid.as_dict(), "n_structures": len(structs), "reach": reach,
-                               "sim_d_null_range": [min(r["d_null"][0] for r in reach.values()),
-                                                    max(r["d_null"][1] for r in reach.values())]}
+        structs = _calibrate(entries, grid, info, say, cache_dir=cache_dir, progress=progress, executor=executor,
+                             log=log)
     registry = ms.random_measurements(measurements)
-    envelope = ms.null_envelope(registry, ci) if null_range else None
-    info["null_envelope"] = [round(x, 2) for x in envelope] if envelope is not None else None
-    if structs is not None:
-        info["calibration"]["null_envelope"] = info["null_envelope"]
-    info["measurements"] = [{"model": m.model, "benchmark": m.benchmark, "reward": m.reward, "gamma": m.gamma,
-                             "d_null": round(m.gain, 2), "source": m.source_id} for m in registry]
+    envelope = _record_measurements(registry, info, ci=ci, null_range=null_range, calibrated=structs is not None)
     reach = info["calibration"]["reach"] if structs is not None else None
     kw = dict(ci=ci, threshold=threshold, grid=grid, rule=rule, dominance=dominance, null_envelope=envelope)
     # fragility: the verdict one point of seed spread (more, or less) would give
@@ -390,15 +395,7 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
         + (" (simulator bounds where an arm is missing)" if structs is not None else "")
         + f": {_estimate(entries, 1 + len(info['fragile_seed_sd']), structs=structs, seed_sd=seed_sd, **kw)}")
     outs = _audit_rows(entries, structs, reach, registry, seed_sd=seed_sd, **kw)
-    shifted = {}
-    for i, sd in enumerate(info["fragile_seed_sd"]):
-        say(f"fragility: the verdicts again at seed sd {sd:g} ({i + 1} of {len(info['fragile_seed_sd'])})")
-        shifted[sd] = [o["row"]["verdict"] for o in _audit_rows(entries, structs, reach, registry, seed_sd=sd, **kw)]
-    for i, o in enumerate(outs):
-        r = o["row"]
-        changed = [(s, v[i]) for s, v in shifted.items() if v[i] != r["verdict"]]
-        r["fragile"] = bool(changed)
-        r["fragile_note"] = "; ".join(f"{v} at seed sd {s:g}" for s, v in changed)
+    _mark_fragile(outs, entries, structs, reach, registry, info["fragile_seed_sd"], say, **kw)
     for i, note in checks.format_across(entries).items():
         r = outs[i]["row"]
         r["format_note"] = "; ".join(x for x in (r["format_note"], note) if x)
@@ -408,3 +405,40 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
     return AuditResult(audit=pd.DataFrame.from_records(rows), terms=pd.DataFrame.from_records(terms),
                        entries=entries_frame(entries, seed_sd=seed_sd),
                        calibration=pd.concat(cands, ignore_index=True) if cands else pd.DataFrame(), info=info)
+
+
+def _calibrate(entries: list, grid, info: dict, say, *, cache_dir, progress, executor, log) -> list:
+    """The simulated families' sweep, its structures (recorded in ``info["calibration"]`` with their reach)."""
+    say(f"calibrating the missing arms of {sum(bool(e.missing) for e in entries)} entries on the simulated "
+        f"families {', '.join(name for name, _ in grid.families)}")
+    frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor, log=log)
+    structs = cal.structures(frame)
+    reach = cal.family_reach(frame)
+    info["calibration"] = {**sim_info, "grid": grid.as_dict(), "n_structures": len(structs), "reach": reach,
+                           "sim_d_null_range": [min(r["d_null"][0] for r in reach.values()),
+                                                max(r["d_null"][1] for r in reach.values())]}
+    return structs
+
+
+def _record_measurements(registry, info: dict, *, ci, null_range: bool, calibrated: bool) -> Optional[tuple]:
+    """The measured d_null envelope (None: not used), recorded in ``info`` with the measurements."""
+    envelope = ms.null_envelope(registry, ci) if null_range else None
+    info["null_envelope"] = [round(x, 2) for x in envelope] if envelope is not None else None
+    if calibrated:
+        info["calibration"]["null_envelope"] = info["null_envelope"]
+    info["measurements"] = [{"model": m.model, "benchmark": m.benchmark, "reward": m.reward, "gamma": m.gamma,
+                             "d_null": round(m.gain, 2), "source": m.source_id} for m in registry]
+    return envelope
+
+
+def _mark_fragile(outs: list, entries, structs, reach, registry, sds: list, say, **kw) -> None:
+    """``fragile`` and ``fragile_note`` of each row: the verdicts it changes to at the seed sds ``sds``."""
+    shifted = {}
+    for i, sd in enumerate(sds):
+        say(f"fragility: the verdicts again at seed sd {sd:g} ({i + 1} of {len(sds)})")
+        shifted[sd] = [o["row"]["verdict"] for o in _audit_rows(entries, structs, reach, registry, seed_sd=sd, **kw)]
+    for i, o in enumerate(outs):
+        r = o["row"]
+        changed = [(s, v[i]) for s, v in shifted.items() if v[i] != r["verdict"]]
+        r["fragile"] = bool(changed)
+        r["fragile_note"] = "; ".join(f"{v} at seed sd {s:g}" for s, v in changed)

@@ -117,7 +117,7 @@ def null_envelope(registry, ci: float = 0.95) -> Optional[tuple]:
     The simulated families' own reach of ``d_null`` is a few points (their clipping drift is small), while
     real models moved by -8.5 to +21.4 points under a random reward. A model without a measurement of its
     own may be any of them, so a simulator bound on a missing RANDOM arm is widened to this range
-    (:func:`tabsim.audit.calibrate.with_null_envelope`). None when ``registry`` is empty.
+    (:func:`tabsim.audit.completions.with_null_envelope`). None when ``registry`` is empty.
 
     Args:
       registry: :class:`NullMeasurement` records (random reward at the families' probability).
