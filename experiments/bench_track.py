@@ -144,6 +144,14 @@ def command(steps: int, kinds: list, repeats: int) -> None:
         print(f"{k or 'none':<15} {wall:7.2f} {wr:7.3f} {cpu:7.2f} {cr:7.3f}")
 
 
+def import_seconds(module: str) -> float:
+    """CPU seconds of importing ``module`` in a fresh process that has already loaded tabsim's own stack (the
+    fixed cost a tracker adds to a run, whatever its size)."""
+    code = (f"import time, pandas, numpy, jax, tabsim.runtime.groups; c = time.process_time(); import {module}; "
+            "print(time.process_time() - c)")
+    return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -152,7 +160,12 @@ def main() -> None:
     args = ap.parse_args()
     kinds = [None] + [k for k in trackers.TRACKERS if _available(k)]
     print(f"load average (1, 5, 15 min) before: {load()}; {os.cpu_count()} CPU core(s)")
-    batches = ["mlflow-batches"] if "mlflow" in kinds and "files" in inspect.signature(trackers.MlflowTracker).parameters else []
+    whole = "files" in inspect.signature(trackers.MlflowTracker).parameters  # else: MLflow through log_batch only
+    batches = ["mlflow-batches"] if "mlflow" in kinds and whole else []
+    for k in kinds[1:]:
+        module = trackers.TRACKERS[k]
+        cpu = statistics.median(import_seconds(module) for _ in range(3))
+        print(f"{k}: importing {module} costs {cpu:.2f} s of CPU (median of 3 fresh processes)")
     in_process(args.steps, kinds + batches, args.repeats)
     print(f"load average: {load()}")
     if not args.skip_command:
