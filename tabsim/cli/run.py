@@ -12,8 +12,7 @@ from tabsim.cli.options import (MissingExtra, check_options, check_out, executor
 from tabsim.cli.phases import Phases
 from tabsim.cli.reproduce import refuse_reproduce_config
 from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, estimate_seconds, study_options, usage
-from tabsim.plotting import helper as figure_helper
-from tabsim.plotting.helper import warm_up
+from tabsim.plotting.figure_pool import LocalFigures, open_figures, warm_up
 
 # bounds of the run-size options, the same as train.seeds and train.steps in a config
 SEEDS = click.IntRange(1, 100_000)
@@ -75,9 +74,9 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             if not quiet:
                 click.echo(f"note: {note}", err=True)
 
-        # the figure helper loads matplotlib, this process the Parquet writer, while the engine runs
-        with (figure_helper.start(("tabsim.plotting.figures",)) if figure else figure_helper.LocalFigures()) as pool:
-            warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, figure_helper.LocalFigures))
+        # the figure pool loads matplotlib, this process the Parquet writer, while the engine runs
+        with (open_figures(("tabsim.plotting.figures",)) if figure else LocalFigures()) as pool:
+            warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, LocalFigures))
             say(f"{_describe(cfg, n_cond)}: compiling, then training (the bar counts steps)")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
@@ -95,7 +94,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             else:
                 say(f"trained in {trained:.1f} s; writing results (no figure)")
             warm.join()
-            res.write(store.dir, fmt=fmt)  # while the helper draws
+            res.write(store.dir, fmt=fmt)  # while the pool draws
             figs = [Path(p) for p in pool.wait()]
             if figure:
                 say("figure written")
