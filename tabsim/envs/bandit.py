@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim._ops import take_rows, weighted_counts
+from tabsim._ops import ranks, take_rows, weighted_counts
 from tabsim._precision import real
 from tabsim._pytree import pytree_dataclass
 from tabsim.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
@@ -72,7 +72,7 @@ def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, hete
     """
     n, K, k = n_prompts, n_answers, n_correct
     u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=rng)
-    rank = jnp.argsort(jnp.argsort(u_pos, axis=1), axis=1)
+    rank = ranks(u_pos)
     correct = (rank < k).astype(real())
     is_format = rank == k
     p = jnp.full((n,), params.prior_strength, real())

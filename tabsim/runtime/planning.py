@@ -333,14 +333,22 @@ def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int, device=None) -> int:
     return max(1, min(per, fit))  # and what fits in memory
 
 
+# A CPU chunk's arrays (estimate_bytes) at most: short runs (a few steps) otherwise take chunks of thousands
+# of units by their sampled answers, and each unit costs more as its tables fall out of the caches (the
+# reference study at 2 steps, 2-core x86-64: 65 us a unit in chunks of 256-512 units, 88 us in chunks of 4096).
+CPU_CHUNK_BYTES = 32 << 20
+
+
 def _auto_units(cfg: Config, n_units: int, device=None) -> int:
-    """About 4e6 sampled answers per chunk on the CPU (where small chunks run fastest); on an accelerator
+    """About 4e6 sampled answers per chunk on the CPU (where small chunks run fastest), and no more than
+    :data:`CPU_CHUNK_BYTES` of arrays; on an accelerator
     ``device`` up to :data:`ACCELERATOR_ANSWERS`, as many units as half its free memory holds. A power of
     two, at most the units needed."""
     per = len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size * cfg.algo.epochs
     free = device_bytes(device)
     if free is None:
         u = max(1, int(4e6 // max(per, 1)))
+        u = min(u, max(1, CPU_CHUNK_BYTES // max(estimate_bytes(cfg, 1, 1), 1)))  # tables near the caches
         u = min(u, max(1, max_conditions(cfg, 1)))  # what fits in memory
     else:
         u = min(max(1, int(ACCELERATOR_ANSWERS // max(per, 1))), _device_fit(cfg, free, 1))

@@ -3,7 +3,7 @@ import jax
 import numpy as np
 import pytest
 
-from tabsim._ops import UNROLL, cumsum_last, take_rows, weighted_counts
+from tabsim._ops import RANK_BY_COMPARISON, UNROLL, cumsum_last, ranks, take_rows, weighted_counts
 
 
 @pytest.mark.parametrize("J,n", [(8, 8), (UNROLL + 3, 5), (4, UNROLL + 6)])
@@ -35,3 +35,14 @@ def test_cumsum_last_matches_numpy(n):
     x = np.random.default_rng(n).random((3, 4, n))
     with jax.enable_x64(True):
         np.testing.assert_allclose(np.asarray(cumsum_last(x)), np.cumsum(x, -1), rtol=1e-13)
+
+
+@pytest.mark.parametrize("K", [2, 8, RANK_BY_COMPARISON, RANK_BY_COMPARISON + 1])
+def test_ranks_are_numpys_stable_double_argsort(K):
+    """Counted (small K) or sorted (large K): the rank of each entry, ties broken by position."""
+    rng = np.random.default_rng(K)
+    u = rng.integers(0, 4, size=(6, 5, K)).astype(np.float32)  # many ties
+    u[0] = rng.random((5, K))
+    ref = np.argsort(np.argsort(u, axis=-1, kind="stable"), axis=-1, kind="stable")
+    np.testing.assert_array_equal(np.asarray(ranks(u)), ref)
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(ranks))(u)), ref)

@@ -120,3 +120,15 @@ def test_a_jobs_key_is_the_digest_of_its_chunks_json():
     hypers[-1] = {**hypers[-1], "lr": hypers[-1]["lr"] * 2}  # one unit's value changed: another job
     changed = [(c.config, tuple(hypers) if i == 0 else c.hypers, c.seeds, c.n_real) for i, (_, c) in enumerate(chunks)]
     assert store.job_key("designs", changed) != store.job_key(*parts)
+
+
+def test_a_short_runs_cpu_chunks_are_sized_by_their_arrays_not_only_their_answers():
+    """At 2 steps the sampled answers alone would take chunks of 4096 units; their arrays cap them near the
+    caches. At the paper's 200 steps the answers decide, as before (32 units)."""
+    for steps, expected in ((2, None), (None, 32)):
+        designs = list(build_designs(settings(seeds=4096, steps=steps)).values())
+        chunks, _, programs = plan_chunks(designs)
+        (cfg,) = programs.values()
+        u = max(len(c.seeds) for _, c in chunks)
+        assert planning.estimate_bytes(cfg, u, 1) <= planning.CPU_CHUNK_BYTES
+        assert u == expected or 2 * u * planning.estimate_bytes(cfg, 1, 1) > planning.CPU_CHUNK_BYTES
