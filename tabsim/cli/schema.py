@@ -6,6 +6,7 @@ import json
 import click
 
 from tabsim import choices
+from tabsim.cli.jsonout import json_option
 from tabsim.presets import PRESETS
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -44,11 +45,14 @@ def config_schema() -> dict:
 
 
 @click.command("schema")
-def schema_cmd():
+@json_option
+def schema_cmd(as_json: bool):
     """Print the JSON Schema of a config file (for editor completion and checks).
+
+    The schema is JSON either way: indented by default, one line with --json.
 
     \b
     Example:
       tabsim config schema > tabsim.schema.json
     """
-    click.echo(json.dumps(config_schema(), indent=2))
+    click.echo(json.dumps(config_schema(), indent=None if as_json else 2))
