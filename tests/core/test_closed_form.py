@@ -114,7 +114,7 @@ def test_engine_updates_agree_between_the_two_paths(cfg, monkeypatch):
     whose uniform sits on a boundary, after which the trajectories differ by design.
     """
     from tabsim.runtime import run as api
-    from tabsim.engine import TrainState, _optimizer, make_update
+    from tabsim.engine import TrainState, make_update, optimizer
     from tabsim.rng import seed_array
 
     base = {**cfg, "task": {"n_prompts": 12, "n_answers": 6, "n_correct": 2, "heterogeneity": 8.0,
@@ -136,7 +136,7 @@ def test_engine_updates_agree_between_the_two_paths(cfg, monkeypatch):
         update = jax.jit(make_update(env, spec, sched, tuple(c.arms.arms)), static_argnums=2)
         outs = []
         for step in range(4):
-            state = TrainState(logits=logits, opt_state=_optimizer(spec, hp).init(logits), seed=seed,
+            state = TrainState(logits=logits, opt_state=optimizer(spec, hp).init(logits), seed=seed,
                                step=jnp.asarray(step, jnp.int32))
             for arm in range(3):
                 new, diag = update(state, task, arm, hp)

@@ -122,9 +122,9 @@ def test_tree_engine_uses_returns_to_go_for_reinforce_pp(monkeypatch):
         return np.asarray(update(state, task, 0, hp)[0].logits)
 
     per_token = step()
-    import tabsim.engine as engine_mod
+    import tabsim.update as update_mod
 
-    monkeypatch.setattr(engine_mod, "TOKEN_RETURNS", {})
+    monkeypatch.setattr(update_mod, "TOKEN_RETURNS", {})
     whole = step()
     assert np.abs(per_token - whole).max() > 1e-3
 

@@ -7,7 +7,7 @@ import pytest
 
 import tabsim as ts
 from tabsim.runtime import run as api
-from tabsim.engine import TrainState, _optimizer, make_update
+from tabsim.engine import TrainState, make_update, optimizer
 from tabsim.params import Hyper
 from tabsim.rng import seed_array
 
@@ -60,7 +60,7 @@ def test_sparse_update_equals_dense_update(name):
         update = jax.jit(make_update(env, spec, sched, tuple(c.arms.arms), sparse=sparse))
         outs = []
         for step in range(3):
-            state = TrainState(logits=logits, opt_state=_optimizer(spec, hp).init(logits), seed=seed,
+            state = TrainState(logits=logits, opt_state=optimizer(spec, hp).init(logits), seed=seed,
                                step=jnp.asarray(step, jnp.int32))
             for arm in range(2):
                 new, diag = update(state, task, arm, hp)
@@ -93,7 +93,7 @@ def test_sparse_update_builds_no_dense_gradient():
     hp = Hyper(**c.hyper_values(c.grid()[0]))
     seed = jnp.asarray(seed_array([0])[0])
     task = env.init_task(seed, hp)
-    state = TrainState(logits=task.prior_logits, opt_state=_optimizer(spec, hp).init(task.prior_logits),
+    state = TrainState(logits=task.prior_logits, opt_state=optimizer(spec, hp).init(task.prior_logits),
                        seed=seed, step=jnp.zeros((), jnp.int32))
     table = task.prior_logits.size * 4
     temp = {}

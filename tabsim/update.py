@@ -1,0 +1,298 @@
+"""One training update of the engine, as a list of named phases.
+
+:func:`make_update` builds ``update(state, task, arm, hp) -> (state, diagnostics)`` for one rollout batch:
+
+1. **sample**: :func:`sample_prompts` draws the batch's prompts, :func:`roll_out` their groups of G answers;
+2. **score**: :func:`score` rewards the answers under the arm (and charges the KL when it sits in the reward);
+3. **advantages**: :func:`advantage` turns the rewards into advantages and the filter's keep mask;
+4. **loss**: :func:`make_gradient` differentiates the GRPO-family loss (autodiff, closed form or the
+   visited logit rows of a multi-node tree);
+5. **update**: :func:`apply_updates` applies ``epochs x minibatches`` optimizer steps.
+
+What fixes shapes or picks a code path is decided once, in :class:`UpdatePlan`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from tabsim import arms as arms_mod
+from tabsim import rng as R
+from tabsim._ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
+from tabsim._precision import real
+from tabsim._pytree import pytree_dataclass
+from tabsim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
+from tabsim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
+from tabsim.params import Hyper
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """Static training schedule."""
+
+    steps: int = 200
+    batch_size: int = 16  # prompts per rollout batch
+    group_size: int = 8  # G answers per prompt
+    eval_every: int = 200
+    replacement: bool = False  # draw each batch's prompts with replacement
+
+
+@pytree_dataclass
+class TrainState:
+    """The scan carry."""
+
+    logits: jax.Array  # policy table
+    opt_state: Any  # optimizer state (Adam moments; empty for SGD)
+    seed: jax.Array  # uint32[2] seed words
+    step: jax.Array  # int32 training step
+
+
+def optimizer(algo: AlgoSpec, hp: Hyper):
+    """The optax transformation of ``algo.optimizer`` (Adam's moments, or the identity for SGD)."""
+    if algo.optimizer == "adam":
+        return optax.scale_by_adam(b1=hp.adam_b1, b2=hp.adam_b2, eps=hp.adam_eps)
+    return optax.identity()
+
+
+def clip_by_global_norm(g, max_norm):
+    """Scale ``g`` so its norm is at most ``max_norm`` (``inf`` disables the clip)."""
+    norm = jnp.sqrt((g * g).sum())
+    return g * jnp.minimum(1.0, max_norm / jnp.maximum(norm, 1e-12))
+
+
+def scan(body, carry, length: int):
+    """``lax.scan`` of ``body(carry, i)`` over ``i = 0..length-1``; a length-1 loop is inlined (less to compile)."""
+    if length == 1:
+        carry, out = body(carry, jnp.zeros((), jnp.int32))
+        return carry, jax.tree_util.tree_map(lambda x: x[None], out)
+    return jax.lax.scan(body, carry, jnp.arange(length))
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdatePlan:
+    """The static choices of one update, fixed when the program is built."""
+
+    B: int  # prompts per batch
+    G: int  # answers per prompt
+    n_mb: int  # minibatches per pass
+    mb: int  # prompts per minibatch
+    frozen: int  # position of the frozen arm (-1: none)
+    every: bool  # the batch is the table, in order
+    full: bool  # ... and one minibatch: no gather/scatter
+    closed: bool  # one node per prompt and a loss linear in log p: the gradient written out, no autodiff
+    sparse: bool  # gradient with respect to the visited logit rows (multi-node tree)
+    dense_grad: bool  # the optimizer reads the summed gradient table
+    single: bool  # one update per batch
+    logp_only: bool  # the loss reads the policy only through the sampled tokens' logp
+    needs_old: bool  # the rollout's log-probabilities are read
+    token_returns: bool  # verl's REINFORCE++ with the KL in the reward: per-token returns
+
+
+def update_plan(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...], sparse: bool | None) -> UpdatePlan:
+    """The :class:`UpdatePlan` of ``(env, algo, schedule, arms)`` (``sparse``: see :func:`make_update`)."""
+    B, n_mb = schedule.batch_size, algo.minibatches
+    every = B == env.n_prompts and not schedule.replacement
+    closed = getattr(env, "single_node", False) and closed_form.supports(algo)
+    if sparse is None:
+        sparse = getattr(env, "sparse_rows", False) and not closed
+    return UpdatePlan(
+        B=B, G=schedule.group_size, n_mb=n_mb, mb=B // n_mb, frozen=arms.index("frozen") if "frozen" in arms else -1,
+        every=every, full=every and n_mb == 1, closed=closed, sparse=bool(sparse) and not closed,
+        dense_grad=algo.optimizer != "sgd" or algo.grad_clip, single=algo.epochs * n_mb == 1,
+        logp_only=reads_logp_only(algo),
+        needs_old=not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward",
+        # each token's return carries the KL still to come
+        token_returns=algo.kl_placement == "reward" and algo.estimator in TOKEN_RETURNS and env.max_len > 1)
+
+
+def env_rows(table, rows):
+    """Rows ``rows`` of ``table`` flattened to ``[N n_nodes, b]``."""
+    return table.reshape(-1, table.shape[-1])[rows]
+
+
+# -- sample ---------------------------------------------------------------------------------------
+def sample_prompts(env, schedule: Schedule, seed, step):
+    """``[B]`` the prompts of the step's batch: drawn with replacement, all of them in order, or ``B``
+    without replacement (the top ``B`` of ``n`` uniforms)."""
+    B, n = schedule.batch_size, env.n_prompts
+    if schedule.replacement:
+        u = R.uniform(seed, (B,), step=step, tag=R.BATCH, rng=env.rng)
+        return jnp.minimum((u * n).astype(jnp.int32), n - 1)
+    if B == n:
+        return jnp.arange(n)
+    return jax.lax.top_k(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), B)[1]
+
+
+def roll_out(env, algo: AlgoSpec, plan: UpdatePlan, logits, task, idx, seed, step):
+    """The batch's groups: ``(task_b, rollout, logq_old, logq_ref, rows)``, the rollout's and the reference's
+    log-distributions at the visited nodes (``rows``: the visited table rows, sparse path only)."""
+    if plan.sparse:  # read the visited rows from the whole tables: no [B, n_nodes, b] copies
+        rest = dataclasses.replace(task, prior_logits=None)
+        task_b = task if plan.every else jax.tree_util.tree_map(lambda x: x[idx], rest)
+        # the rollout returns the log-softmax of the rows it read: [B, G, T, b], no second gather
+        rollout = env.rollout(seed, step, logits, plan.G, prompts=None if plan.every else idx, with_logq=True)
+        rows = (idx[:, None, None] * env.n_nodes + rollout.nodes).astype(jnp.int32)
+        logq_ref = (log_softmax_last(env_rows(task.prior_logits, rows))
+                    if algo.kl_placement != "none" else None)
+        return task_b, rollout, rollout.logq, logq_ref, rows
+    task_b = task if plan.every else jax.tree_util.tree_map(lambda x: x[idx], task)
+    logits_b = logits if plan.every else logits[idx]
+    rollout = env.rollout(seed, step, logits_b, plan.G)
+    ref_b = task_b.prior_logits
+    logq_old = env.token_logq(logits_b, rollout) if plan.needs_old else None
+    # the closed form reads the reference row itself: the prior is a normalised log-distribution
+    logq_ref = ref_b.reshape(plan.B, -1) if plan.closed else env.token_logq(ref_b, rollout)
+    return task_b, rollout, logq_old, logq_ref, None
+
+
+# -- score ----------------------------------------------------------------------------------------
+def score(env, algo: AlgoSpec, plan: UpdatePlan, arms, arm, seed, step, task_b, rollout, logp_old, logq_old,
+          logq_ref, hp: Hyper):
+    """``(rewards [B, G], outcome rewards, kl_tok)``: the arm's rewards, less ``beta`` times the sequence KL
+    when the KL sits in the reward (``outcome`` and ``kl_tok`` are then the parts; else None)."""
+    rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp, arms)
+    if algo.kl_placement != "reward":
+        return rewards, None, None
+    ref_tok = logq_ref[:, None, None, :] if plan.closed else logq_ref
+    kl_tok = KL_ESTIMATORS[algo.kl](logp_old, take_logp(ref_tok, rollout.tokens), logq_old, ref_tok)
+    return rewards - hp.beta * (kl_tok * rollout.mask).sum(-1), rewards, kl_tok
+
+
+# -- advantages -----------------------------------------------------------------------------------
+def advantage(algo: AlgoSpec, plan: UpdatePlan, rewards, outcome, kl_tok, rollout, hp: Hyper):
+    """``(adv, valid [B], mask [B, G, T])``: the estimator's advantages, the filter's keep indicator and the
+    token mask of the kept groups."""
+    degenerate = zero_variance(rewards)
+    valid = 1.0 - hp.filter * degenerate
+    if plan.token_returns:
+        adv = TOKEN_RETURNS[algo.estimator](outcome, hp.beta * kl_tok * rollout.mask, mask=rollout.mask,
+                                            valid=valid)
+    else:
+        adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp)
+    return adv, valid, rollout.mask * valid[:, None, None]
+
+
+# -- loss -----------------------------------------------------------------------------------------
+def make_gradient(env, algo: AlgoSpec, plan: UpdatePlan):
+    """The gradient of the loss: ``grad(logits, idx, batch, hp) -> (g [table], aux)`` on the dense and
+    closed-form paths, ``grad(logits, batch, hp) -> (dz [B, G, T, b], aux)`` on the sparse one."""
+    if plan.sparse:
+        return _row_gradient(env, algo, plan)
+    if plan.closed:
+        def closed_grad(logits, idx, batch, hp):
+            logits_b = logits if plan.full else logits[idx]
+            shape = logits_b.shape
+            g, aux = closed_form.gradient(algo, logits_b.reshape(shape[0], -1), batch["rollout"].answers,
+                                          batch["mask"], batch["adv"], batch["logp_old"], batch["logq_ref"], hp)
+            g = g.reshape(shape)
+            return (g if plan.full else jnp.zeros_like(logits).at[idx].add(g)), aux
+
+        return closed_grad
+
+    def loss_fn(logits, idx, batch, hp):
+        logits_b = logits if plan.full else logits[idx]
+        logq = env.token_logq(logits_b, batch["rollout"])
+        return policy_loss(algo, logq, batch["rollout"].tokens, batch["mask"], batch["adv"],
+                           batch["logp_old"], batch["logq_ref"], hp)
+
+    return jax.grad(loss_fn, has_aux=True)
+
+
+def _row_gradient(env, algo: AlgoSpec, plan: UpdatePlan):
+    def row_grad(logits, batch, hp):
+        """Gradient of the loss with respect to the visited logit rows ``[B, G, T, b]`` (not the table):
+        the ``log_softmax`` transpose ``G - softmax sum_a G_a`` of the gradient ``G`` with respect to the
+        rows' log-probabilities; a loss that reads only the sampled tokens' ``logp`` has
+        ``G = c onehot(token)`` with ``c = dL/dlogp`` per token, so ``c (onehot - softmax)``."""
+        # one update per batch: the table is still the rollout's, whose rows were read already
+        logq = batch["logq_old"] if plan.single else log_softmax_last(env_rows(logits, batch["rows"]))
+        tokens = batch["rollout"].tokens
+
+        def loss(x, **kw):
+            return policy_loss(algo, x, tokens, batch["mask"], batch["adv"], batch["logp_old"], batch["logq_ref"],
+                               hp, **kw)
+
+        if plan.logp_only:
+            c, aux = jax.grad(lambda lp: loss(None, logp=lp), has_aux=True)(take_logp(logq, tokens))
+            return onehot_minus_softmax(c, tokens, logq), aux
+        g, aux = jax.grad(loss, has_aux=True)(logq)
+        return log_softmax_transpose(g, logq), aux
+
+    return row_grad
+
+
+# -- update ---------------------------------------------------------------------------------------
+def apply_updates(algo: AlgoSpec, plan: UpdatePlan, grad, state: TrainState, idx, batch, active, hp: Hyper):
+    """``epochs x minibatches`` optimizer steps on the batch: ``(logits, opt_state, clip_frac [steps])``."""
+    opt = optimizer(algo, hp)
+    n_mb, mb = plan.n_mb, plan.mb
+
+    def one_update(carry, j):
+        logits, opt_state = carry
+        if n_mb == 1:
+            sl_idx, sl = idx, batch
+        else:
+            start = (j % n_mb) * mb
+            take = lambda x: jax.lax.dynamic_slice_in_dim(x, start, mb, axis=0)  # noqa: E731
+            sl_idx, sl = take(idx), jax.tree_util.tree_map(take, batch)
+        if plan.sparse:
+            dz, aux = grad(logits, sl, hp)
+            flat = logits.reshape(-1, logits.shape[-1])
+            if not plan.dense_grad:  # SGD: add the scaled rows into the table (opt_state is empty)
+                logits = flat.at[sl["rows"]].add(-(active * hp.lr) * dz).reshape(logits.shape)
+                return (logits, opt_state), aux["clip_frac"]
+            g = jnp.zeros_like(flat).at[sl["rows"]].add(dz).reshape(logits.shape)
+        else:
+            g, aux = grad(logits, sl_idx, sl, hp)
+        if algo.grad_clip:
+            g = clip_by_global_norm(g, hp.max_grad_norm)
+        step, opt_state = opt.update(g, opt_state)
+        logits = logits - active * hp.lr * step
+        return (logits, opt_state), aux["clip_frac"]
+
+    (logits, opt_state), clip_frac = scan(one_update, (state.logits, state.opt_state), algo.epochs * n_mb)
+    return logits, opt_state, clip_frac
+
+
+def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] = arms_mod.ARMS, *,
+                sparse: bool | None = None):
+    """One rollout batch: sample, score, advantages, then ``epochs x minibatches`` updates.
+
+    Returns ``update(state, task, arm, hp) -> (state, diagnostics)`` where ``arm`` is a position in
+    ``arms``.
+
+    ``sparse`` (default: ``env.sparse_rows``, the multi-node tree) differentiates the loss with respect
+    to the logit rows of the visited (prompt, node) pairs, ``[B, G, T, b]``, and scatter-adds the row
+    gradients into the flattened table ``[N n_nodes, b]``: O(B G T b) per update instead of a dense
+    ``[B, n_nodes, b]`` gradient. Every loss term of :func:`~tabsim.algos.policy_loss` reads the
+    policy only through ``log_softmax`` of these rows, so the gradient is the same (the dense path is
+    the transpose of the same gather). SGD adds the scaled rows to the table directly; Adam and the
+    global-norm clip need the summed gradient table, built by one scatter-add into zeros of the table's
+    shape. ``sparse=False`` keeps the dense autodiff path (tests compare the two).
+    """
+    plan = update_plan(env, algo, schedule, arms, sparse)
+    grad = make_gradient(env, algo, plan)
+
+    def update(state: TrainState, task, arm, hp: Hyper):
+        seed, step = state.seed, state.step
+        idx = sample_prompts(env, schedule, seed, step)
+        task_b, rollout, logq_old, logq_ref, rows = roll_out(env, algo, plan, state.logits, task, idx, seed, step)
+        logp_old = take_logp(logq_old, rollout.tokens) if plan.needs_old else None
+        rewards, outcome, kl_tok = score(env, algo, plan, arms, arm, seed, step, task_b, rollout, logp_old,
+                                         logq_old, logq_ref, hp)
+        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp)
+        batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
+        if plan.sparse:
+            batch["rows"] = rows
+            if plan.single:
+                batch["logq_old"] = logq_old
+        active = (jnp.asarray(arm) != plan.frozen).astype(real())
+        logits, opt_state, clip_frac = apply_updates(algo, plan, grad, state, idx, batch, active, hp)
+        diag = {"reward_mean": rewards.mean(), "kept_frac": valid.mean(), "clip_frac": clip_frac.mean()}
+        return TrainState(logits=logits, opt_state=opt_state, seed=seed, step=step + 1), diag
+
+    return update
