@@ -1,0 +1,40 @@
+"""The static composition of a GRPO-family update (its numeric knobs are traced fields of
+:class:`tabsim.params.Hyper`)."""
+from __future__ import annotations
+
+import dataclasses
+
+from tabsim.algos.advantages import ESTIMATORS
+from tabsim.algos.aggregation import AGGREGATIONS
+from tabsim.algos.kl import KL_ESTIMATORS
+from tabsim.algos.ratios import RATIOS
+from tabsim.algos.surrogates import SURROGATES
+from tabsim.choices import KL_PLACEMENTS, OPTIMIZERS
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgoSpec:
+    """Static composition of a GRPO-family update (hashable: it keys the compilation cache)."""
+
+    estimator: str = "grpo"
+    ratio: str = "token"
+    surrogate: str = "clip"
+    aggregation: str = "token-mean"
+    kl: str = "k3"
+    kl_placement: str = "none"
+    epochs: int = 1  # mu: passes over each rollout batch
+    minibatches: int = 1  # sequential updates per pass
+    optimizer: str = "sgd"
+    entropy_bonus: bool = False  # compile the entropy term (set when ent_coef > 0 or swept)
+    grad_clip: bool = False  # compile the global-norm gradient clip (set when max_grad_norm is set or swept)
+
+    def __post_init__(self):
+        for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
+                               ("aggregation", AGGREGATIONS), ("kl", KL_ESTIMATORS),
+                               ("kl_placement", KL_PLACEMENTS), ("optimizer", OPTIMIZERS)):
+            value = getattr(self, field)
+            if value not in allowed:
+                raise ValueError(f"algo.{field}: unknown value {value!r}; allowed: {sorted(allowed)}")
+        for field in ("epochs", "minibatches"):
+            if int(getattr(self, field)) < 1:
+                raise ValueError(f"algo.{field}: must be >= 1, got {getattr(self, field)}")
