@@ -34,11 +34,13 @@ from tabsim.studies.reference.design import SCALES, settings
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @click.option("--no-figure", "no_figure", is_flag=True,
               help="Write no figure (report, summary, tables, data, config and provenance only).")
+@click.option("--dry-run", "dry_run", is_flag=True,
+              help="Show the plan of the packed job (chunks, executor, device, memory); run nothing and write nothing.")
 @json_option
 @output_options
 @executor_options
 def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure, as_json, overwrite, resume, executor,
-                   workers, scheduler):
+                   workers, scheduler, dry_run):
     """Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers.
 
     Runs the prior sweep, the 2x2x2 factorial, the pilot gate, the two simulated families and a
@@ -67,6 +69,9 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
         check_overrides(overrides)
     except ValueError as err:
         usage(f"--set {err}")
+    if dry_run:
+        return _show_plan(scale=scale, seeds=seeds, steps=steps, preset=preset, overrides=overrides,
+                          executor=executor, as_json=as_json)
     try:
         with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt,
@@ -80,6 +85,25 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
     if as_json:
         emit({"command": "tabsim reproduce", "out": str(out), "complete": True, "report": str(out / "report.md"),
               "wall_seconds": round(say.seconds(), 3), "phase_seconds": _clock.net(), "summary": summary})
+
+
+def _show_plan(*, executor: str, as_json: bool, **study) -> None:
+    """Print the plan of the packed job of ``tabsim reproduce`` (:func:`tabsim.studies.reference.run.plan`)."""
+    from tabsim.studies.reference.run import plan  # lazy: as above
+
+    try:
+        job = plan(**study)
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+    if as_json:
+        emit({"command": "tabsim reproduce", "dry_run": True, "plan": job.as_dict()})
+        return
+    click.echo(f"tabsim reproduce (dry run): 5 studies, preset {study['preset']}, scale {study['scale']}")
+    for line in job.lines():
+        click.echo(f"  {line}")
+    if executor != "local":
+        click.echo(f"  (planned for this process: --executor {executor} caps chunks to its workers' memory as it runs)")
+    click.echo("nothing run, nothing written")
 
 
 command = click.command("reproduce", context_settings={"help_option_names": ["-h", "--help"]})(_reproduce_cmd)

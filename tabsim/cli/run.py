@@ -162,24 +162,33 @@ def _check(cfg) -> None:
         check_dynamics(c)
 
 
-def show_plan(cfg, command: str, as_json: bool) -> None:
-    """Print the groups of ``cfg`` (one compiled program each), their conditions and the estimate."""
-    from tabsim.runtime.planning import describe_seconds  # lazy: loads the engine (JAX)
+def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, executor: str = "local") -> None:
+    """Print the groups of ``cfg`` (one compiled program each), their conditions, the estimate and each
+    group's run plan (chunks, executor, device, memory: :class:`tabsim.runtime.planning.RunPlan`)."""
+    # lazy: these load the engine (JAX)
+    from tabsim.runtime.planning import describe_seconds
+    from tabsim.runtime.run import plan_of
 
     groups = cfg.groups if hasattr(cfg, "groups") else ()
     rows = [(g.label, g.config) for g in groups] or [("", cfg)]
     n_cond = sum(len(c.grid()) for _, c in rows)
     seconds = estimate_seconds(cfg)
+    plans = [plan_of(c, device=device) for _, c in rows]
     if as_json:
         emit({"command": command, "dry_run": True, "conditions": n_cond, "estimate_seconds": round(seconds, 3),
               "groups": [{"values": dict(g.values) if groups else {}, "conditions": len(c.grid()),
-                          "sweep": c.sweep, "config_digest": c.digest()} for g, (_, c) in zip(groups or [None], rows)]})
+                          "sweep": c.sweep, "config_digest": c.digest(), "plan": p.as_dict()}
+                         for g, (_, c), p in zip(groups or [None], rows, plans)]})
         return
     click.echo(f"{command} (dry run): {_describe(cfg, n_cond)}")
-    for i, (lab, c) in enumerate(rows):
+    for i, ((lab, c), p) in enumerate(zip(rows, plans)):
         traced = "; ".join(f"{k}={','.join(f'{v:g}' for v in lv)}" for k, lv in c.sweep.items()) or "no traced sweep"
         click.echo(f"  group {i + 1}/{len(rows)}{f' ({lab})' if lab else ''}: {len(c.grid())} condition(s) "
                    f"({traced}), one compiled program, {describe_seconds(estimate_seconds(c))} of training")
+        for line in p.lines():
+            click.echo(f"    {line}")
+    if executor != "local":
+        click.echo(f"  (planned for this process: --executor {executor} caps chunks to its workers' memory as it runs)")
     click.echo("nothing run, nothing written")
 
 
@@ -228,7 +237,7 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     except ConfigError as err:
         _fail(str(err).replace("invalid config:", f"invalid config {config}:", 1))
     if dry_run:
-        return show_plan(cfg, "tabsim run", as_json)
+        return show_plan(cfg, "tabsim run", as_json, executor=executor)
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
                    executor=(executor, workers, scheduler), figure=not no_figure, say=say, as_json=as_json,
                    track=track, track_dir=track_dir)
@@ -294,7 +303,7 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     except ConfigError as err:
         _fail(str(err))
     if dry_run:
-        return show_plan(cfg, "tabsim sweep", as_json)
+        return show_plan(cfg, "tabsim sweep", as_json, executor=executor)
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
                    desc="tabsim sweep", executor=(executor, workers, scheduler), figure=not no_figure, say=say,
                    as_json=as_json, track=track, track_dir=track_dir)

@@ -92,7 +92,7 @@ def _run_groups(p: Plan, track, announce, *, desc: str, **kw) -> run_mod.Result:
         res = run_mod.run(g.config, desc=f"{desc} {where}", **kw)
         frames.append(group_frame(p, g, res.frame))
         provs.append({"values": g.values, "config_hash": g.config.digest(), **{
-            k: res.provenance[k] for k in ("n_conditions", "n_chunks", "wall_seconds") if k in res.provenance}})
+            k: res.provenance[k] for k in ("n_conditions", "n_chunks", "wall_seconds", "plan") if k in res.provenance}})
         if track is not None:
             track.log_frame(frames[-1], p.factors)
     frame = pd.concat(frames, ignore_index=True)

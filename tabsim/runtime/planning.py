@@ -5,188 +5,27 @@ Every chunk size is decided here: :func:`conditions_per_chunk` for ``ts.run`` (c
 machine (:func:`check_memory`) or a worker's memory limit (:func:`cap_chunk`), and
 :func:`local_executor`, which keeps no more chunks in flight than the available memory holds.
 
-A compiled chunk vmaps ``conditions x seeds x arms`` runs, and each run holds its own copies of the
-big arrays (see :mod:`tabsim.engine` and :mod:`tabsim.envs`):
-
-* the policy table ``[prompts, answers]`` (tree: ``[prompts, nodes, branching]``) in float32, with
-  the reference table, the correctness table, the gradient, the new table and the evaluation's
-  softmax / log-softmax; Adam adds its two moments and their updates;
-* the evaluation points kept for one batched evaluation when they fit (``STACKED_EVAL_BYTES``);
-* exact maj@k: ``[prompts, count vectors]`` tables, a few per evaluation;
-* the offline majority label: ``[prompts, m]`` base samples and their one-hot counts
-  ``[prompts, m, answers]``;
-* the tree: per-pair prior weights and the dynamic program's leaf probabilities, a few more copies
-  of the table; the rollout's ``[batch, group, depth, branching]`` log-probabilities;
-* the sampled answers of one update: ``[batch, group]`` (tree: ``x depth``) per run.
-
-The coefficients (live copies of each array at the peak) were fitted to the peak resident memory of
-``tabsim.run`` measured with ``resource.getrusage`` in a fresh process, less the peak of the same
-program at 8 prompts (imports, compilation, the runtime: about 330 MB, :data:`RUNTIME_BYTES` keeps
-400 MB for it), on a 2-core x86-64 CPU with JAX's CPU backend. ``paper`` preset, 8 seeds x 4 arms,
-4 steps evaluated every 2:
-
-=========================================================  ==========  ==========
-config                                                     measured     estimate
-=========================================================  ==========  ==========
-200k prompts, SGD                                             1899 MiB     1856 MiB
-100k prompts, Adam                                            1140 MiB     1123 MiB
-50k prompts, majority_offline arm (m = 64)                    3655 MiB     3735 MiB
-200k prompts, Adam, majority_offline arm                     14449 MiB    14746 MiB
-20k prompts, maj@4 (330 count vectors)                        5022 MiB     5078 MiB
-tree depth 4 x branching 3, 20k prompts                        923 MiB     1045 MiB
-=========================================================  ==========  ==========
-
-The estimate is within -2% to +13% of the measurement: a guard against runs
-that cannot fit, not a precise prediction.
+The plan of a run (:class:`RunPlan`: its chunks, segment length, executor, device, memory and work)
+is made here once, before anything compiles, by :func:`plan_run` (``ts.run``) and
+:func:`plan_designs` (a packed factorial job), and passed down; the memory each chunk needs is
+:mod:`tabsim.runtime.memory`'s estimate.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
-import os
 from typing import Callable
 
-from tabsim.arms import OFFLINE_ARMS
 from tabsim.config import Config, ConfigError
-from tabsim.engine import STACKED_EVAL_BYTES
 from tabsim.envs.bandit import n_compositions
-from tabsim.choices import int_field
+from tabsim.runtime import device as device_mod
+from tabsim.runtime.cuts import calls, near_divisor, progress_segment
 from tabsim.runtime.executors import LocalExecutor, local_threads
-
-F32 = 4
-RUNTIME_BYTES = 400 * 2**20  # imports, compiled programs and the runtime, beside the arrays of a chunk
-# live copies of each array at the peak (fitted; see the module docstring)
-TABLE_COPIES = {"sgd": 9.5, "adam": 11.5}
-MAJ_COPIES = 2.0  # per evaluation point kept together
-OFFLINE_COPIES = 8.0  # of the [prompts, m] base samples
-
-
-def _table(cfg: Config) -> tuple[int, int, int]:
-    """``(entries of one run's policy table, nodes, branching)``."""
-    t = cfg.task
-    if t.env == "tree":
-
-        depth = int_field(t.tree, "depth", 4, 1, 32)
-        b = int_field(t.tree, "branching", 3, 2, 1024)
-        nodes = sum((b - 1) ** d for d in range(depth))
-        return t.n_prompts * nodes * b, nodes, b
-    return t.n_prompts * t.n_answers, 1, t.n_answers
-
-
-def estimate_bytes(cfg: Config, n_conditions_per_chunk: int, n_seeds: int) -> int:
-    """Bytes a chunk of ``n_conditions_per_chunk`` conditions x ``n_seeds`` seeds needs at its peak
-    (the arrays of the compiled program; add :data:`RUNTIME_BYTES` for the process)."""
-
-    t, tr = cfg.task, cfg.train
-    runs = n_conditions_per_chunk * n_seeds * len(cfg.arms.arms)
-    table, nodes, b = _table(cfg)
-    n_evals = tr.steps // (tr.eval_every or tr.steps) + 1
-    per_run = TABLE_COPIES.get(cfg.algo.optimizer, TABLE_COPIES["adam"]) * table
-    stacked = n_evals * table * runs * F32 <= STACKED_EVAL_BYTES
-    if stacked:
-        per_run += n_evals * table
-    if t.env == "tree" and nodes > 1:  # the rollout's per-token log-probabilities and their gradient
-        per_run += tr.batch_size * tr.group_size * (b + 4) * _depth(cfg) * 2
-    tables = sum(n_compositions(k, t.n_answers) for k in tr.maj_k)
-    per_run += MAJ_COPIES * t.n_prompts * tables * (n_evals if stacked else 1)
-    if any(a in OFFLINE_ARMS for a in cfg.arms.arms):
-        m = cfg.arms.offline_samples
-        per_run += OFFLINE_COPIES * t.n_prompts * m
-    per_run += tr.batch_size * tr.group_size * 4 * (cfg.algo.epochs + 1)
-    return int(math.ceil(per_run * runs * F32))
-
-
-def _depth(cfg: Config) -> int:
-
-    return int_field(cfg.task.tree, "depth", 4, 1, 32)
-
-
-def available_bytes() -> int:
-    """Memory this process can still take: ``MemAvailable`` of ``/proc/meminfo`` (else physical memory)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (OSError, ValueError, AttributeError):
-        return 1 << 62  # unknown: do not refuse
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.3g} GiB" if n >= 2**28 else f"{n / 2**20:.3g} MiB"
-
-
-def fits(cfg: Config, per: int, n_seeds: int, available: int | None = None) -> bool:
-    avail = available_bytes() if available is None else available
-    return estimate_bytes(cfg, per, n_seeds) + RUNTIME_BYTES <= avail
-
-
-def max_conditions(cfg: Config, n_seeds: int, available: int | None = None) -> int:
-    """The most conditions per chunk that fit (0 if not even one does)."""
-    avail = available_bytes() if available is None else available
-    one = estimate_bytes(cfg, 1, n_seeds)
-    return max(0, int((avail - RUNTIME_BYTES) // max(one, 1)))
-
-
-def check_memory(cfg: Config, per: int, n_seeds: int, available: int | None = None) -> None:
-    """Refuse a chunk of ``per`` conditions x ``n_seeds`` seeds that would not fit in memory.
-
-    Raises:
-      ConfigError: naming the estimate, the memory available and the knobs that shrink the run
-        (``train.chunk_conditions``, ``train.seeds``, ``task.n_prompts``, the tree's size).
-    """
-    avail = available_bytes() if available is None else available
-    need = estimate_bytes(cfg, per, n_seeds) + RUNTIME_BYTES
-    if need <= avail:
-        return
-    one = estimate_bytes(cfg, 1, n_seeds) + RUNTIME_BYTES
-    t = cfg.task
-    big = "task.n_prompts" + (" or the tree's size (task.tree.depth, task.tree.branching)" if t.env == "tree" else "")
-    if one <= avail:
-        fit = max_conditions(cfg, n_seeds, avail)
-        raise ConfigError(f"memory: a chunk of {per} conditions x {n_seeds} seeds needs about {_gib(need)}, "
-                          f"{_gib(avail)} is available; set train.chunk_conditions = {fit} (or fewer) to run "
-                          f"the grid in smaller chunks")
-    seeds_fit = max(0, int((avail - RUNTIME_BYTES) // max(estimate_bytes(cfg, 1, 1), 1)))
-    if seeds_fit < 1:  # not even one seed: say what would fit
-        single = estimate_bytes(cfg, 1, 1) + RUNTIME_BYTES
-        n1, n_all = _prompts_that_fit(cfg, 1, avail), _prompts_that_fit(cfg, n_seeds, avail)
-        head = (f"memory: one condition x {n_seeds} seeds x {len(cfg.arms.arms)} arms needs about {_gib(one)} "
-                f"({t.n_prompts} prompts), {_gib(avail)} is available, and even one seed needs {_gib(single)}")
-        if not n1:
-            raise ConfigError(f"{head}; not even one prompt of one seed fits (the runtime alone takes "
-                              f"{_gib(RUNTIME_BYTES)}): free memory or use a machine with more")
-        also = f", <= {n_all} with {n_seeds} seeds" if n_all else ""
-        raise ConfigError(f"{head}; use fewer prompts (task.n_prompts <= {n1} fit with one seed{also}), fewer "
-                          "arms or fewer eval points" + (f", or a smaller tree ({big})" if t.env == "tree" else ""))
-    raise ConfigError(f"memory: one condition x {n_seeds} seeds x {len(cfg.arms.arms)} arms needs about "
-                      f"{_gib(one)} ({t.n_prompts} prompts), {_gib(avail)} is available; use fewer seeds "
-                      f"(train.seeds <= {seeds_fit} fit), fewer prompts ({big}), fewer arms or fewer eval points; "
-                      f"train.chunk_conditions cannot help below one condition")
-
-
-def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int:
-    """The largest ``n`` in ``[lo, hi]`` with ``fits(n)`` (``fits`` holds up to some size, then fails);
-    ``lo`` when none above it fits."""
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _prompts_that_fit(cfg: Config, n_seeds: int, avail: int) -> int:
-    """The most prompts with which one condition x ``n_seeds`` seeds fits ``avail`` bytes (0: not even one)."""
-    def need(n: int) -> int:
-        return estimate_bytes(cfg.model_copy(update={"task": cfg.task.model_copy(update={"n_prompts": n})}), 1,
-                              n_seeds) + RUNTIME_BYTES
-
-    return _largest(0, cfg.task.n_prompts, lambda n: need(n) <= avail)
+# the memory estimate, re-exported: callers read every sizing decision from this module
+from tabsim.runtime.memory import (F32, MAJ_COPIES, OFFLINE_COPIES, RUNTIME_BYTES, TABLE_COPIES,  # noqa: F401
+                                   available_bytes, check_memory, estimate_bytes, fits, largest, max_conditions,
+                                   table_entries, tree_depth)
 
 
 def check_run(cfg: Config, available: int | None = None) -> None:
@@ -267,7 +106,7 @@ def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: flo
     budget = fraction * limit - reserve
     if nbytes(per) <= budget:
         return per
-    return _largest(1, per, lambda n: nbytes(n) <= budget)  # nbytes grows with the size
+    return largest(1, per, lambda n: nbytes(n) <= budget)  # nbytes grows with the size
 
 
 def fit_chunk(executor, cfg, per: int, n_seeds: int, device=None) -> int:
@@ -381,8 +220,8 @@ def step_units(cfg: Config, per: int, n_seeds: int) -> tuple[int, int]:
     ``n_seeds`` seeds: the sampled tokens of an update (x epochs) and the policy-table entries it touches."""
     tr = cfg.train
     runs = per * n_seeds * len(cfg.arms.arms)
-    table, _, _ = _table(cfg)
-    depth = _depth(cfg) if cfg.task.env == "tree" else 1
+    table, _, _ = table_entries(cfg)
+    depth = tree_depth(cfg) if cfg.task.env == "tree" else 1
     step = runs * (tr.batch_size * tr.group_size * depth * cfg.algo.epochs + table)
     return step, runs * table * 4
 
@@ -411,18 +250,8 @@ def steps_per_segment(cfg: Config, per: int, n_seeds: int) -> int | None:
         return None
     ideal = max(1, int(SEGMENT_UNITS // max(step + point / every, 1)))
     if ideal >= every:  # whole intervals per call: a divisor of their number, else a remainder call
-        return _near_divisor(steps // every, ideal // every) * every
-    return _near_divisor(every, ideal)
-
-
-def _near_divisor(n: int, ideal: int) -> int:
-    """The largest divisor of ``n`` in ``[ideal / 2, ideal]`` (calls of one length: one compiled program),
-    else ``ideal`` (the last call of each round is shorter)."""
-    ideal = max(1, min(n, ideal))
-    for d in range(ideal, max(1, ideal // 2) - 1, -1):
-        if n % d == 0:
-            return d
-    return ideal
+        return near_divisor(steps // every, ideal // every) * every
+    return near_divisor(every, ideal)
 
 
 def describe_seconds(seconds: float) -> str:
@@ -434,3 +263,136 @@ def describe_seconds(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"about {seconds / 60:.0f} min"
     return f"about {seconds / 3600:.1f} h"
+
+
+# ------------------------------------------------------------------------------------------------
+# The plan: every decision about how a run is computed, made once
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """How a run is computed, decided before anything compiles and passed down unchanged.
+
+    ``per_chunk`` conditions (``ts.run``: each of ``seeds`` seeds) or condition x seed units (a packed
+    job: ``seeds`` is 1) make one chunk, ``chunks`` of them cover the ``conditions``; a chunk runs in
+    calls of ``segment`` steps (None: one call); ``executor`` runs ``threads`` chunks at a time on
+    ``device`` (a ``jax.Device``, picked by ``device_choice`` from ``work``); ``chunk_bytes`` is the
+    estimated peak of one chunk's arrays (:func:`estimate_bytes`); ``shown``: a progress bar is drawn.
+    """
+
+    conditions: int
+    seeds: int
+    per_chunk: int
+    chunks: int
+    segment: int | None
+    executor: object = dataclasses.field(repr=False)
+    threads: int
+    device: object = dataclasses.field(repr=False)
+    device_choice: str
+    chunk_bytes: int
+    work: float
+    programs: int = 1
+    shown: bool = False
+    kind: str = "run"  # "run" (ts.run: conditions x seeds) or "designs" (a packed job: condition x seed units)
+
+    @property
+    def executor_kind(self) -> str:
+        """``local``, ``dask``, or the class name of another executor."""
+        if self.executor is None or isinstance(self.executor, LocalExecutor):
+            return "local"
+        name = type(self.executor).__name__
+        return "dask" if name == "DaskExecutor" else name
+
+    def as_dict(self) -> dict:
+        """The plan as provenance records it (JSON values only)."""
+        dev = self.device
+        return {"kind": self.kind, "conditions": self.conditions, "seeds": self.seeds, "per_chunk": self.per_chunk,
+                "chunks": self.chunks, "programs": self.programs, "segment_steps": self.segment,
+                "executor": self.executor_kind, "threads": self.threads,
+                "device": None if dev is None else f"{dev.platform}:{dev.id}", "device_choice": self.device_choice,
+                "chunk_bytes": self.chunk_bytes, "work_units": self.work}
+
+    def lines(self) -> list[str]:
+        """The plan in a few lines, as ``--dry-run`` prints it."""
+        d = self.as_dict()
+        if self.kind == "designs":
+            head = (f"{self.chunks} chunk(s) of up to {self.per_chunk} condition x seed units ({self.conditions} units "
+                    f"in all, {self.programs} compiled program(s))")
+        else:
+            head = (f"{self.chunks} chunk(s) of {self.per_chunk} condition(s) x {self.seeds} seed(s) "
+                    f"({self.conditions} condition(s) in all)")
+        seg = f"in calls of {self.segment} steps" if self.segment else "in one call each"
+        return [f"chunks: {head}, {seg}",
+                f"executor: {d['executor']}, {self.threads} chunk(s) at a time",
+                f"device: {d['device']} (--device {self.device_choice}; {self.work:.3g} units of work)",
+                f"memory: about {_size(self.chunk_bytes)} of arrays per chunk"]
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**28 else f"{n / 2**20:.3g} MiB"
+
+
+def executor_threads(executor) -> int:
+    """Chunks the executor runs at a time (its ``threads``; 1 when it does not say)."""
+    return max(1, int(getattr(executor, "threads", 1) or 1))
+
+
+def plan_run(cfg: Config, n_cond: int, n_seeds: int, *, executor=None, device: str | None = None,
+             progress: bool | None = None, watched: bool = False, build: Callable[[], object] | None = None,
+             per: Callable[[], int] | None = None) -> RunPlan:
+    """The plan of ``ts.run`` for ``n_cond`` conditions x ``n_seeds`` seeds of ``cfg``.
+
+    The device is picked first (:func:`tabsim.runtime.device.pick`, from the run's :func:`run_work`), then
+    ``build()`` (the program, built and validated before any memory question), then the chunk size:
+    ``per()`` where the caller sizes its chunks itself (the expected flow), else :func:`conditions_per_chunk`
+    (refused when a chunk cannot fit). ``progress`` is ``ts.run``'s; ``watched``: someone watches the
+    process (a terminal, a notebook). A watched run of a few long chunks is cut into about 20 calls a chunk
+    (:func:`tabsim.runtime.cuts.progress_segment`), so that its bar moves step by step (the same bits).
+    """
+    choice = device_mod.check_choice(device) or "auto"
+    work = run_work(cfg, n_cond, n_seeds)
+    dev = device_mod.pick(device, work)
+    if build is not None:
+        build()
+    size = per() if per is not None else conditions_per_chunk(cfg, n_cond, n_seeds, executor, device=dev)
+    n_chunks = math.ceil(n_cond / size)
+    segment = steps_per_segment(cfg, size, n_seeds)
+    chunk_bytes = estimate_bytes(cfg, size, n_seeds)
+    if executor is None:
+        executor = local_executor(chunk_bytes)
+    steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
+    n_calls = len(calls(steps, ev, segment)) if segment else 1
+    shown = progress if progress is not None else (n_chunks * n_calls > 1 or watched)
+    if (segment is None and shown and (progress or watched) and per is None and n_chunks < 8
+            and isinstance(executor, LocalExecutor) and steps * step_units(cfg, size, n_seeds)[0] > 2 * SEGMENT_UNITS):
+        segment = progress_segment(steps, ev)  # a bar that would jump from 0 to its end: about 20 calls a chunk
+    return RunPlan(conditions=n_cond, seeds=n_seeds, per_chunk=size, chunks=n_chunks, segment=segment,
+                   executor=executor, threads=executor_threads(executor), device=dev, device_choice=choice,
+                   chunk_bytes=chunk_bytes, work=work, shown=bool(shown))
+
+
+def plan_designs(pack: Callable, *, executor=None, device: str | None = None, progress: bool | None = None,
+                 fixed_units: bool = False) -> tuple[RunPlan, tuple]:
+    """The plan of a packed factorial job, and its chunks: ``pack(device)`` packs the units into chunks
+    (:func:`tabsim.studies.factorial.plan_chunks`, returning ``(chunks, unit_index, programs)``).
+
+    The device is picked from the work of every chunk together; on an accelerator the units are packed
+    again into chunks as large as its memory holds, unless their size is ``fixed_units``. Each chunk's
+    program config, padded size and real units are read from its ``config``, ``hypers`` and ``n_real``."""
+    choice = device_mod.check_choice(device) or "auto"
+    packed = pack(None)
+    work = sum(run_work(Config.model_validate(c.config), c.n_real, 1) for _, c in packed[0])
+    dev = device_mod.pick(device, work)  # chosen before anything compiles, from the work of every chunk together
+    if not fixed_units and device_bytes(dev) is not None:  # an accelerator: its chunks are larger
+        packed = pack(dev)
+    chunks = [c for _, c in packed[0]]
+    sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
+    chunk_bytes = max((estimate_bytes(Config.model_validate(json.loads(conf)), n, 1) for conf, n in sizes), default=0)
+    if executor is None and chunks:
+        executor = local_executor(chunk_bytes)
+    shown = progress if progress is not None else len(chunks) > 1
+    return RunPlan(conditions=sum(len(p) for p, _ in packed[0]), seeds=1,
+                   per_chunk=max((n for _, n in sizes), default=0), chunks=len(chunks), segment=None,
+                   executor=executor, threads=executor_threads(executor) if executor is not None else 1,
+                   device=dev, device_choice=choice, chunk_bytes=chunk_bytes, work=float(work),
+                   programs=len(packed[2]), shown=bool(shown), kind="designs"), packed

@@ -9,9 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -19,75 +17,26 @@ from pathlib import Path
 import jax
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from tabsim import _precision
-from tabsim.algos import AlgoSpec
-from tabsim.arms import OFFLINE_ARMS
 from tabsim.config import Config, ConfigError, resolve
-from tabsim.engine import Schedule, make_segments, make_train
+from tabsim.config.static import algo_spec, expected, make_env, schedule, static_key  # noqa: F401 (re-exported)
+from tabsim.engine import make_segments, make_train
 from tabsim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
 from tabsim.expected import check as expected_check
-from tabsim.envs import ENVS
 from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.params import HYPER_FIELDS, stack_hypers
 from tabsim.rng import seed_array
 from tabsim.runtime import device as device_mod
 from tabsim.runtime import executables, planning, segments
+from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.executors import Executor, LocalExecutor
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
 
 _CACHE: dict = {}
 _apply_default_cache()  # the on-disk compilation cache, before anything compiles (tabsim.runtime.cache)
-
-
-def make_env(cfg: Config):
-    """The environment object for ``cfg.task`` (static structure only)."""
-    t, tr = cfg.task, cfg.train
-
-    offline = any(a in OFFLINE_ARMS for a in cfg.arms.arms)  # otherwise the label is never drawn
-    common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples if offline else 0, pass_k=tuple(tr.pass_k),
-                  maj_k=tuple(tr.maj_k), rng=tr.rng, metrics=tr.metrics)
-    if t.env == "bandit":
-        return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
-                              heterogeneous=t.heterogeneity is not None, **common)
-    if "tree" not in ENVS:
-        raise ValueError("task.env: 'tree' is not available in this version; allowed: bandit")
-    clash = sorted(set(t.tree) & {"n_prompts", "n_answers", "n_correct", "heterogeneous", *common})
-    if clash:
-        raise ValueError(f"task.tree.{clash[0]}: not a tree field; set it in its own section (task, arms, train)")
-    return ENVS["tree"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
-                        heterogeneous=t.heterogeneity is not None, **t.tree, **common)
-
-
-def static_key(cfg: Config) -> tuple:
-    """Everything that fixes shapes or code paths; equal keys share one compiled program."""
-    t, tr = cfg.task, cfg.train
-    return (t.env, t.n_prompts, t.n_answers, t.n_correct, t.heterogeneity is not None,
-            tuple(sorted((k, str(v)) for k, v in t.tree.items())), cfg.arms.tie, cfg.arms.offline_samples,
-            tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng,
-            None if tr.metrics is None else tuple(tr.metrics)) + (("expected",) if expected(cfg) else ())
-
-
-def expected(cfg: Config) -> bool:
-    """Whether ``cfg`` asks for the exact expected flow (``train.dynamics = "expected"``)."""
-    return cfg.train.dynamics == "expected"
-
-
-def algo_spec(cfg: Config) -> AlgoSpec:
-    a = cfg.algo
-    return AlgoSpec(estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
-                    kl=a.kl, kl_placement=a.kl_placement, epochs=a.epochs, minibatches=a.minibatches,
-                    optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep,
-                    grad_clip=a.max_grad_norm is not None or "max_grad_norm" in cfg.sweep)
-
-
-def schedule(cfg: Config) -> Schedule:
-    tr = cfg.train
-    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
-                    eval_every=tr.eval_every or tr.steps, replacement=tr.replacement)
 
 
 class ExpectedFlowNote(UserWarning):
@@ -142,76 +91,6 @@ def call_program(key, program, *args):
     """``program(*args)`` through its compiled executable (:func:`tabsim.runtime.executables.run`: loaded from
     disk without tracing when a process ran it before; compiled once when threads start together)."""
     return executables.run(key, program, *args)
-
-
-class _NoProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, n=1):
-        pass
-
-    def set_description(self, desc, refresh=True):
-        pass
-
-
-def _progress(total: int, enabled: bool, desc: str, unit: str = "chunk"):
-    if not enabled:  # no bar at all (tqdm warns in notebooks without widgets)
-        return _NoProgress()
-
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)
-
-
-def _interactive() -> bool:
-    """Whether someone watches this process's progress: a terminal on stderr, or a Jupyter kernel."""
-    try:
-        tty = sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    return tty or "ipykernel" in sys.modules
-
-
-class _Steps:
-    """A run's progress in training steps, whatever its cut (chunks, segments, chunks reused from a store).
-
-    ``update(n)`` (the run store's call) counts ``n`` whole chunks of ``steps`` steps, except where the chunks
-    are computed in segments here (``hooks``), which tick their steps as they go (:meth:`step`). The label
-    reads ``compiling`` until the first steps are done (the first call compiles, or loads, the program),
-    and meanwhile the bar is redrawn every :data:`HEARTBEAT` seconds, so its clock shows the compilation
-    going on (nothing else would be printed for seconds). :meth:`close` ends that."""
-
-    HEARTBEAT = 1.0
-
-    def __init__(self, bar, steps: int, hooks, desc: str):
-        self.bar, self.steps, self.hooks, self.desc = bar, steps, hooks, desc
-        self.started = False
-        self._done = threading.Event()
-        if hasattr(bar, "refresh"):
-            threading.Thread(target=self._beat, name="tabsim-progress", daemon=True).start()
-
-    def _beat(self) -> None:
-        while not self._done.wait(self.HEARTBEAT):
-            try:
-                self.bar.refresh()
-            except Exception:  # noqa: BLE001  (a bar closed meanwhile: nothing more to show)
-                return
-
-    def close(self) -> None:
-        self._done.set()
-
-    def step(self, n: int) -> None:
-        if not self.started:
-            self.started = True
-            self._done.set()
-            self.bar.set_description(self.desc, refresh=False)
-        self.bar.update(n)
-
-    def update(self, n: int = 1) -> None:
-        if self.hooks is None or not self.hooks.ticked:
-            self.step(n * self.steps)
 
 
 @dataclasses.dataclass
@@ -333,70 +212,94 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     """
     t0 = time.perf_counter()
     precision = _precision.chosen(precision)
-    if not isinstance(config, Config) or overrides:
-        base = config.model_dump() if isinstance(config, Config) else config
-        config = resolve(base, **overrides)
-    cfg = config
+    cfg = _resolved(config, overrides)
     if (note := expected_note(cfg)) is not None:
-        warnings.warn(note, ExpectedFlowNote, stacklevel=2)
+        warnings.warn(note, ExpectedFlowNote, stacklevel=_caller_level())
     grid = cfg.grid()
-    # the expected flow has no seeds: train.seed only draws the task, and the frame's seed is EXPECTED_SEED
-    seeds = [cfg.train.seed] if expected(cfg) else list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+    seeds = run_seeds(cfg)
     values = [cfg.hyper_values(g) for g in grid]
-    # chosen before anything compiles: a run kept on the CPU by a command starts no accelerator at all
-    dev = device_mod.pick(device, planning.run_work(cfg, len(values), len(seeds)))
-    compiled_train(cfg)  # built (and validated) here, before any chunk runs
-    # chunks of equal size so every chunk reuses one compilation
-    n_cond = len(values)
-    if expected(cfg):  # its memory is the enumeration's tables, not the sampled engine's batches
-        env = make_env(cfg)
-        per = max(1, min(n_cond, CHUNK_BYTES // expected_bytes(env, algo_spec(cfg), schedule(cfg), cfg.arms.arms)))
-    else:
-        per = planning.conditions_per_chunk(cfg, n_cond, len(seeds), executor, device=dev)  # refused if it cannot fit
-    n_chunks = math.ceil(n_cond / per)
-    padded = values + [values[-1]] * (n_chunks * per - n_cond)
+    plan = plan_of(cfg, executor=executor, device=device, progress=progress, build=True)
+    chunks = _stacked_chunks(values, plan.per_chunk, plan.chunks)
+    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=plan.segment,
+                        precision=precision)
+    job = job_key("run", cfg.digest(), plan.per_chunk, *(() if precision == _precision.DEFAULT else (precision,)))
+    parts = _compute(cfg, plan, fn, chunks, job, store, desc)
+    hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:len(values)] for k in parts[0]}
+    steps = list(range(0, cfg.train.steps + 1, cfg.train.eval_every or cfg.train.steps))
+    frame = _tidy(hist, grid, [EXPECTED_SEED] if expected(cfg) else seeds, list(cfg.arms.arms), steps)
+    extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
+    prov = provenance(config_hash=cfg.digest(), seeds=[EXPECTED_SEED] if expected(cfg) else seeds,
+                      wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=len(values), n_chunks=plan.chunks,
+                      **device_mod.describe(plan.device), **_precision.describe(precision), plan=plan.as_dict(),
+                      **extra)
+    return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first caller outside :mod:`tabsim.runtime` (``ts.run`` is
+    :func:`tabsim.runtime.groups.run`): a warning names the user's line, not the library's."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tabsim.runtime."):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _resolved(config, overrides: dict) -> Config:
+    """``config`` as a validated :class:`Config`, with ``overrides`` applied."""
+    if isinstance(config, Config) and not overrides:
+        return config
+    return resolve(config.model_dump() if isinstance(config, Config) else config, **overrides)
+
+
+def run_seeds(cfg: Config) -> list[int]:
+    """The seeds a run of ``cfg`` trains (the expected flow has none: ``train.seed`` only draws its task)."""
+    return [cfg.train.seed] if expected(cfg) else list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
+
+
+def plan_of(config: Config | dict | None = None, *, executor: Executor | None = None, device: str | None = None,
+            progress: bool | None = None, build: bool = False, **overrides) -> planning.RunPlan:
+    """The :class:`tabsim.runtime.planning.RunPlan` of ``run(config, ...)``: its chunks, segment length,
+    executor, device, memory and work, decided before anything compiles (``build``: the program is built
+    and validated between the device's choice and the chunk size, as a run does)."""
+    cfg = _resolved(config, overrides)
+    n_cond, n_seeds = len(cfg.grid()), len(run_seeds(cfg))
+
+    def per() -> int:  # the expected flow's memory is the enumeration's tables, not the sampled engine's batches
+        nbytes = expected_bytes(make_env(cfg), algo_spec(cfg), schedule(cfg), cfg.arms.arms)
+        return max(1, min(n_cond, CHUNK_BYTES // nbytes))
+
+    return planning.plan_run(cfg, n_cond, n_seeds, executor=executor, device=device, progress=progress,
+                             watched=bars.watched(), build=(lambda: compiled_train(cfg)) if build else None,
+                             per=per if expected(cfg) else None)
+
+
+def _stacked_chunks(values: list[dict], per: int, n_chunks: int) -> list:
+    """The conditions' hyperparameters stacked into ``n_chunks`` chunks of ``per`` (the last padded with
+    copies of the last condition: chunks of equal size reuse one compilation)."""
+    padded = values + [values[-1]] * (n_chunks * per - len(values))
     shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
-    chunks = [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
-    segment = planning.steps_per_segment(cfg, per, len(seeds))  # a long chunk runs in segments of steps
-    if executor is None:
-        executor = planning.local_executor(planning.estimate_bytes(cfg, per, len(seeds)))
-    ev = cfg.train.eval_every or cfg.train.steps
-    n_calls = len(segments.calls(cfg.train.steps, ev, segment)) if segment else 1
-    show = progress if progress is not None else (n_chunks * n_calls > 1 or _interactive())
-    if (segment is None and show and (progress or _interactive()) and not expected(cfg) and n_chunks < 8
-            and isinstance(executor, LocalExecutor)
-            and cfg.train.steps * planning.step_units(cfg, per, len(seeds))[0] > 2 * planning.SEGMENT_UNITS):
-        # a few chunks that would each move a watched bar from 0 to its end in one jump: cut them into
-        # about 20 calls each, so that the bar shows their steps (the same bits; checkpoints come with them)
-        segment = segments.progress_segment(cfg.train.steps, ev)
-    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=segment, precision=precision)
-    job = job_key("run", cfg.digest(), per, *(() if precision == _precision.DEFAULT else (precision,)))
-    with _progress(n_chunks * cfg.train.steps, show, f"{desc}: compiling", "step") as bar:
-        ticks = _Steps(bar, cfg.train.steps, None, desc)
-        if segment and isinstance(executor, LocalExecutor):  # checkpoints, ticks and the estimate in this process
+    return [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
+
+
+def _compute(cfg: Config, plan: planning.RunPlan, fn, chunks: list, job: str, store, desc: str) -> list:
+    """Every chunk's outputs, computed as ``plan`` says, with its progress in training steps on a bar."""
+    steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
+    with bars.progress_bar(plan.chunks * steps, plan.shown, f"{desc}: compiling", "step") as bar:
+        ticks = bars.StepTicks(bar, steps, None, desc)
+        if plan.segment and isinstance(plan.executor, LocalExecutor):  # checkpoints, ticks and estimate here
             where = store if store is not None else current_store()
             hooks = segments.Hooks(where.dir / "chunks" / "segments" if where is not None else None, job,
-                                   tick=ticks.step, chunks=n_chunks, parallel=min(executor.threads, n_chunks),
-                                   announce=bool(show), desc=desc,
-                                   say=lambda msg: tqdm.write(msg, file=sys.stderr),  # above the bar
-                                   done=segments.steps_done(segments.calls(cfg.train.steps, ev, segment), ev))
+                                   tick=ticks.step, chunks=plan.chunks,
+                                   parallel=min(plan.executor.threads, plan.chunks), announce=plan.shown, desc=desc,
+                                   say=lambda msg: bars.tqdm.write(msg, file=sys.stderr),  # above the bar
+                                   done=segments.steps_done(segments.calls(steps, ev, plan.segment), ev))
             fn, ticks.hooks = functools.partial(fn, hooks=hooks), hooks
             fn.interruptible = True  # computed in a helper thread, so that Ctrl-C is seen at once
         try:
-            with device_mod.using(dev):
-                parts = execute(fn, chunks, executor=executor, store=store, job=job, progress=ticks)
+            with device_mod.using(plan.device):
+                return execute(fn, chunks, executor=plan.executor, store=store, job=job, progress=ticks)
         finally:
             ticks.close()
-    hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:n_cond] for k in parts[0]}
-    steps = list(range(0, cfg.train.steps + 1, ev))
-    if expected(cfg):
-        seeds = [EXPECTED_SEED]
-    frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
-    extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
-    prov = provenance(config_hash=cfg.digest(), seeds=seeds, wall_seconds=round(time.perf_counter() - t0, 3),
-                      n_conditions=n_cond, n_chunks=n_chunks, **device_mod.describe(dev), **_precision.describe(precision),
-                      **extra)
-    return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 
 
 # the partition's differences as (minuend arm, subtrahend arm)

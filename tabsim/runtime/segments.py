@@ -31,7 +31,8 @@ import numpy as np
 
 from tabsim.files.atomic import atomic_path
 from tabsim.runtime.executors import INTERRUPTED, UNSAVED
-from tabsim.runtime.planning import _near_divisor, describe_seconds
+from tabsim.runtime.cuts import calls, progress_segment, steps_done  # noqa: F401  (re-exported: the cut's home)
+from tabsim.runtime.planning import describe_seconds
 
 CHECKPOINT_SECONDS = 30.0  # between two checkpoints of a running chunk (at least 20x the time one takes)
 ANNOUNCE_ABOVE = 60.0  # seconds: longer runs say how long they will take
@@ -42,37 +43,6 @@ STOP = INTERRUPTED  # set by an interrupted executor: chunks in other threads ch
 
 class Interrupted(KeyboardInterrupt):
     """A chunk stopped between two segments because the run was interrupted (its state was checkpointed)."""
-
-
-def calls(steps: int, every: int, segment: int) -> list[tuple[str, int]]:
-    """The calls that run ``steps`` steps evaluated every ``every`` in segments of ``segment`` steps:
-    ``("advance", n)`` (n steps inside an interval), ``("point", 0)`` (an interval's evaluation point) and
-    ``("intervals", m)`` (m whole intervals)."""
-    n_evals = steps // every
-    if segment >= every:
-        m = segment // every
-        out = [("intervals", m)] * (n_evals // m)
-        return out + ([("intervals", n_evals % m)] if n_evals % m else [])
-    one = [("advance", segment)] * (every // segment) + ([("advance", every % segment)] if every % segment else [])
-    return (one + [("point", 0)]) * n_evals
-
-
-def steps_done(plan: list[tuple[str, int]], every: int) -> list[int]:
-    """Training steps done after each call of ``plan`` (:func:`calls`), from 0 before the first: what a
-    progress bar counts, so that a run shows one unit (steps) however it is cut."""
-    done = [0]
-    for name, n in plan:
-        done.append(done[-1] + (n if name == "advance" else n * every if name == "intervals" else 0))
-    return done
-
-
-def progress_segment(steps: int, every: int, calls_wanted: int = 20) -> int:
-    """Steps per call that show a chunk's progress in about ``calls_wanted`` ticks: whole evaluation
-    intervals when there are enough of them, else an even cut of one interval (one compiled program)."""
-    n_evals = max(1, steps // every)
-    if n_evals >= calls_wanted // 2:
-        return every * _near_divisor(n_evals, -(-n_evals // calls_wanted))
-    return _near_divisor(every, max(1, -(-every * n_evals // calls_wanted)))
 
 
 class Hooks:

@@ -47,7 +47,8 @@ from tabsim.rng import seed_array
 from tabsim.runtime import device as device_mod
 from tabsim.runtime import planning
 from tabsim.runtime.executors import Executor
-from tabsim.runtime.run import _progress, call_program, compiled_train, static_key
+from tabsim.runtime.progress import progress_bar as _progress
+from tabsim.runtime.run import call_program, compiled_train, static_key
 from tabsim.runtime.store import OutputExistsError, execute, job_key, writing_into
 from tabsim.studies.frames import arm_rows, unit_outputs
 from tabsim.studies.heartbeat import until_first_chunk
@@ -472,20 +473,13 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     designs = list(designs)
     if units_per_chunk is not None and (not isinstance(units_per_chunk, int) or units_per_chunk < 1):
         raise ValueError(f"units_per_chunk must be an int >= 1, got {units_per_chunk!r}")
-    planned, index, programs = plan_chunks(designs, units_per_chunk=units_per_chunk, skip_frozen=skip_frozen,
-                                           executor=executor)
-    work = sum(planning.run_work(Config.model_validate(c.config), c.n_real, 1) for _, c in planned)
-    dev = device_mod.pick(device, work)  # chosen before anything compiles, from the work of every chunk together
-    if units_per_chunk is None and planning.device_bytes(dev) is not None:  # an accelerator: its chunks are larger
-        planned, index, programs = plan_chunks(designs, skip_frozen=skip_frozen, executor=executor, device=dev)
-    show = progress if progress is not None else len(planned) > 1
-    n_units = sum(len(p) for p, _ in planned)
+    plan, (planned, index, programs) = planning.plan_designs(  # device, chunks, executor: decided once
+        lambda dev: plan_chunks(designs, units_per_chunk=units_per_chunk, skip_frozen=skip_frozen, executor=executor,
+                                device=dev), executor=executor, device=device, progress=progress,
+        fixed_units=units_per_chunk is not None)
+    dev, executor, show, n_units = plan.device, plan.executor, plan.shown, plan.conditions
     chunks = [c for _, c in planned]
     job = job_key("designs", [(c.config, c.hypers, c.seeds, c.n_real) for c in chunks])
-    if executor is None and chunks:
-        sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
-        executor = planning.local_executor(max(planning.estimate_bytes(Config.model_validate(json.loads(conf)), n, 1)
-                                               for conf, n in sizes))
     with _clock.timed("compile"):
         for cfg in programs.values():  # built before the bar: a note about the compile options prints above it
             compiled_train(cfg)
@@ -499,6 +493,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         frame = _frame(d, per, outputs, skip_frozen)
         prov = provenance(design=d.name, seeds=list(d.seeds), wall_seconds_job=wall, n_units_job=n_units,
                           n_chunks_job=len(planned), n_programs_job=len(programs), **device_mod.describe(dev),
+                          plan=plan.as_dict(),
                           config_hashes=sorted({_program_config(d, s).digest() for s in _static_combos(d)}))
         conf = {"base": d.base, "factors": [dataclasses.asdict(f) for f in d.factors], "seeds": list(d.seeds),
                 "programs": [_program_config(d, s).model_dump(mode="json") for s in _static_combos(d)]}

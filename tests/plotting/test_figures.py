@@ -156,17 +156,17 @@ def test_preset_options_list_the_presets():
 def test_sweep_progress_bar_says_sweep(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from tabsim.runtime import run as api
+    from tabsim.runtime import progress as api
     from tabsim.cli import main
 
     seen = []
-    real = api._progress
+    real = api.progress_bar
 
     def spy(total, enabled, desc, *rest):
         seen.append(desc)
         return real(total, False, desc, *rest)
 
-    monkeypatch.setattr(api, "_progress", spy)
+    monkeypatch.setattr(api, "progress_bar", spy)
     r = CliRunner().invoke(main, ["sweep", "--vary", "prior_strength=0.5", "--seeds", "2", "--steps", "2",
                                   "--out", str(tmp_path / "s")])
     assert r.exit_code == 0, r.output

@@ -5,6 +5,7 @@ import numpy as np
 
 import tabsim as ts
 from tabsim.runtime import planning, segments
+from tabsim.runtime import progress as bars
 from tabsim.runtime import run as run_mod
 
 SMALL = {"preset": "paper", "task": {"n_prompts": 8}, "train": {"seeds": 2, "steps": 40, "eval_every": 20,
@@ -54,7 +55,7 @@ def test_steps_done_and_the_progress_cut():
 def test_a_one_chunk_run_shows_its_steps_in_one_unit_with_the_same_numbers(monkeypatch):
     """A watched run of one chunk moved its bar from 0 to the end in one jump (or said nothing); its unit
     was ``chunk`` or ``segment`` depending on the cut. Now it counts steps, in several ticks."""
-    monkeypatch.setattr(run_mod, "tqdm", Bar)
+    monkeypatch.setattr(bars, "tqdm", Bar)
     monkeypatch.setattr(planning, "SEGMENT_UNITS", 100)  # this small run counts as long enough to watch
     Bar.made.clear()
     shown = ts.run(SMALL, progress=True)
@@ -70,7 +71,7 @@ def test_a_one_chunk_run_shows_its_steps_in_one_unit_with_the_same_numbers(monke
 
 
 def test_chunks_count_their_steps_too(monkeypatch):
-    monkeypatch.setattr(run_mod, "tqdm", Bar)
+    monkeypatch.setattr(bars, "tqdm", Bar)
     Bar.made.clear()
     cfg = {**SMALL, "train": {**SMALL["train"], "chunk_conditions": 1}}  # two chunks, each in one call
     ts.run(cfg, progress=True)
@@ -100,9 +101,9 @@ def test_the_bar_shows_its_clock_while_the_first_call_compiles(monkeypatch):
         def refresh(self):
             self.descs.append("refresh")
 
-    monkeypatch.setattr(run_mod._Steps, "HEARTBEAT", 0.02)
+    monkeypatch.setattr(bars.StepTicks, "HEARTBEAT", 0.02)
     bar = Redrawn(10, "x: compiling", "step", False)
-    ticks = run_mod._Steps(bar, 10, None, "x")
+    ticks = bars.StepTicks(bar, 10, None, "x")
     time.sleep(0.3)
     ticks.step(5)
     n = bar.descs.count("refresh")

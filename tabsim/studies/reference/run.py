@@ -14,6 +14,7 @@ from tabsim.config import resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.plotting.figure_pool import LocalFigures, open_figures, warm_up
+from tabsim.runtime import planning
 from tabsim.runtime.store import RunStore, job_key
 from tabsim.studies import factorial  # run_designs is looked up when called (tests stand in for it)
 from tabsim.studies.reference.analysis import analyze
@@ -92,6 +93,17 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
         _clock.add("publish", time.perf_counter() - t_published)
     return summary
+
+
+def plan(*, scale: str = "default", seeds: int | None = None, steps: int | None = None, preset: str = "paper",
+         overrides: dict | None = None, executor=None, device: str | None = None) -> planning.RunPlan:
+    """The plan of :func:`reproduce`'s packed job (its chunks, executor, device, memory and work), made as
+    :func:`tabsim.studies.factorial.run_designs` makes it; nothing is compiled, run or written."""
+    s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, overrides=overrides)
+    designs = list(build_designs(s).values())
+    job, _ = planning.plan_designs(lambda dev: factorial.plan_chunks(designs, executor=executor, device=dev),
+                                   executor=executor, device=device)
+    return job
 
 
 def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,

@@ -1,0 +1,80 @@
+"""A run's progress on screen: the bar (tqdm, or none), whether someone watches, and its ticks in steps."""
+from __future__ import annotations
+
+import sys
+import threading
+
+from tqdm.auto import tqdm
+
+
+class NoProgress:
+    """A progress bar that shows nothing (the bar of a run nobody watches)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        pass
+
+    def set_description(self, desc, refresh=True):
+        pass
+
+
+def progress_bar(total: int, enabled: bool, desc: str, unit: str = "chunk"):
+    """A tqdm bar of ``total`` ``unit``s labelled ``desc``, or :class:`NoProgress` when not ``enabled``."""
+    if not enabled:  # no bar at all (tqdm warns in notebooks without widgets)
+        return NoProgress()
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+
+def watched() -> bool:
+    """Whether someone watches this process's progress: a terminal on stderr, or a Jupyter kernel."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return tty or "ipykernel" in sys.modules
+
+
+class StepTicks:
+    """A run's progress in training steps, whatever its cut (chunks, segments, chunks reused from a store).
+
+    ``update(n)`` (the run store's call) counts ``n`` whole chunks of ``steps`` steps, except where the chunks
+    are computed in segments here (``hooks``), which tick their steps as they go (:meth:`step`). The label
+    reads ``compiling`` until the first steps are done (the first call compiles, or loads, the program),
+    and meanwhile the bar is redrawn every :data:`HEARTBEAT` seconds, so its clock shows the compilation
+    going on (nothing else would be printed for seconds). :meth:`close` ends that."""
+
+    HEARTBEAT = 1.0
+
+    def __init__(self, bar, steps: int, hooks, desc: str):
+        self.bar, self.steps, self.hooks, self.desc = bar, steps, hooks, desc
+        self.started = False
+        self._done = threading.Event()
+        if hasattr(bar, "refresh"):
+            threading.Thread(target=self._beat, name="tabsim-progress", daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.HEARTBEAT):
+            try:
+                self.bar.refresh()
+            except Exception:  # noqa: BLE001  (a bar closed meanwhile: nothing more to show)
+                return
+
+    def close(self) -> None:
+        self._done.set()
+
+    def step(self, n: int) -> None:
+        if not self.started:
+            self.started = True
+            self._done.set()
+            self.bar.set_description(self.desc, refresh=False)
+        self.bar.update(n)
+
+    def update(self, n: int = 1) -> None:
+        if self.hooks is None or not self.hooks.ticked:
+            self.step(n * self.steps)
