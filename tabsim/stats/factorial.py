@@ -233,8 +233,11 @@ def fit_factorial(
     if formula is not None:
         keep = list(rows.columns)
     design = rows[keep].copy().reset_index(drop=True)
-    for f in factors:
-        design[f] = pd.Categorical(design[f].map(_native), categories=list(order[f]), ordered=True)
+    for f in factors:  # each distinct value matched once, not once a row
+        codes, uniques = pd.factorize(design[f])
+        at = {x: i for i, x in enumerate(order[f])}
+        lookup = np.array([at.get(_native(x), -1) for x in uniques] + [-1], dtype=np.int64)
+        design[f] = pd.Categorical.from_codes(lookup[codes], categories=list(order[f]), ordered=True)
     default = formula is None
     if default:
         formula = f"{_quote(response)} ~ " + " * ".join(f"C({_quote(f)}, Sum)" for f in factors)

@@ -319,6 +319,26 @@ def _first_roots(grid: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.where(has, root, np.nan), has
 
 
+def _resampled_roots(grid: np.ndarray, per_prior: list, n_resamples: int, rng, paired: bool):
+    """``(roots, has_root, means [n_resamples, P])`` of the mean curves of seeds drawn with replacement.
+
+    Unpaired, each prior draws ``rng.integers(0, n_p, size=(n_resamples, n_p))`` in turn. Paired, one draw
+    serves every prior: each resample is then a count of each seed, and its means are ``counts @ values / n``
+    (one product for the grid instead of a gather of ``n_resamples x n`` values per prior).
+    """
+    if paired:
+        n = per_prior[0].size
+        idx = rng.integers(0, n, size=(n_resamples, n))
+        idx += n * np.arange(n_resamples)[:, None]
+        counts = np.bincount(idx.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
+        boot = (counts.astype(float) @ np.stack(per_prior, axis=1)) / n
+    else:
+        boot = np.stack([x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1) for x in per_prior],
+                        axis=1)
+    roots, has = _first_roots(grid, boot)
+    return roots, has, boot
+
+
 def locate_crossover(
     seed_df_by_prior: pd.DataFrame,
     *,
@@ -406,12 +426,7 @@ def locate_crossover(
     est_arr, has_point = _first_roots(grid_arr, point[None, :])
     estimate = float(est_arr[0])
 
-    boot = np.empty((n_resamples, grid_arr.size))
-    shared = rng.integers(0, per_prior[0].size, size=(n_resamples, per_prior[0].size)) if paired else None
-    for j, x in enumerate(per_prior):
-        idx = shared if paired else rng.integers(0, x.size, size=(n_resamples, x.size))
-        boot[:, j] = x[idx].mean(axis=1)
-    roots, has = _first_roots(grid_arr, boot)
+    roots, has, boot = _resampled_roots(grid_arr, per_prior, n_resamples, rng, paired)
 
     direction = None
     frac_below = frac_above = float("nan")

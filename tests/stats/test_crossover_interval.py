@@ -91,3 +91,26 @@ def test_coverage_of_a_linear_crossover():
         hits += lo <= root <= hi
     se = np.sqrt(0.95 * 0.05 / n_studies)
     assert abs(hits / n_studies - 0.95) < 4 * se, hits / n_studies
+
+
+@pytest.mark.parametrize("n_seeds", [8, 301])
+def test_paired_percentile_interval_matches_resampled_means_gathered_per_prior(n_seeds):
+    """Paired resamples, reduced to seed counts, against the plain gather of the same draws: every prior's
+    resampled mean from ``rng.integers(0, n, size=(B, n))`` drawn once."""
+    rng = np.random.default_rng(n_seeds)
+    grid = np.array([0.2, 0.3, 0.4, 0.5, 0.6])
+    x = 0.8 * (grid - 0.41) + rng.normal(0, 0.05, (n_seeds, 1)) + rng.normal(0, 0.05, (n_seeds, 5))
+    df = pd.DataFrame({"prior_strength": np.repeat(grid, n_seeds), "seed": np.tile(np.arange(n_seeds), 5),
+                       "d_elicit": x.T.ravel()})
+    res = ts.locate_crossover(df, n_resamples=500, paired=True, method="percentile", random_state=7)
+    idx = np.random.default_rng(7).integers(0, n_seeds, size=(500, n_seeds))
+    boot = np.stack([x[:, j][idx].mean(axis=1) for j in range(5)], axis=1)
+    change = boot[:, :-1] * boot[:, 1:] < 0
+    has = change.any(axis=1)
+    j = np.argmax(change, axis=1)[has]
+    m0, m1 = boot[has, j], boot[has, j + 1]
+    roots = grid[j] - m0 * (grid[j + 1] - grid[j]) / (m1 - m0)
+    assert res.root_fraction == has.mean()
+    if has.all():
+        lo, hi = np.quantile(roots, [0.025, 0.975])
+        assert res.ci_low == pytest.approx(lo, rel=1e-12) and res.ci_high == pytest.approx(hi, rel=1e-12)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -28,15 +29,29 @@ def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], No
     ``on_section(name, results_so_far)`` is called when the statistics of a figure are ready
     (``"prior_sweep"``, ``"factorial"``, ``"power"``), so the figure can be drawn meanwhile.
     """
-    on_section = on_section or (lambda name, part: None)
-    # lazy: the statistics stack (scipy.stats, statsmodels) is imported on use, here and below: the
+    # the statistics stack (scipy.stats, statsmodels) is imported on use, in each section below: the
     # command's warm-up thread loads it while the engine trains, and the figure helper, which
     # imports this module through the figures, never needs it
-    from tabsim import stats
-
+    on_section = on_section or (lambda name, part: None)
     R = s.n_resamples
     out: dict = {}
-    # 1. prior sweep
+    # the factorial's resampling is numpy work that releases the GIL: a second thread does it while this one
+    # does the prior sweep (its results join ``out`` before the factorial's section is reported, as before)
+    with ThreadPoolExecutor(1, thread_name_prefix="tabsim-factorial") as side:
+        factorial = side.submit(_factorial, frames["factorial"], R)
+        _prior_sweep(frames, R, cfg, out)
+        on_section("prior_sweep", out)
+        out.update(factorial.result())
+    on_section("factorial", out)
+    _gate_families_power(frames, s, R, out)
+    on_section("power", out)
+    return out
+
+
+def _prior_sweep(frames: dict, R: int, cfg, out: dict) -> None:
+    """The prior sweep's partition, Fieller intervals and crossover, into ``out``."""
+    from tabsim import stats  # lazy: see analyze
+
     sp = stats.seed_partition(frames["prior_sweep"], by=["prior_strength"])
     summ = stats.summarize_partition(sp, by=["prior_strength"], ci=CI_LEVEL, method=INTERVAL_METHOD,
                                      n_resamples=R)
@@ -51,15 +66,23 @@ def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], No
     out["grid_seeds"] = spg
     out["crossover"] = stats.locate_crossover(spg, ci=CI_LEVEL, n_resamples=R, paired=True)
     out["mode_switch"] = mode_switch_prior(cfg)
-    on_section("prior_sweep", out)
-    # 2. factorial
-    fit = stats.fit_factorial(frames["factorial"], response="pass1", factors=["reward", "filter", "prior"],
+
+
+def _factorial(frame: pd.DataFrame, R: int) -> dict:
+    """``{"fit", "ratio"}``: the 2x2x2 factorial's fit and its interaction ratio with ``R`` resamples."""
+    from tabsim import stats  # lazy: see analyze
+
+    fit = stats.fit_factorial(frame, response="pass1", factors=["reward", "filter", "prior"],
                               levels={"reward": ("true", "majority"), "filter": ("on", "off"),
                                       "prior": (STRONG_PRIOR, WEAK_PRIOR)}, ci=CI_LEVEL)
-    out["fit"] = fit
-    out["ratio"] = stats.interaction_ratio(fit, threshold=ADDITIVITY_THRESHOLD, ci=CI_LEVEL, n_resamples=R)
-    on_section("factorial", out)
-    # 3. gate
+    return {"fit": fit, "ratio": stats.interaction_ratio(fit, threshold=ADDITIVITY_THRESHOLD, ci=CI_LEVEL,
+                                                         n_resamples=R)}
+
+
+def _gate_families_power(frames: dict, s: Settings, R: int, out: dict) -> None:
+    """The gate, the families and the power analysis, into ``out``."""
+    from tabsim import stats  # lazy: see analyze
+
     gate_frames = []
     for name in ("gate_strong", "gate_uniform"):
         fr = frames[name].assign(condition=name.removeprefix("gate_"))
@@ -72,12 +95,12 @@ def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], No
     reps = stats.pilot_replicates(gsp, n_seeds=s.pilot_seeds, n_replicates=s.pilot_replicates)
     out["gate_stability"] = stats.gate_stability(reps, tolerance=GATE_TOLERANCE, by=by, ci=CI_LEVEL,
                                                  method=INTERVAL_METHOD, n_resamples=1000)
-    # 4. families
+    # families
     fsp = stats.seed_partition(frames["families"], by=["family"])
     fsum = stats.summarize_partition(fsp, by=["family"], ci=CI_LEVEL, method=INTERVAL_METHOD, n_resamples=R)
     out["families_summary"] = fsum
     out["verdicts"] = stats.share_verdicts(fsum, by=["family"], threshold=SHARE_THRESHOLD)
-    # 5. power
+    # power
     psp = stats.seed_partition(frames["power"], by=["prior_strength"])
     curves = [stats.power_curve(psp, seeds_grid=POWER_SEEDS_GRID, n_sim=1000, term=t, ci=CI_LEVEL, method="t")
               for t in ("d_elicit", "d_rd")]
@@ -86,8 +109,6 @@ def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], No
                               for t, c in zip(("d_elicit", "d_rd"), curves)}
     out["power_pilot"] = psp
     out["power_mde"] = minimum_detectable_effects(psp, POWER_SEEDS_GRID)
-    on_section("power", out)
-    return out
 
 
 def minimum_detectable_effects(seed_df: pd.DataFrame, seeds_grid, *, power: float = 0.80) -> pd.DataFrame:
