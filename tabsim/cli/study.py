@@ -248,7 +248,7 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
     usage error.
     """
     # lazy: `tabsim run --help` loads no config schema (and validation no JAX: the engine loads after it)
-    from tabsim.config import _deep_merge, resolve
+    from tabsim.config import deep_merge, resolve
     from tabsim.runtime.grouping import plan
 
     check_preset(preset)
@@ -268,8 +268,8 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
         over["arms"] = {**over.get("arms", {}), "arms": parse_arms(arms)}
     if "sweep" in over and "sweep" in data:  # the command line's sweep replaces the file's (not merged)
         data = {k: v for k, v in data.items() if k != "sweep"}
-    grouped = plan(_deep_merge(data, {}), **over)  # a sweep of static fields: groups of one program each
-    return grouped if grouped is not None else resolve(_deep_merge(data, {}), **over)
+    grouped = plan(deep_merge(data, {}), **over)  # a sweep of static fields: groups of one program each
+    return grouped if grouped is not None else resolve(deep_merge(data, {}), **over)
 
 
 # -- an estimate before a long run ---------------------------------------------------------------------

@@ -527,7 +527,7 @@ def test_good_values_are_accepted_as_written(tmp_path):
                       "sweep": {"lr": np.asarray([0.1, 0.2])}})
     assert cfg.task.n_prompts == 16 and cfg.train.pass_k == [4] and cfg.sweep["lr"] == [0.1, 0.2]
     tree = ts.resolve({"preset": "paper", "task": {"env": "tree", "tree": {"depth": 3, "branching": 3}}})
-    assert tree.task.tree == {"depth": 3, "branching": 3}
+    assert tree.task.tree.depth == 3 and tree.task.tree.model_dump() == {"depth": 3, "branching": 3}
     for name in ts.PRESETS:
         ts.resolve({"preset": name})
     for path in (ROOT / "experiments" / "configs").glob("*.toml"):

@@ -60,9 +60,9 @@ class Settings:
     def base(self, steps: int) -> dict:
         """Every study's base config: the preset, the scale's sizes, the overrides, then ``steps``."""
         # lazy: tabsim.config loads JAX; `tabsim reproduce --help` imports this module
-        from tabsim.config import _deep_merge
+        from tabsim.config import deep_merge
 
-        base = _deep_merge({"preset": self.preset, "task": dict(self.task), "train": dict(self.train)}, self.overrides)
+        base = deep_merge({"preset": self.preset, "task": dict(self.task), "train": dict(self.train)}, self.overrides)
         base["train"] = {**base["train"], "steps": steps}
         return base
 
@@ -104,7 +104,7 @@ def settings(*, scale: str = "default", seeds: int | None = None, steps: int | N
     """
     from tabsim.config import (  # lazy: tabsim.config loads JAX; `tabsim reproduce --help` imports this module
         ConfigError,
-        _deep_merge,
+        deep_merge,
         resolve,
     )
 
@@ -125,7 +125,7 @@ def settings(*, scale: str = "default", seeds: int | None = None, steps: int | N
     overrides = {} if overrides is None else overrides
     check_overrides(overrides)
     try:
-        cfg = resolve(_deep_merge({"preset": preset, "task": task, "train": train}, overrides))
+        cfg = resolve(deep_merge({"preset": preset, "task": task, "train": train}, overrides))
     except ConfigError as err:
         raise ValueError(f"preset {preset!r}" + (" with the overrides" if overrides else "") + f": {err}") from None
     need = ("frozen", "random", "majority", "true")

@@ -1,0 +1,318 @@
+"""The config's sections as pydantic models, the sweepable fields and the static ones."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import sys
+from typing import Literal
+
+from pydantic import Field, field_validator, model_serializer, model_validator
+
+# the names, in plain Python: a config is refused before JAX loads (a test checks it)
+from tabsim.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
+                            MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
+from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
+from tabsim.config.tree import TreeConfig
+
+
+class TaskConfig(Section):
+    env: Literal["bandit", "tree"] = "bandit"
+    n_prompts: int = Field(40, ge=1, le=1_000_000)
+    n_answers: int = Field(8, ge=2, le=4096)
+    n_correct: int = Field(2, ge=1)
+    prior_strength: float = Field(0.5, gt=0.0, lt=1.0)
+    format_boost: float = Field(0.2, ge=0.0, le=1e4)
+    heterogeneity: float | None = Field(None, gt=0.0, le=1e6, description="Beta concentration; None = homogeneous")
+    tree: TreeConfig = Field(default_factory=TreeConfig, description="tree-MDP structure (env = tree)")
+
+    @field_validator("tree")
+    @classmethod
+    def _tree(cls, v, info):
+        env = info.data.get("env", "bandit")
+        given = v.model_dump()
+        if env != "tree":
+            if given:
+                raise ValueError(f"task.tree: only read when task.env = 'tree' (it is {env!r}); remove "
+                                 f"{', '.join(map(str, given))} or set task.env = 'tree'")
+            return v
+        check_tree(given, info.data.get("n_answers"), big=BIG)  # the leaves against task.n_answers
+        return v
+
+    @model_validator(mode="after")
+    def _k_lt_K(self):
+        if self.n_correct >= self.n_answers:
+            raise ValueError(f"n_correct must be < n_answers={self.n_answers} (k >= K leaves no wrong answer), "
+                             f"got {self.n_correct}")
+        return self
+
+
+class ArmsConfig(Section):
+    arms: list[str] = Field(default_factory=lambda: ["frozen", "random", "majority", "true"], min_length=1)
+    gamma: float = Field(0.5, ge=0.0, le=1.0)
+    fpr: float = Field(0.0, ge=0.0, le=1.0)
+    fnr: float = Field(0.0, ge=0.0, le=1.0)
+    tie: Literal["random", "lowest"] = "random"
+    offline_samples: int = Field(64, ge=1, le=100_000)
+
+    @field_validator("arms", mode="before")
+    @classmethod
+    def _no_booleans(cls, v):
+        if isinstance(v, list) and any(isinstance(a, bool) for a in v):
+            raise ValueError(f"arms.arms: {v} holds a boolean: YAML reads an unquoted true as a boolean; quote "
+                             'the arm name: "true"')
+        return v
+
+    @field_validator("arms")
+    @classmethod
+    def _known(cls, v):
+        for a in v:
+            one_of("arm", a, ARMS)
+        if len(set(v)) != len(v):
+            raise ValueError(f"arms listed twice: {v}")
+        return v
+
+
+# fields whose value names a registered component, and their built-in names
+CHOICES = {"estimator": ESTIMATORS, "ratio": RATIOS, "surrogate": SURROGATES, "aggregation": AGGREGATIONS,
+           "kl": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "optimizer": OPTIMIZERS}
+
+
+def registered(field: str) -> tuple[str, ...]:
+    """The names ``algo.<field>`` takes: the built-in ones and any registered since.
+
+    A component is registered through :mod:`tabsim.algos`, so one registered at run time is in its
+    registry once that module is loaded; a config naming built-in ones never loads it (nor JAX)."""
+    algos = sys.modules.get("tabsim.algos")
+    extra = getattr(algos, {"kl": "KL_ESTIMATORS"}.get(field, field.upper() + "S"), ()) if algos else ()
+    return tuple(dict.fromkeys((*CHOICES[field], *extra)))
+
+
+class AlgoConfig(Section):
+    estimator: str = "grpo"
+    ratio: str = "token"
+    surrogate: str = "clip"
+    aggregation: str = "token-mean"
+    kl: str = "k3"
+    kl_placement: str = "none"
+    epochs: int = Field(1, ge=1, le=1000)
+    minibatches: int = Field(1, ge=1, le=65536)
+    optimizer: str = "sgd"
+    lr: float = Field(0.05, gt=0.0, le=BIG)
+    beta: float = Field(0.0, ge=0.0, le=BIG)
+    std_eps: float = Field(1e-8, ge=0.0, le=BIG)
+    std_ddof: Literal[0, 1] = 0
+    eps_low: float = Field(0.2, ge=0.0, le=BIG)
+    eps_high: float = Field(0.2, ge=0.0, le=BIG)
+    dual_clip_c: float = Field(3.0, gt=1.0, le=BIG)
+    sapo_tau_pos: float = Field(1.0, gt=0.0, le=BIG)
+    sapo_tau_neg: float = Field(1.05, gt=0.0, le=BIG)
+    ent_coef: float = Field(0.0, ge=0.0, le=BIG)
+    max_grad_norm: float | None = Field(None, gt=0.0, le=1e6, description="None = no clipping")
+    filter: bool = False
+    adam_b1: float = Field(0.9, ge=0.0, lt=1.0)
+    adam_b2: float = Field(0.999, ge=0.0, lt=1.0)
+    adam_eps: float = Field(1e-8, gt=0.0, le=1.0)
+
+    @field_validator(*CHOICES)
+    @classmethod
+    def _choice(cls, v, info):
+        return one_of(info.field_name, v, registered(info.field_name))
+
+    @field_validator("lr")
+    @classmethod
+    def _lr_min(cls, v):
+        if v < LR_MIN:
+            raise ValueError(f"algo.lr: must be in [{LR_MIN:g}, {BIG:g}], got {v!r} (a smaller rate moves float32 "
+                             "logits by less than their last bit: training would do nothing)")
+        return v
+
+    @field_validator("std_ddof", mode="before")
+    @classmethod
+    def _ddof_int(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int):  # Literal[0, 1] alone takes True and 1.0
+            raise ValueError(f"must be the integer 0 or 1, got {v!r}")
+        return v
+
+
+
+class TrainConfig(Section):
+    steps: int = Field(200, ge=1, le=10_000_000)
+    batch_size: int = Field(16, ge=1, le=1_000_000)
+    group_size: int = Field(8, ge=2, le=65536)
+    eval_every: int | None = Field(None, ge=1, description="None = only at the start and the end")
+    replacement: bool = False
+    seeds: int = Field(8, ge=1, le=100_000)
+    seed: int = Field(0, ge=0, lt=SEED_END, description="first seed; seeds are seed, seed+1, ...")
+    pass_k: list[int] = Field(default_factory=list)
+    maj_k: list[int] = Field(default_factory=list)
+    rng: str = "fast"
+    chunk_conditions: int | None = Field(None, ge=1, le=1_000_000, description="conditions per compiled call")
+    metrics: list[str] | None = Field(None, description="answer-level metrics to record (None = all)")
+    dynamics: Literal["sampled", "expected"] = Field(
+        "sampled", description="sampled: train on sampled batches per seed; expected: iterate the exact "
+                               "expected update (bandit; one deterministic flow, seed -1 in the frame)")
+
+    @model_validator(mode="after")
+    def _last_seed(self):
+        last = self.seed + self.seeds - 1
+        if self.dynamics == "sampled" and last >= SEED_END:
+            raise ValueError(f"train.seed: the run's seeds are train.seed .. train.seed + train.seeds - 1 = "
+                             f"{self.seed} .. {last}, and every seed must be in [0, 2**31) (at most {SEED_END - 1}); "
+                             f"lower train.seed to at most {SEED_END - self.seeds} or run fewer seeds")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _default_dynamics_unwritten(self, handler):
+        # a sampled run's config (and so its digest, stores and files) is the one written before the field
+        out = handler(self)
+        if self.dynamics == "sampled":
+            out.pop("dynamics", None)
+        return out
+
+    @field_validator("rng")
+    @classmethod
+    def _rng(cls, v):
+        return one_of("rng", v, RNGS)
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"train.seeds is the number of seeds, an integer >= 1 (got {v!r}); the first seed "
+                             "is train.seed (the run uses seeds seed, seed + 1, ..., seed + seeds - 1)")
+        return v
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"train.seed is the first seed, one integer in [0, 2**31) (got {v!r}); the number "
+                             "of seeds is train.seeds (the run uses seeds seed, seed + 1, ..., seed + seeds - 1)")
+        return v
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, v):
+        if v is None:
+            return v
+        if not v:
+            raise ValueError(f"list at least one of {', '.join(ANSWER_METRICS)} (or leave it unset for all)")
+        for m in v:
+            one_of("metric", m, ANSWER_METRICS)
+        return [m for m in ANSWER_METRICS if m in v]  # canonical order, no repeats
+
+    @field_validator("pass_k", "maj_k")
+    @classmethod
+    def _ks(cls, v):
+        for k in v:
+            if not 1 <= k <= 1_000_000:
+                raise ValueError(f"every k must be an integer in [1, 1000000], got {k}")
+        return sorted(set(v))
+
+
+class Config(Section):
+    preset: str | None = None
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    arms: ArmsConfig = Field(default_factory=ArmsConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    sweep: dict[str, list[float]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _cross(self):
+        t, tr, a = self.task, self.train, self.algo
+        if not tr.replacement and tr.batch_size > t.n_prompts:
+            raise ValueError(f"train.batch_size must be <= task.n_prompts={t.n_prompts} when drawing without "
+                             f"replacement, got {tr.batch_size}")
+        if tr.batch_size % a.minibatches:
+            raise ValueError(f"algo.minibatches must divide train.batch_size={tr.batch_size}, got {a.minibatches}")
+        if tr.eval_every is not None and tr.steps % tr.eval_every:
+            raise ValueError(f"train.eval_every must divide train.steps={tr.steps}, got {tr.eval_every}")
+        for k in tr.maj_k:
+            if n_compositions(k, t.n_answers) > MAX_COMPOSITIONS:
+                raise ValueError(f"train.maj_k: exact maj@{k} over {t.n_answers} answers enumerates "
+                                 f"{n_compositions(k, t.n_answers)} count vectors (max {MAX_COMPOSITIONS}); use a smaller k")
+        for name, levels in self.sweep.items():
+            if name not in SWEEPABLE:
+                static = static_field(name)
+                if static is not None:
+                    raise ValueError(f"sweep.{name}: {static_hint(static)}")
+                raise ValueError(f"sweep.{name}: not a numeric field{suggest(name, SWEEPABLE)}; sweepable: "
+                                 f"{', '.join(sorted(SWEEPABLE))}")
+            if not levels:
+                raise ValueError(f"sweep.{name}: needs at least one level")
+            if len(set(levels)) != len(levels):
+                raise ValueError(f"sweep.{name}: a level is listed twice in {levels} (each level is one condition)")
+        if "heterogeneity" in self.sweep and t.heterogeneity is None:
+            # the heterogeneous prior is a static switch: without it the swept concentration is never read
+            raise ValueError("sweep.heterogeneity: the prior is homogeneous (task.heterogeneity is not set), so "
+                             "the levels would have no effect; set task.heterogeneity (any value > 0) to draw "
+                             "per-prompt p_s ~ Beta and sweep its concentration")
+        return self
+
+    # -- derived ---------------------------------------------------------------------------------
+    def grid(self) -> list[dict[str, float]]:
+        """The sweep's full factorial as a list of ``{field: level}`` (one empty dict if no sweep)."""
+        names = list(self.sweep)
+        return [dict(zip(names, combo)) for combo in itertools.product(*(self.sweep[n] for n in names))]
+
+    def hyper_values(self, overrides: dict[str, float] | None = None) -> dict[str, float]:
+        """Traced values for one condition, from this config plus sweep overrides."""
+        t, arms, a = self.task, self.arms, self.algo
+        v = {
+            "prior_strength": t.prior_strength, "format_boost": t.format_boost,
+            "heterogeneity": t.heterogeneity if t.heterogeneity is not None else 1.0,
+            "gamma": arms.gamma, "fpr": arms.fpr, "fnr": arms.fnr,
+            "max_grad_norm": a.max_grad_norm if a.max_grad_norm is not None else math.inf,
+            "filter": float(a.filter), "std_ddof": float(a.std_ddof),
+        }
+        for name in HYPER_FIELDS:
+            if name not in v:
+                v[name] = float(getattr(a, name))
+        v.update(overrides or {})
+        return v
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of the resolved config."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# sweepable field -> (section, field) used to validate each level
+SWEEPABLE = {
+    "prior_strength": ("task", "prior_strength"), "format_boost": ("task", "format_boost"),
+    "heterogeneity": ("task", "heterogeneity"), "gamma": ("arms", "gamma"), "fpr": ("arms", "fpr"),
+    "fnr": ("arms", "fnr"),
+    **{n: ("algo", n) for n in HYPER_FIELDS if n not in ("prior_strength", "format_boost", "heterogeneity",
+                                                          "gamma", "fpr", "fnr")},
+}
+
+
+def static_field(name: str) -> str | None:
+    """``section.field`` when ``name`` (``n_prompts`` or ``task.n_prompts``) is a config field that a sweep
+    cannot vary (it fixes array shapes or the code path), else None."""
+    section, _, field = name.rpartition(".")
+    for sec, model in SECTION_MODELS.items():
+        if sec and (section in ("", sec)) and field in model.model_fields and field not in SWEEPABLE:
+            return f"{sec}.{field}"
+    return None
+
+
+def static_hint(field: str) -> str:
+    """How to vary the static ``field`` (``task.n_prompts``): a factorial design, one program per level."""
+    name = field.rpartition(".")[2]
+    return (f"{field} is a static field (it fixes array shapes or the code path, so every level is its own "
+            f"compiled program); a Config's sweep varies the numeric fields of one program "
+            f"({', '.join(sorted(SWEEPABLE))}). ts.run, tabsim run and tabsim sweep take {field} in a sweep and run "
+            f"one group per level (docs/cli.md, 'Sweep any field'); or vary {name} as a factorial design: in "
+            f"Python ts.run_factorial(base, {{\"{name}\": {{\"{field}\": "
+            f"[level1, level2]}}}}, seeds=8); from the command line a plan factor "
+            f"- {{name: {name}, field: {field}, levels: [level1, level2]}} run by tabsim prereg run PLAN --exploratory "
+            f"(docs/howto.md, 'Define and run a factorial study'); or one tabsim run CONFIG --set {field}=LEVEL "
+            "per level")
+
+
+
+SECTION_MODELS = {"": None, "task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}

@@ -1,0 +1,61 @@
+"""The static half of a config: what fixes array shapes or picks a code path.
+
+A validated :class:`~tabsim.config.Config` splits into the static structure built here (the
+environment object, the algorithm's composition, the schedule, and the key that names one compiled
+program) and the traced values of :meth:`Config.hyper_values`. This module loads JAX (through the
+environments and the engine); the rest of :mod:`tabsim.config` does not.
+"""
+from __future__ import annotations
+
+from tabsim.algos import AlgoSpec
+from tabsim.arms import OFFLINE_ARMS
+from tabsim.config.models import Config
+from tabsim.envs import ENVS
+from tabsim.update import Schedule
+
+
+def make_env(cfg: Config):
+    """The environment object for ``cfg.task`` (static structure only)."""
+    t, tr = cfg.task, cfg.train
+
+    offline = any(a in OFFLINE_ARMS for a in cfg.arms.arms)  # otherwise the label is never drawn
+    common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples if offline else 0, pass_k=tuple(tr.pass_k),
+                  maj_k=tuple(tr.maj_k), rng=tr.rng, metrics=tr.metrics)
+    if t.env == "bandit":
+        return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
+                              heterogeneous=t.heterogeneity is not None, **common)
+    if "tree" not in ENVS:
+        raise ValueError("task.env: 'tree' is not available in this version; allowed: bandit")
+    return ENVS["tree"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
+                        heterogeneous=t.heterogeneity is not None, **t.tree.env_kwargs(), **common)
+
+
+def static_key(cfg: Config) -> tuple:
+    """Everything that fixes shapes or code paths; equal keys share one compiled program."""
+    t, tr = cfg.task, cfg.train
+    return (t.env, t.n_prompts, t.n_answers, t.n_correct, t.heterogeneity is not None,
+            tuple(sorted((k, str(v)) for k, v in t.tree.env_kwargs().items())), cfg.arms.tie, cfg.arms.offline_samples,
+            tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng,
+            None if tr.metrics is None else tuple(tr.metrics)) + (("expected",) if expected(cfg) else ())
+
+
+def expected(cfg: Config) -> bool:
+    """Whether ``cfg`` asks for the exact expected flow (``train.dynamics = "expected"``)."""
+    return cfg.train.dynamics == "expected"
+
+
+def algo_spec(cfg: Config) -> AlgoSpec:
+    """The algorithm's static composition; the entropy term and the gradient clip are compiled when their
+    knob is set or swept."""
+    a = cfg.algo
+    return AlgoSpec(estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
+                    kl=a.kl, kl_placement=a.kl_placement, epochs=a.epochs, minibatches=a.minibatches,
+                    optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep,
+                    grad_clip=a.max_grad_norm is not None or "max_grad_norm" in cfg.sweep)
+
+
+def schedule(cfg: Config) -> Schedule:
+    """The static training schedule (``eval_every`` unset: only the start and the end)."""
+    tr = cfg.train
+    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
+                    eval_every=tr.eval_every or tr.steps, replacement=tr.replacement)
