@@ -52,19 +52,6 @@ def units_per_chunk(cfg: Config, n_units: int, executor=None, requested: int | N
     return fit_chunk(executor, cfg, requested or _auto_units(cfg, n_units, device), 1, device)
 
 
-EVEN_MIN_UNITS = 32  # chunks of this many units or more give the same bytes whatever their size
-
-
-def even_units(n_units: int, u: int) -> int:
-    """Units per chunk that cut ``n_units`` into as many chunks as ``u`` units a chunk needs, spread evenly
-    (``ceil(n_units / ceil(n_units / u))``: under one unit of padding a chunk, where ``u`` may pad a whole
-    chunk at the end); ``u`` where that would be fewer than :data:`EVEN_MIN_UNITS` units."""
-    if n_units < 1:
-        return u
-    even = -(-n_units // -(-n_units // u))
-    return even if even >= EVEN_MIN_UNITS else u
-
-
 # An accelerator runs a whole grid at once for about the cost of a small part of it (one H200: 7.6e9-1.65e10
 # sampled answers/s, against 2e7-4e7 per CPU core), and each chunk costs a dispatch, a sync, a hash and a save
 # on the host: there a chunk is as large as its device's memory holds, up to about a second of work.

@@ -422,7 +422,6 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
     An ``executor`` whose workers have a memory limit (:class:`tabsim.runtime.dask.DaskExecutor`) caps the
     units per chunk so that one chunk fits it. ``device`` (a ``jax.Device``) is where the chunks run: an
     accelerator's chunks are as large as its memory holds (:func:`tabsim.runtime.planning.units_per_chunk`).
-    Without ``units_per_chunk`` the units are spread evenly over the chunks (:func:`planning.even_units`).
 
     Returns:
       ``(chunks, unit_index, programs)``: ``chunks`` a list of ``(unit ids, Chunk)``;
@@ -437,7 +436,6 @@ def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None
     for g, cfg in enumerate(programs.values()):
         ids = np.flatnonzero(unit_program == g)
         u = planning.units_per_chunk(cfg, ids.size, executor, units_per_chunk, device)  # a unit: condition x seed
-        u = u if units_per_chunk else planning.even_units(ids.size, u)
         conf = cfg.model_dump(mode="json")
         for start in range(0, ids.size, u):
             part = ids[start:start + u]

@@ -94,22 +94,6 @@ def test_a_sweep_chunk_on_an_accelerator_is_larger_and_fits():
             update={"chunk_conditions": 4096})}), 4096, 64, device=accelerator(1e8))
 
 
-def test_units_are_spread_evenly_over_the_chunks_they_need():
-    assert planning.even_units(17 * 4096 + 64, 4096) == 3872  # 18 chunks of 3,872, not a 19th of padding
-    assert planning.even_units(4096, 4096) == 4096
-    assert planning.even_units(40, 32) == 32  # two chunks of 20 would be under 32 units: as sized
-
-
-def test_a_factorial_in_one_evenly_sized_chunk_gives_the_same_bytes_as_in_32_unit_chunks():
-    """40 units: one automatic chunk of 40 (not 64 with 24 units of padding) against two chunks of 32."""
-    design = make_design(BASE, FACTORS, seeds=20)
-    assert [len(c.seeds) for _, c in plan_chunks([design])[0]] == [40]
-    auto = ts.run_factorial(BASE, FACTORS, seeds=20, progress=False)
-    small = ts.run_factorial(BASE, FACTORS, seeds=20, units_per_chunk=32, progress=False)
-    assert (auto.provenance["n_chunks_job"], small.provenance["n_chunks_job"]) == (1, 2)
-    assert parquet_bytes(auto.frame) == parquet_bytes(small.frame)
-
-
 def test_a_jobs_key_is_the_digest_of_its_chunks_json():
     """The key names the work: every unit's hyperparameters and seed, written once per shared mapping."""
     _, chunks, _ = reference_programs(64)
