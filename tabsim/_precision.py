@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 
 import jax
 import numpy as np
@@ -26,12 +25,10 @@ DEFAULT = "float32"
 PRODUCTS = "highest"  # the precision of every matrix product, recorded in a result's provenance
 
 
-ENV = "TABSIM_PRECISION"  # a process's default (set by the commands' ``--precision``)
-
-
 def chosen(precision: str | None = None) -> str:
-    """``precision``, else ``$TABSIM_PRECISION``, else :data:`DEFAULT`; checked (:func:`check`)."""
-    return check(precision or os.environ.get(ENV) or DEFAULT)
+    """``precision``, else :data:`DEFAULT`; checked (:func:`check`). The user's default (a command's
+    ``--precision``, ``$TABSIM_PRECISION``) is the caller's to read (:func:`tabsim.files.defaults.precision`)."""
+    return check(precision or DEFAULT)
 
 
 def check(precision: str) -> str:

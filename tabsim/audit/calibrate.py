@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -31,6 +30,7 @@ import tabsim
 from tabsim.audit.completions import logical_completions, with_null_envelope  # noqa: F401 (re-exported)
 from tabsim.audit.entry import MAJ_K, PARTITION_ARMS, PASS_K, Entry
 from tabsim.audit.estimate import arm_moments, binomial_var
+from tabsim.files import defaults
 from tabsim.files.atomic import write_frame
 from tabsim.runtime.executors import source_digest
 from tabsim.runtime.run import run
@@ -133,10 +133,9 @@ class CalibrationGrid:
 
 
 def default_cache_dir() -> Path:
-    """``$TABSIM_CACHE`` or ``$XDG_CACHE_HOME/tabsim`` (``~/.cache/tabsim``)."""
-    if os.environ.get("TABSIM_CACHE"):
-        return Path(os.environ["TABSIM_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tabsim"
+    """tabsim's cache folder (:func:`tabsim.files.defaults.cache_home`): ``$TABSIM_CACHE``, else
+    ``$XDG_CACHE_HOME/tabsim`` (``~/.cache/tabsim``)."""
+    return defaults.cache_home()
 
 
 _MEMO: dict = {}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from tabsim.cli.options import fail
+from tabsim.cli.options import fail, give
 from tabsim.runtime import cache
 
 # name -> (module:attribute, the one-line help `tabsim --help` lists; a test checks it is the command's)
@@ -112,11 +112,12 @@ def main(compile_cache, no_compile_cache):
             path = cache.check_folder(compile_cache)
         except ValueError as e:
             fail(f"--compile-cache: {e}")
-        os.environ[cache.ENV] = str(path)  # read when tabsim.runtime.run is imported; Dask workers inherit it
+        # the command's default (read when tabsim.runtime.run is imported; Dask workers are given the folder)
+        give(click.get_current_context(), compilation_cache=str(path))
         if "tabsim.runtime.run" in sys.modules:  # already imported (tabsim called from Python): apply now
             cache.enable_compilation_cache(path)
     elif no_compile_cache:
-        os.environ[cache.ENV] = "0"
+        give(click.get_current_context(), compilation_cache="0")
         if "tabsim.runtime.run" in sys.modules:
             cache.disable_compilation_cache()
 

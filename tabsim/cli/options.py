@@ -4,14 +4,15 @@ for Ctrl-C."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from tabsim._host import cpu_count
+from tabsim.files.defaults import given
 from tabsim.runtime.executors import ExecutorError, check_address
 
 # Nothing heavy at import: every command's options are defined from here, and ``tabsim CMD --help``
@@ -23,9 +24,37 @@ def fail(msg: str):
     raise click.ClickException(msg)
 
 
+GIVEN = ("device", "precision", "figure_formats", "compilation_cache")  # the options a command hands on
+
+
+def give(ctx: click.Context, **options) -> None:
+    """Keep a command's options (:data:`GIVEN`) in its context: :func:`chosen` reads them for the library
+    calls that take them as arguments, and :func:`with_options` makes them the defaults of the calls that
+    do not (never ``os.environ``)."""
+    ctx.meta.update({f"tabsim.{k}": v for k, v in options.items()})
+
+
+def with_options(fn):
+    """``fn`` (a command) run with its options as the library's defaults (:func:`tabsim.files.defaults.given`),
+    for the command's duration only."""
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        with given(**{k: chosen(k) for k in GIVEN}):
+            return fn(*args, **kwargs)
+
+    return command
+
+
+def chosen(name: str):
+    """The running command's ``name`` option as :func:`give` kept it (None: not given)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(f"tabsim.{name}") if ctx is not None else None
+
+
 def _figure_formats(ctx, param, pdf: bool) -> None:
-    # read by tabsim.plotting.figures.save_figure; set on every invocation, so a call without --pdf resets it
-    os.environ["TABSIM_FIGURE_FORMATS"] = "png,pdf" if pdf else "png"
+    # passed to the figures as an argument (chosen("figure_formats")); without --pdf the user's default holds
+    if not ctx.resilient_parsing and pdf:
+        give(ctx, figure_formats=("png", "pdf"))
 
 
 def output_options(fn):
@@ -116,30 +145,33 @@ class DeviceUnavailable(click.ClickException):
 
 
 def _device(ctx, param, value: str) -> str:
-    # read by tabsim.runtime.device.pick wherever the command computes (ts.run, run_designs, the audit's
+    # passed as device= where the command computes (ts.run, run_designs; the default of the audit's
     # calibration); checked now, so that a device that is not there is refused before anything is written
     if ctx.resilient_parsing:
         return value
-    os.environ["TABSIM_DEVICE"] = value
+    give(ctx, device=value)
     # lazy: the module is light, but checking a device loads JAX, which `--help` never does
     from tabsim.runtime.device import DeviceError, check_startable
 
     try:
-        check_startable(value)
+        with given(device=value):  # the command's own choice: a CPU one starts no accelerator (device.pick)
+            check_startable(value)
     except DeviceError as err:
         raise DeviceUnavailable(str(err)) from None
     return value
 
 
 def _precision(ctx, param, value: str) -> str:
-    # read by tabsim.runtime.run.run wherever the command computes; each program is traced and run in it
+    # passed as precision= where the command computes; each program is traced and run in it
     if not ctx.resilient_parsing:
-        os.environ["TABSIM_PRECISION"] = value
+        give(ctx, precision=value)
     return value
 
 
 def executor_options(fn):
-    """Add ``--executor``, ``--workers``, ``--scheduler``, ``--device`` and ``--precision`` to a click command."""
+    """Add ``--executor``, ``--workers``, ``--scheduler``, ``--device`` and ``--precision`` to a click command
+    (run with its options as the library's defaults: :func:`with_options`)."""
+    fn = with_options(fn)
     fn = click.option("--precision", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
                       expose_value=False, callback=_precision,
                       help="Floating type of the computed programs: float64 runs each in double precision "

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option
-from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
+from tabsim.cli.options import check_options, chosen, executor_options, guarded, open_executor, output_options
 from tabsim import _clock
 from tabsim.cli.phases import Phases
 from tabsim.cli.study import complete_preset, parse_set, set_option, usage
@@ -71,12 +71,13 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
         usage(f"--set {err}")
     if dry_run:
         return _show_plan(scale=scale, seeds=seeds, steps=steps, preset=preset, overrides=overrides,
-                          executor=executor, as_json=as_json)
+                          executor=executor, as_json=as_json, device=chosen("device"))
     try:
         with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             summary = reproduce(out, scale=scale, seeds=seeds, steps=steps, preset=preset, fmt=fmt,
                                 progress=not quiet, overwrite=overwrite, resume=resume, executor=ex,
-                                started=say.t0, overrides=overrides, figure=not no_figure)
+                                started=say.t0, overrides=overrides, figure=not no_figure, device=chosen("device"),
+                                precision=chosen("precision"), formats=chosen("figure_formats"))
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     if not quiet:

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option, say as _human
-from tabsim.cli.options import (MissingExtra, check_options, check_out, executor_options, fail as _fail, open_executor,
-                                open_store, output_options)
+from tabsim.cli.options import (MissingExtra, check_options, check_out, chosen, executor_options, fail as _fail,
+                                open_executor, open_store, output_options)
 from tabsim.cli.phases import Phases
 from tabsim.cli.reproduce import refuse_reproduce_config
 from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, estimate_seconds, study_options, usage
@@ -82,7 +82,8 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
                 warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
                 # the trackers write on a thread of their own, beside the results and the figure
                 tk = open_trackers(list(track), track_dir, run_name=out.name, terms=TERM_ARMS)
-                res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex, tracker=tk, announce=say)
+                res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex, tracker=tk, announce=say,
+                          device=chosen("device"), precision=chosen("precision"))
             trained = res.provenance["wall_seconds"]
             if figure:
                 many = n_cond > CURVE_PANELS
@@ -90,7 +91,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
                     + (f" (final pass@1 of {n_cond} conditions)" if many else ""))
                 pool.submit(f"tabsim.plotting.figures:{'plot_final' if many else 'plot_curves'}", res.frame,
                             metric=metric, by=res.factors, title=f"{metric} per arm ({first.preset or 'custom'})",
-                            stem=store.dir / metric)
+                            stem=store.dir / metric, formats=chosen("figure_formats"))
             else:
                 say(f"trained in {trained:.1f} s; writing results (no figure)")
             warm.join()
@@ -237,7 +238,7 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     except ConfigError as err:
         _fail(str(err).replace("invalid config:", f"invalid config {config}:", 1))
     if dry_run:
-        return show_plan(cfg, "tabsim run", as_json, executor=executor)
+        return show_plan(cfg, "tabsim run", as_json, executor=executor, device=chosen("device"))
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
                    executor=(executor, workers, scheduler), figure=not no_figure, say=say, as_json=as_json,
                    track=track, track_dir=track_dir)
@@ -303,7 +304,7 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     except ConfigError as err:
         _fail(str(err))
     if dry_run:
-        return show_plan(cfg, "tabsim sweep", as_json, executor=executor)
+        return show_plan(cfg, "tabsim sweep", as_json, executor=executor, device=chosen("device"))
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
                    desc="tabsim sweep", executor=(executor, workers, scheduler), figure=not no_figure, say=say,
                    as_json=as_json, track=track, track_dir=track_dir)

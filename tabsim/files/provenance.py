@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import importlib.metadata
-import os
 import platform
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 import jax
 
 from tabsim import __version__, _xla
+from tabsim.files import defaults
 
 # the direct dependencies whose versions can change a result or its files
 DEPENDENCIES = ("jax", "jaxlib", "numpy", "scipy", "optax", "pandas", "statsmodels", "matplotlib", "pyarrow", "pydantic")
@@ -101,7 +101,7 @@ def provenance(**extra) -> dict:
         "jax": jax.__version__,
         "versions": dict(versions()),
         "backend": jax.default_backend(),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "xla_flags": defaults.xla_flags(),
         "xla_options_dropped": _xla.dropped(),
         "argv": list(sys.argv),
         "platform": platform.platform(),

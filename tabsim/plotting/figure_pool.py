@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from tabsim._host import cpu_count
+from tabsim.files import defaults
 from tabsim.plotting.formats import figure_formats
 
 SERVER = "tabsim.plotting.figure_server"
@@ -231,7 +232,7 @@ def open_figures(extra_imports: tuple[str, ...] = (), parallel: int | None = Non
     """A :class:`FigurePool` drawing up to ``parallel`` figures at once (default: the cores this process may
     use), or :class:`LocalFigures` when ``TABSIM_FIGURE_PROCESS=0`` or no pool can be started.
     ``extra_imports``: tabsim modules of the figure functions, loaded by the fork server before any job."""
-    if os.environ.get("TABSIM_FIGURE_PROCESS", "1").strip().lower() in ("0", "false", "no", "off"):
+    if defaults.figure_process_setting().lower() in ("0", "false", "no", "off"):
         return LocalFigures()
     try:
         return FigurePool(extra_imports, parallel)

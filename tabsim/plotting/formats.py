@@ -1,16 +1,16 @@
 """The file formats a figure is written in: PNG by default, PDF or SVG when asked."""
 from __future__ import annotations
 
-import os
+from tabsim.files import defaults
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 
 
 def figure_formats(formats=None) -> tuple[str, ...]:
-    """``formats`` checked, or the default: ``$TABSIM_FIGURE_FORMATS`` (comma-separated, set by the
-    commands' ``--pdf``), else PNG only."""
+    """``formats`` checked, or the user's default (:func:`tabsim.files.defaults.figure_formats`: a command's
+    ``--pdf``, ``$TABSIM_FIGURE_FORMATS``), else PNG only."""
     if formats is None:
-        formats = [f for f in os.environ.get("TABSIM_FIGURE_FORMATS", "png").split(",") if f.strip()] or ["png"]
+        formats = defaults.figure_formats()
     elif isinstance(formats, str):
         formats = [formats]
     out = tuple(dict.fromkeys(str(f).strip().lower().lstrip(".") for f in formats))

@@ -7,7 +7,8 @@ instead of compiling it (about 0.4-1 s of XLA time per program). Where it lives:
 * ``TABSIM_COMPILATION_CACHE=0`` (or ``off``, ``no``, ``false``, ``none``): no cache;
 * otherwise ``$TABSIM_CACHE/jax``, else ``$XDG_CACHE_HOME/tabsim/jax``, else
   ``~/.cache/tabsim/jax``;
-* ``tabsim --compile-cache DIR`` / ``tabsim --no-compile-cache`` set the variable for one command;
+* ``tabsim --compile-cache DIR`` / ``tabsim --no-compile-cache`` give a folder, or none, for one command
+  (:func:`tabsim.files.defaults.given`: the environment is not changed);
   :func:`enable_compilation_cache` / :func:`disable_compilation_cache` do it in Python.
 
 A folder the user configured for JAX itself (``JAX_COMPILATION_CACHE_DIR``) is left as it is. The cache
@@ -34,9 +35,9 @@ from pathlib import Path
 import filelock  # noqa: F401  (JAX's bounded compilation cache locks its entries with it)
 
 from tabsim import _xla
+from tabsim.files import defaults
 
-ENV = "TABSIM_COMPILATION_CACHE"
-OFF = ("0", "off", "no", "false", "none")
+ENV, OFF = defaults.COMPILATION_CACHE, defaults.OFF
 # The file names of JAX's bounded cache (a program ``KEY-cache`` and its last-use record ``KEY-atime``);
 # read as files on disk, not from JAX's private modules. A JAX that names them otherwise finds nothing here.
 CACHE_SUFFIX, ATIME_SUFFIX = "-cache", "-atime"
@@ -47,16 +48,9 @@ _applied = False
 
 
 def default_compilation_cache() -> Path | None:
-    """The folder the cache uses by default, from the environment (``None``: switched off)."""
-    value = os.environ.get(ENV, "").strip()
-    if value.lower() in OFF:
-        return None
-    if value:
-        return Path(value).expanduser()
-    if os.environ.get("TABSIM_CACHE"):
-        return Path(os.environ["TABSIM_CACHE"]).expanduser() / "jax"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "tabsim" / "jax"
+    """The folder the cache uses by default (``None``: switched off): the command's ``--compile-cache``, else
+    the environment (:func:`tabsim.files.defaults.compilation_cache`)."""
+    return defaults.compilation_cache()
 
 
 def check_folder(path: str | Path) -> Path:
@@ -140,7 +134,7 @@ def apply_default() -> Path | None:
     if _applied:
         return None
     _applied = True
-    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    if defaults.jax_compilation_cache_dir():
         return None
     path = default_compilation_cache()
     if path is None:
@@ -148,7 +142,7 @@ def apply_default() -> Path | None:
     try:
         return enable_compilation_cache(path)
     except ValueError as err:
-        if os.environ.get(ENV, "").strip():
+        if defaults.compilation_cache_setting():
             print(f"tabsim: {ENV} ignored ({err}); programs are compiled anew in this process",
                   file=sys.stderr, flush=True)
         return None

@@ -57,6 +57,7 @@ except Exception as _broken:  # noqa: BLE001 - installed but broken (a partial u
                       'pip install --force-reinstall "tabsim[dask]"') from None
 
 from tabsim._host import cpu_count
+from tabsim.files import defaults
 from tabsim.runtime.cache import enable_compilation_cache
 from tabsim.runtime.executors import ExecutorError, check_address, default_compilation_cache, numerics, source_digest
 from tabsim.runtime.health import CONNECT_SECONDS, LostWorkers, probe_scheduler, within
@@ -86,8 +87,10 @@ def prepare_worker(client_numerics: dict, cache: str | None = None) -> None:
     global _WORKER_FLAGS, _WORKER_CACHE
     if _WORKER_FLAGS is None:
         if not _backend_started():
+            # a Dask worker process setting up itself before its JAX loads (run_task and the worker plugin
+            # call this only on workers): the client's process environment is never changed
             os.environ["XLA_FLAGS"] = client_numerics["XLA_FLAGS"]
-        _WORKER_FLAGS = os.environ.get("XLA_FLAGS", "")
+        _WORKER_FLAGS = defaults.xla_flags()
     source_digest()  # of the sources as they are when this worker starts
 
     if cache and _WORKER_CACHE != cache:
@@ -297,7 +300,7 @@ class DaskExecutor:
                                 "run on a local cluster (--executor dask --workers N)") from None
 
     def _worker_env(self) -> dict:
-        env = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
+        env = {"XLA_FLAGS": defaults.xla_flags()}
         env["TABSIM_COMPILATION_CACHE"] = self.compile_cache or "0"  # "0": none (tabsim.runtime.cache)
         return env
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import os
 
 from tabsim._host import cpu_count
+from tabsim.files import defaults
 
 CHOICES = ("auto", "cpu", "gpu")
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 GPU_EXTRA_SECONDS = 8.0  # an accelerator's fixed cost over the CPU's, per command (start + compile)
 CPU_UNITS_PER_CORE_SECOND = 4.0e7  # reproduce --seeds 1024 on 16 cores: 4.8e9 units in about 7.3 s
-ENV = "TABSIM_DEVICE"  # the default choice of a process (set by the commands' --device)
+ENV = defaults.DEVICE  # the user's default choice (read by tabsim.files.defaults, never set by tabsim)
 
 
 class DeviceError(ValueError):
@@ -65,7 +65,7 @@ def _start_failure(err: BaseException) -> DeviceError:
     """JAX could not start any backend (a ``JAX_PLATFORMS`` naming a platform this machine lacks)."""
     import jaxlib  # lazy: JAX loads only when a device is chosen
 
-    asked = os.environ.get("JAX_PLATFORMS", "")
+    asked = defaults.jax_platforms()
     detail = str(err).strip().splitlines()[0] if str(err).strip() else "no backend could be started"
     plugins = ", ".join(_gpu_plugins()) or "none"
     where = f"JAX_PLATFORMS={asked!r}" if asked else "its platforms"
@@ -111,14 +111,15 @@ def _started() -> None:
 
 
 def pick(choice: str | None, work: float | None = None):
-    """The device for a run of ``work`` units (a ``jax.Device``). ``choice`` ``None`` is the process's
-    default (``$TABSIM_DEVICE``, set by a command's ``--device``), else ``auto``: a GPU when ``work`` is
-    above :func:`gpu_threshold` and there is one, else the CPU (also when ``work`` is unknown).
+    """The device for a run of ``work`` units (a ``jax.Device``). ``choice`` ``None`` is the default
+    (a command's ``--device``, else ``$TABSIM_DEVICE``: :func:`tabsim.files.defaults.device`), else ``auto``:
+    a GPU when ``work`` is above :func:`gpu_threshold` and there is one, else the CPU (also when ``work``
+    is unknown).
 
-    Where the choice is the process's own (a command's) and lands on the CPU, JAX starts no
-    accelerator backend at all (:func:`use_cpu_only_if_unstarted`)."""
-    process = choice is None and bool(os.environ.get(ENV))
-    choice = check_choice(choice if choice is not None else os.environ.get(ENV) or "auto")
+    Where the choice is the process's own (a command's, or the environment's) and lands on the CPU, JAX
+    starts no accelerator backend at all (:func:`use_cpu_only_if_unstarted`)."""
+    process = defaults.device_is_the_process_default(choice)
+    choice = check_choice(defaults.device(choice))
     wants_gpu = choice == "gpu" or (choice == "auto" and work is not None and work > gpu_threshold())
     if wants_gpu:
         _started()
@@ -144,8 +145,8 @@ def check_startable(choice: str) -> None:
     """What a command checks as it parses ``--device``, before it writes anything: an explicit device
     is there, and JAX can start the platforms the user named in ``JAX_PLATFORMS``."""
     if choice in ("cpu", "gpu"):
-        pick(None)  # the process default, just set in $TABSIM_DEVICE
-    elif os.environ.get("JAX_PLATFORMS"):
+        pick(choice)
+    elif defaults.jax_platforms():
         _started()
 
 
@@ -170,22 +171,23 @@ def using(device):
         jax.config.update("jax_default_device", before)
 
 
-def describe(device=None) -> dict:
-    """What provenance records of the device a run used (``None``: JAX's default device)."""
+def describe(device=None, choice: str | None = None) -> dict:
+    """What provenance records of the device a run used (``None``: JAX's default device) and of the choice
+    it was picked by (``choice``, else the command's or the environment's, else None)."""
     import jax  # lazy: as above
 
     dev = device if device is not None else (jax.config.jax_default_device or jax.devices()[0])
     if isinstance(dev, str):  # a platform name given to JAX itself
         dev = jax.devices(dev)[0]
     return {"device": f"{dev.platform}:{dev.id}", "device_kind": dev.device_kind,
-            "device_choice": os.environ.get(ENV) or None}
+            "device_choice": choice or defaults.device_setting()}
 
 
 def use_cpu_only_if_unstarted() -> None:
     """For a command that computes on the CPU: keep JAX from starting an accelerator's backend at all
     (seconds of start-up on a GPU machine), unless the user set ``JAX_PLATFORMS`` themselves. Only the
     commands call this, before their first JAX computation; it is a no-op once JAX has started."""
-    if os.environ.get("JAX_PLATFORMS"):
+    if defaults.jax_platforms():
         return
     import jax  # lazy: as above
 

@@ -46,13 +46,14 @@ import jax
 from jax import export
 
 from tabsim import _clock
+from tabsim.files import defaults
 from tabsim.files.atomic import atomic_write_bytes
 from tabsim.files.safeload import LoadError, read_regular
 from tabsim.runtime.cache import OFF
 from tabsim.runtime.executors import numerics
 from tabsim.runtime.pytrees import describe, rebuild
 
-ENV = "TABSIM_EXECUTABLE_CACHE"
+ENV = defaults.EXECUTABLE_CACHE
 FOLDER = "tabsim-programs"
 SUFFIX = ".jaxexport"
 MAGIC = b"tabsim exported program\n"
@@ -71,7 +72,7 @@ stats = {"loaded": 0, "compiled": 0, "saved": 0, "refused": 0}  # this process (
 def folder() -> Path | None:
     """Where programs are kept: ``tabsim-programs/`` in JAX's compilation cache folder (``None``: the
     compilation cache is off, or ``TABSIM_EXECUTABLE_CACHE`` switches this store off)."""
-    if os.environ.get(ENV, "").strip().lower() in OFF:
+    if defaults.executable_cache_setting().lower() in OFF:
         return None
     if not jax.config.jax_compilation_cache_dir or not jax.config.jax_enable_compilation_cache:
         return None

@@ -20,6 +20,7 @@ from typing import Callable, Iterable, Protocol
 
 import tabsim
 from tabsim._host import cpu_count
+from tabsim.files import defaults
 from tabsim.runtime.cache import apply_default, default_compilation_cache as _default_cache
 
 # JAX settings that change the numbers a program computes; the client's values travel with each task.
@@ -86,7 +87,7 @@ def numerics() -> dict:
             continue
         if hasattr(conf[name], "value"):  # enum-valued settings
             conf[name] = conf[name].value
-    return {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "config": conf,
+    return {"XLA_FLAGS": defaults.xla_flags(), "config": conf,
             "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__, "tabsim": tabsim.__version__,
                          "tabsim source": source_digest()}}
 
@@ -111,7 +112,7 @@ class Executor(Protocol):
 def local_threads() -> int:
     """The default number of chunks in flight: ``$TABSIM_THREADS`` if set (an integer >= 1), else the
     cores this process may run on."""
-    value = os.environ.get("TABSIM_THREADS", "").strip()
+    value = defaults.threads()
     if value:
         if not value.isdigit() or int(value) < 1:
             raise ValueError(f"TABSIM_THREADS: must be an integer >= 1, got {value!r}")

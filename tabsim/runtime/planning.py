@@ -19,6 +19,7 @@ from typing import Callable
 
 from tabsim.config import Config, ConfigError
 from tabsim.envs.bandit import n_compositions
+from tabsim.files import defaults
 from tabsim.runtime import device as device_mod
 from tabsim.runtime.cuts import calls, near_divisor, progress_segment
 from tabsim.runtime.executors import LocalExecutor, local_threads
@@ -336,7 +337,7 @@ def plan_run(cfg: Config, n_cond: int, n_seeds: int, *, executor=None, device: s
     process (a terminal, a notebook). A watched run of a few long chunks is cut into about 20 calls a chunk
     (:func:`tabsim.runtime.cuts.progress_segment`), so that its bar moves step by step (the same bits).
     """
-    choice = device_mod.check_choice(device) or "auto"
+    choice = device_mod.check_choice(defaults.device(device))
     work = run_work(cfg, n_cond, n_seeds)
     dev = device_mod.pick(device, work)
     if build is not None:
@@ -366,7 +367,7 @@ def plan_designs(pack: Callable, *, executor=None, device: str | None = None, pr
     The device is picked from the work of every chunk together; on an accelerator the units are packed
     again into chunks as large as its memory holds, unless their size is ``fixed_units``. Each chunk's
     program config, padded size and real units are read from its ``config``, ``hypers`` and ``n_real``."""
-    choice = device_mod.check_choice(device) or "auto"
+    choice = device_mod.check_choice(defaults.device(device))
     packed = pack(None)
     work = sum(run_work(Config.model_validate(c.config), c.n_real, 1) for _, c in packed[0])
     dev = device_mod.pick(device, work)  # chosen before anything compiles, from the work of every chunk together

@@ -24,6 +24,7 @@ from tabsim.config.static import algo_spec, expected, make_env, schedule, static
 from tabsim.engine import make_segments, make_train
 from tabsim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
 from tabsim.expected import check as expected_check
+from tabsim.files import defaults
 from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.params import HYPER_FIELDS, stack_hypers
@@ -203,15 +204,15 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         resumes where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
       desc: progress bar label.
       device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (:mod:`tabsim.runtime.device`: a GPU only for a run large
-        enough to pay for its fixed cost); default ``$TABSIM_DEVICE``, else ``"auto"``. A device that is
+        enough to pay for its fixed cost); default the user's (:func:`tabsim.files.defaults.device`), else ``"auto"``. A device that is
         not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
-      precision: ``"float32"`` or ``"float64"`` (default ``$TABSIM_PRECISION``, set by a command's
-        ``--precision``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim._precision`; its cost: docs/performance.md).
+      precision: ``"float32"`` or ``"float64"`` (default the user's, :func:`tabsim.files.defaults.precision`:
+        a command's ``--precision``, ``$TABSIM_PRECISION``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim._precision`; its cost: docs/performance.md).
         Every matrix product is at full precision either way.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
     t0 = time.perf_counter()
-    precision = _precision.chosen(precision)
+    precision = _precision.chosen(defaults.precision(precision))
     cfg = _resolved(config, overrides)
     if (note := expected_note(cfg)) is not None:
         warnings.warn(note, ExpectedFlowNote, stacklevel=_caller_level())
@@ -230,7 +231,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest(), seeds=[EXPECTED_SEED] if expected(cfg) else seeds,
                       wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=len(values), n_chunks=plan.chunks,
-                      **device_mod.describe(plan.device), **_precision.describe(precision), plan=plan.as_dict(),
+                      **device_mod.describe(plan.device, plan.device_choice), **_precision.describe(precision), plan=plan.as_dict(),
                       **extra)
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 

@@ -35,6 +35,8 @@ from urllib.request import url2pathname
 import numpy as np
 import pandas as pd
 
+from tabsim.files import defaults
+
 TRACKERS = {"mlflow": "mlflow", "tensorboard": "tensorboardX"}  # name -> the module it writes with
 EXTRA = 'pip install "tabsim[track]"'
 NOT_METRICS = ("seed", "arm", "step")
@@ -97,7 +99,9 @@ def _flat(config: dict, prefix: str = "") -> dict:
 @contextlib.contextmanager
 def file_store(uri: str):
     """MLflow 3 refuses its file store unless ``MLFLOW_ALLOW_FILE_STORE`` is true: for a ``file:`` URI it is
-    set while the block runs (and restored after), so the user's other MLflow calls are left as they were."""
+    set while the block runs (and restored after), so the user's other MLflow calls are left as they were.
+
+    The one variable tabsim sets in its own process: MLflow reads this switch from the environment only."""
     if not uri.startswith("file:") or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
         yield
         return
@@ -120,7 +124,7 @@ class MlflowTracker:
     def __init__(self, uri: str | None = None, *, experiment: str = "tabsim", run_name: str | None = None,
                  files: bool = True):
         check("mlflow")
-        self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or Path("mlruns").resolve().as_uri()
+        self.uri = uri or defaults.mlflow_tracking_uri() or Path("mlruns").resolve().as_uri()
         self.experiment, self.run_name, self.client, self.files = experiment, run_name, None, files
 
     def start(self) -> None:

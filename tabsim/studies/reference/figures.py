@@ -24,8 +24,9 @@ from tabsim.studies.reference.analysis import arm_intervals
 from tabsim.studies.reference.design import ADDITIVITY_THRESHOLD, PAPER, POWER_PRIOR, TARGET_HALF_WIDTH
 
 
-def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "power")) -> list[str]:
-    """Three figures (PNG; PDF too with ``--pdf``): the prior sweep, the factorial, power.
+def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "power"), formats=None) -> list[str]:
+    """Three figures (PNG; PDF too with ``--pdf``: ``formats``, default the user's) the prior sweep, the factorial,
+    power.
 
     Colours, line styles and markers come from :mod:`tabsim.plotting` (one palette for the project).
     Intervals of a few thousandths are narrower than a marker on an axis spanning the whole pass@1
@@ -44,11 +45,11 @@ def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "p
     jobs = {
         "prior_sweep": lambda: pool.submit(f"{__name__}:figure_prior_sweep", arm_intervals(a["sweep_seeds"]),
                                            a["sweep_summary"], plain(a["crossover"]), a["mode_switch"],
-                                           stem=out / "figures" / "prior_sweep"),
+                                           stem=out / "figures" / "prior_sweep", formats=formats),
         "factorial": lambda: pool.submit(f"{__name__}:figure_factorial", a["fit"].coefficients, plain(a["ratio"]),
-                                         stem=out / "figures" / "factorial"),
+                                         stem=out / "figures" / "factorial", formats=formats),
         "power": lambda: pool.submit(f"{__name__}:figure_power", a["power_curve"], a["power_mde"],
-                                     stem=out / "figures" / "power"),
+                                     stem=out / "figures" / "power", formats=formats),
     }
     for name in which:
         jobs[name]()

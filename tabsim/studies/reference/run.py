@@ -13,7 +13,9 @@ from tabsim._host import process_seconds
 from tabsim.config import resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.provenance import provenance
+from tabsim.files import defaults
 from tabsim.plotting.figure_pool import LocalFigures, open_figures, warm_up
+from tabsim.plotting.formats import figure_formats
 from tabsim.runtime import planning
 from tabsim.runtime.store import RunStore, job_key
 from tabsim.studies import factorial  # run_designs is looked up when called (tests stand in for it)
@@ -38,7 +40,8 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
               preset: str = "paper", fmt: str = "parquet", progress: bool = True,
               log: Callable[[str], None] | None = None, n_resamples: int = 2000, overwrite: bool = False,
               resume: bool = False, executor=None, started: float | None = None,
-              overrides: dict | None = None, figure: bool = True) -> dict:
+              overrides: dict | None = None, figure: bool = True, device: str | None = None,
+              precision: str | None = None, formats=None) -> dict:
     """Run the five studies, write ``out``'s report, figures, data and provenance; return the summary.
 
     Args:
@@ -63,6 +66,10 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         them among the changes to the paper's settings.
       figure: draw the three figures (``tabsim reproduce --no-figure``: none, no figure pool, and a report
         that points to none).
+      device: where the packed job computes, as in :func:`tabsim.studies.factorial.run_designs`.
+      precision: ``"float32"`` (the only one the packed job computes in; default the user's,
+        :func:`tabsim.files.defaults.precision`).
+      formats: the figures' file formats (default the user's, :func:`tabsim.plotting.formats.figure_formats`).
 
     Returns:
       The ``summary.json`` content.
@@ -72,6 +79,10 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
     _clock.add("imports", time.perf_counter() - t0)  # the command's imports and start-up (0 from Python)
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt: unknown data format {fmt!r}; allowed: csv, parquet")
+    if defaults.precision(precision) != "float32":
+        raise ValueError(f"precision: {defaults.precision(precision)!r}: the reference study's packed job computes in "
+                         "float32 only; allowed: float32")
+    formats = figure_formats(formats)  # checked before anything is written
     s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples, overrides=overrides)
     out = Path(out)
     say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
@@ -87,7 +98,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
             summary = json.loads((out / "summary.json").read_text())
         else:
             summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0, executor=executor,
-                                      figure=figure)
+                                      figure=figure, device=device, formats=formats)
         t_published = time.perf_counter()  # the report is written: the rest is the store's publish
     if not store.complete:
         say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
@@ -107,7 +118,8 @@ def plan(*, scale: str = "default", seeds: int | None = None, steps: int | None 
 
 
 def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
-                    t0: float, executor=None, figure: bool = True) -> dict:
+                    t0: float, executor=None, figure: bool = True, device: str | None = None,
+                    formats=None) -> dict:
     """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
     # the figures are drawn by a process pool whose fork server loads matplotlib while the engine trains;
     # this process loads the statistics stack meanwhile (XLA releases the GIL while it computes). Without
@@ -116,16 +128,16 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
         warm = warm_up("tabsim.stats",
                        draw=figure and isinstance(pool, LocalFigures))
         return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm,
-                                 pool if figure else None)
+                                 pool if figure else None, device=device, formats=formats)
 
 
 def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say, t0: float,
-                      executor, warm, pool) -> dict:
+                      executor, warm, pool, device: str | None = None, formats=None) -> dict:
     """Train, analyse, write; ``pool`` draws the figures (None: no figure)."""
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
     with _clock.timed("training"):
         results = factorial.run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
-                                        executor=executor)
+                                        executor=executor, device=device)
     frames = {name: r.frame for name, r in zip(designs, results)}
     t_train = time.perf_counter() - t0
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
@@ -133,7 +145,8 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
     with _clock.timed("statistics"):
         warm.join()
-        draw = (lambda name, part: figures(part, dest, pool, which=(name,))) if pool is not None else None
+        draw = ((lambda name, part: figures(part, dest, pool, which=(name,), formats=formats))
+                if pool is not None else None)
         a = analyze(frames, s, cfg, on_section=draw)
     with _clock.timed("publish"):
         for name, fr in frames.items():  # while the pool draws

@@ -1,0 +1,144 @@
+"""The user's defaults: every environment variable tabsim reads, read here and nowhere else, never written.
+
+A library call takes its options as arguments (``ts.run(device=..., precision=...)``,
+``reproduce(..., formats=...)``); an argument left out falls back to the value a command gives for
+its own duration (:func:`given`, the commands' ``--device``, ``--precision``, ``--pdf`` and
+``--compile-cache``), then to the variable below, then to the built-in default.
+
+=============================  ==========================================================  ===============
+variable                       what it sets                                                default
+=============================  ==========================================================  ===============
+``TABSIM_DEVICE``              where programs compute: ``auto``, ``cpu`` or ``gpu``        ``auto``
+``TABSIM_PRECISION``           floating type of the programs: ``float32``, ``float64``     ``float32``
+``TABSIM_FIGURE_FORMATS``      figure files, comma-separated: ``png``, ``pdf``, ``svg``    ``png``
+``TABSIM_COMPILATION_CACHE``   compiled programs' folder; ``0``/``off``: none              see below
+``TABSIM_CACHE``               tabsim's cache folder (compiled programs in ``jax/``)       ``$XDG_CACHE_HOME/tabsim``
+``TABSIM_THREADS``             chunks computed at a time in this process                   the cores
+``TABSIM_EXECUTABLE_CACHE``    ``0``/``off``: keep no traced programs beside the cache     on
+``TABSIM_FIGURE_PROCESS``      ``0``/``off``: draw figures in the command's own process    on
+=============================  ==========================================================  ===============
+
+JAX's own variables (``JAX_PLATFORMS``, ``JAX_COMPILATION_CACHE_DIR``, ``XLA_FLAGS``) and MLflow's
+``MLFLOW_TRACKING_URI`` are read here too, to respect what the user set for them, and are never changed
+by tabsim's own process. Two child processes set variables for themselves only, before their libraries
+load: the figure server (its thread pools) and a Dask worker (the client's ``XLA_FLAGS``); and MLflow's
+``MLFLOW_ALLOW_FILE_STORE``, which MLflow 3 reads from the environment only, is set around a ``--track
+mlflow`` write to a local file store and restored after it (:func:`tabsim.runtime.trackers.file_store`).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from pathlib import Path
+
+DEVICE, PRECISION, FIGURE_FORMATS = "TABSIM_DEVICE", "TABSIM_PRECISION", "TABSIM_FIGURE_FORMATS"
+COMPILATION_CACHE, CACHE, THREADS = "TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", "TABSIM_THREADS"
+EXECUTABLE_CACHE = "TABSIM_EXECUTABLE_CACHE"
+OFF = ("0", "off", "no", "false", "none")
+
+# what the running command gave (its options), for this thread and the calls it makes; never process-wide
+_GIVEN: contextvars.ContextVar[dict] = contextvars.ContextVar("tabsim_given", default={})
+
+
+@contextlib.contextmanager
+def given(**options):
+    """Within the block, ``options`` (``device``, ``precision``, ``figure_formats``, ``compilation_cache``;
+    None: not given) are the defaults of the calls that leave them out; restored afterwards."""
+    token = _GIVEN.set({**_GIVEN.get(), **{k: v for k, v in options.items() if v is not None}})
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def device(choice: str | None = None) -> str:
+    """``choice``, else the command's ``--device``, else ``$TABSIM_DEVICE``, else ``auto`` (unchecked)."""
+    return choice or _GIVEN.get().get("device") or _env(DEVICE) or "auto"
+
+
+def device_setting() -> str | None:
+    """The device the user or the command set (None: neither), as provenance records it."""
+    return _GIVEN.get().get("device") or _env(DEVICE) or None
+
+
+def device_is_the_process_default(choice: str | None) -> bool:
+    """Whether the device comes from the command or ``$TABSIM_DEVICE`` (the process's own choice: a CPU
+    choice then keeps JAX from starting an accelerator at all), rather than from a library call."""
+    return "device" in _GIVEN.get() or (choice is None and bool(_env(DEVICE)))
+
+
+def precision(value: str | None = None) -> str:
+    """``value``, else the command's ``--precision``, else ``$TABSIM_PRECISION``, else ``float32`` (unchecked)."""
+    return value or _GIVEN.get().get("precision") or _env(PRECISION) or "float32"
+
+
+def figure_formats() -> list[str]:
+    """The command's figure formats (``--pdf``), else ``$TABSIM_FIGURE_FORMATS`` split at commas, else PNG."""
+    given_formats = _GIVEN.get().get("figure_formats")
+    if given_formats:
+        return list(given_formats)
+    return [f for f in _env(FIGURE_FORMATS).split(",") if f.strip()] or ["png"]
+
+
+def compilation_cache_setting() -> str:
+    """The command's ``--compile-cache`` (a folder, or ``0`` for none), else ``$TABSIM_COMPILATION_CACHE``
+    (``""``: not set)."""
+    return str(_GIVEN.get().get("compilation_cache") or _env(COMPILATION_CACHE))
+
+
+def compilation_cache() -> Path | None:
+    """The compiled programs' folder (``None``: switched off): :func:`compilation_cache_setting`, else
+    ``$TABSIM_CACHE/jax``, else ``$XDG_CACHE_HOME/tabsim/jax``, else ``~/.cache/tabsim/jax``."""
+    value = compilation_cache_setting()
+    if value.lower() in OFF:
+        return None
+    if value:
+        return Path(value).expanduser()
+    return cache_home() / "jax"
+
+
+def cache_home() -> Path:
+    """tabsim's cache folder: ``$TABSIM_CACHE``, else ``$XDG_CACHE_HOME/tabsim``, else ``~/.cache/tabsim``."""
+    if _env(CACHE):
+        return Path(_env(CACHE)).expanduser()
+    return Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "tabsim"
+
+
+def threads() -> str:
+    """``$TABSIM_THREADS`` as given (``""``: not set; checked where it is used)."""
+    return _env(THREADS)
+
+
+def executable_cache_setting() -> str:
+    """``$TABSIM_EXECUTABLE_CACHE`` as given (``0``/``off``: no traced programs kept; ``""``: not set)."""
+    return _env(EXECUTABLE_CACHE)
+
+
+def figure_process_setting() -> str:
+    """``$TABSIM_FIGURE_PROCESS`` as given (``0``/``off``: figures are drawn in this process; ``""``: not set)."""
+    return _env("TABSIM_FIGURE_PROCESS")
+
+
+def mlflow_tracking_uri() -> str:
+    """``$MLFLOW_TRACKING_URI`` (``""``: not set): where an MLflow tracker writes by default."""
+    return _env("MLFLOW_TRACKING_URI")
+
+
+def jax_platforms() -> str:
+    """``$JAX_PLATFORMS``: the platforms the user asked JAX for (``""``: JAX's choice)."""
+    return _env("JAX_PLATFORMS")
+
+
+def jax_compilation_cache_dir() -> str:
+    """``$JAX_COMPILATION_CACHE_DIR``: a cache folder the user configured for JAX itself (left as it is)."""
+    return _env("JAX_COMPILATION_CACHE_DIR")
+
+
+def xla_flags() -> str:
+    """``$XLA_FLAGS`` as this process started with them (they decide the bits a program computes)."""
+    return os.environ.get("XLA_FLAGS", "")
