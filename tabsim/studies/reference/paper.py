@@ -68,38 +68,55 @@ def compare_every_point(a: dict, s: Settings) -> pd.DataFrame:
       ci_low, ci_high, agrees`` with ``agrees`` "yes", "no" or "undetermined" (CI straddles the claim).
     """
     summ, coefs = a["sweep_summary"], a["fit"].coefficients.set_index("term")
-    pstar = a["mode_switch"]
     headline = compare_with_paper(a, s).set_index("quantity")
+    rows = _sweep_points(summ, a["mode_switch"], headline) + _factorial_points(coefs, headline)
+    h = headline.loc["interaction_ratio"]
+    rows.append(_point("factorial", np.nan, "interaction ratio", f"{PAPER['interaction_ratio']:.3f}", "reported",
+                       h.tabsim, h.ci_low, h.ci_high, "no" if h.beyond_seed_noise else "yes"))
+    return pd.DataFrame(rows)
+
+
+def _point(section, p, term, paper, kind, r_est, lo, hi, agrees) -> dict:
+    """One row of :func:`compare_every_point`."""
+    return {"section": section, "p_s": p, "term": term, "paper": paper, "paper_kind": kind,
+            "tabsim": float(r_est), "ci_low": float(lo), "ci_high": float(hi), "agrees": agrees}
+
+
+def _side(lo, hi, sign) -> str:
+    """Whether the interval lies entirely on the claimed side of 0 (sign +1 / -1)."""
+    if (sign > 0 and lo > 0) or (sign < 0 and hi < 0):
+        return "yes"
+    return "no" if (sign > 0 and hi < 0) or (sign < 0 and lo > 0) else "undetermined"
+
+
+def _sweep_points(summ: pd.DataFrame, pstar: float, headline: pd.DataFrame) -> list[dict]:
+    """d_null, d_elicit and the rd fraction at every prior of the sweep beside the paper's claims."""
     rows = []
-
-    def add(section, p, term, paper, kind, r_est, lo, hi, agrees):
-        rows.append({"section": section, "p_s": p, "term": term, "paper": paper, "paper_kind": kind,
-                     "tabsim": float(r_est), "ci_low": float(lo), "ci_high": float(hi), "agrees": agrees})
-
-    def side(lo, hi, sign):  # CI entirely on the claimed side of 0 (sign +1 / -1)
-        if (sign > 0 and lo > 0) or (sign < 0 and hi < 0):
-            return "yes"
-        return "no" if (sign > 0 and hi < 0) or (sign < 0 and lo > 0) else "undetermined"
-
     for p in SWEEP_PRIORS:
         r = term_row(summ, "d_null", prior_strength=p)
-        add("prior sweep", p, "d_null", "0 (on-policy, no clip)", "implied", r.estimate, r.ci_low, r.ci_high,
-            "yes" if r.ci_low <= 0 <= r.ci_high else "no")
+        rows.append(_point("prior sweep", p, "d_null", "0 (on-policy, no clip)", "implied", r.estimate, r.ci_low,
+                           r.ci_high, "yes" if r.ci_low <= 0 <= r.ci_high else "no"))
         r = term_row(summ, "d_elicit", prior_strength=p)
         sign = 1 if p > pstar else -1
-        add("prior sweep", p, "d_elicit", f"{'> 0' if sign > 0 else '< 0'} (p* = {pstar:.3f})", "implied",
-            r.estimate, r.ci_low, r.ci_high, side(r.ci_low, r.ci_high, sign))
+        rows.append(_point("prior sweep", p, "d_elicit", f"{'> 0' if sign > 0 else '< 0'} (p* = {pstar:.3f})",
+                           "implied", r.estimate, r.ci_low, r.ci_high, _side(r.ci_low, r.ci_high, sign)))
         r = term_row(summ, "rd_fraction", prior_strength=p)
         key = f"rd_fraction_{p:.2f}"
         if key in PAPER:
             h = headline.loc[key]
-            add("prior sweep", p, "rd_fraction", f"{PAPER[key]:.2f}", "reported", r.estimate, r.ci_low, r.ci_high,
-                "no" if h.beyond_seed_noise else "yes")
+            rows.append(_point("prior sweep", p, "rd_fraction", f"{PAPER[key]:.2f}", "reported", r.estimate,
+                               r.ci_low, r.ci_high, "no" if h.beyond_seed_noise else "yes"))
         else:
             above = p > pstar
             lo_, hi_ = r.ci_low - 1.0, r.ci_high - 1.0
-            add("prior sweep", p, "rd_fraction", "< 1" if above else "> 1", "implied", r.estimate, r.ci_low,
-                r.ci_high, side(lo_, hi_, -1 if above else 1))
+            rows.append(_point("prior sweep", p, "rd_fraction", "< 1" if above else "> 1", "implied", r.estimate,
+                               r.ci_low, r.ci_high, _side(lo_, hi_, -1 if above else 1)))
+    return rows
+
+
+def _factorial_points(coefs: pd.DataFrame, headline: pd.DataFrame) -> list[dict]:
+    """Every factorial coefficient beside the value the paper reports or the bound it implies."""
+    rows = []
     main_terms, inter_terms = ("A", "B", "C"), ("AB", "AC", "BC", "ABC")
     implied_main = abs(PAPER["coef_AC"]) / PAPER["interaction_ratio"]
     largest = max(main_terms, key=lambda t: abs(coefs.loc[t, "estimate"]))
@@ -107,26 +124,25 @@ def compare_every_point(a: dict, s: Settings) -> pd.DataFrame:
         c = coefs.loc[t]
         if t == "AC":
             h = headline.loc["coef_AC"]
-            add("factorial", np.nan, t, f"{PAPER['coef_AC']:.3f}", "reported", c.estimate, c.ci_low, c.ci_high,
-                "no" if h.beyond_seed_noise else "yes")
+            rows.append(_point("factorial", np.nan, t, f"{PAPER['coef_AC']:.3f}", "reported", c.estimate, c.ci_low,
+                               c.ci_high, "no" if h.beyond_seed_noise else "yes"))
         elif t == largest:  # the paper's numbers are rounded to 3 decimals: the implied value is a range
             lo_i = (abs(PAPER["coef_AC"]) - 5e-4) / (PAPER["interaction_ratio"] + 5e-4)
             hi_i = (abs(PAPER["coef_AC"]) + 5e-4) / (PAPER["interaction_ratio"] - 5e-4)
             ok = abs(c.ci_low) <= hi_i and abs(c.ci_high) >= lo_i if c.estimate > 0 else \
                 abs(c.ci_high) <= hi_i and abs(c.ci_low) >= lo_i
-            add("factorial", np.nan, t, f"abs(coef) = {implied_main:.3f} ({lo_i:.3f}..{hi_i:.3f}; largest main)", "implied",
-                c.estimate, c.ci_low, c.ci_high, "yes" if ok else "no")
+            rows.append(_point("factorial", np.nan, t,
+                               f"abs(coef) = {implied_main:.3f} ({lo_i:.3f}..{hi_i:.3f}; largest main)", "implied",
+                               c.estimate, c.ci_low, c.ci_high, "yes" if ok else "no"))
         elif t in main_terms:
-            add("factorial", np.nan, t, f"abs(coef) <= {implied_main:.3f}", "implied", c.estimate, c.ci_low, c.ci_high,
-                "yes" if c.ci_low <= implied_main and c.ci_high >= -implied_main else "no")
+            rows.append(_point("factorial", np.nan, t, f"abs(coef) <= {implied_main:.3f}", "implied", c.estimate,
+                               c.ci_low, c.ci_high,
+                               "yes" if c.ci_low <= implied_main and c.ci_high >= -implied_main else "no"))
         else:
             bound = abs(PAPER["coef_AC"])
-            add("factorial", np.nan, t, f"abs(coef) <= {bound:.3f}", "implied", c.estimate, c.ci_low, c.ci_high,
-                "yes" if c.ci_low <= bound and c.ci_high >= -bound else "no")
-    h = headline.loc["interaction_ratio"]
-    add("factorial", np.nan, "interaction ratio", f"{PAPER['interaction_ratio']:.3f}", "reported", h.tabsim, h.ci_low,
-        h.ci_high, "no" if h.beyond_seed_noise else "yes")
-    return pd.DataFrame(rows)
+            rows.append(_point("factorial", np.nan, t, f"abs(coef) <= {bound:.3f}", "implied", c.estimate, c.ci_low,
+                               c.ci_high, "yes" if c.ci_low <= bound and c.ci_high >= -bound else "no"))
+    return rows
 
 
 def settings_changes(s: Settings, cfg) -> list[str]:

@@ -58,27 +58,43 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     """``report.md``: the headline table, every point beside the paper, then one section per study.
 
     ``figures``: whether ``figures/`` was written (``--no-figure``: the report names none)."""
-    summ, fit, ratio, x = a["sweep_summary"], a["fit"], a["ratio"], a["crossover"]
-    every = compare_every_point(a, s)
-    L = []
-    L.append("# tabsim reproduce: the reference study (arXiv 2606.05932)\n")
+    L = _intro(s, cfg, wall, prov, figures)
+    L += _headline(cmp, reasons, s, cfg)
+    L += _every_point(a, s)
+    notes = remarks(a, cfg)
+    L += _sweep_section(a, notes)
+    L += _factorial_section(a, s, notes)
+    L += _gate_section(a, s, cfg, notes)
+    L += _families_section(a, s)
+    L += _power_section(a, s, figures)
+    L += _files_section(prov, figures)
+    return "\n".join(L)
+
+
+def _intro(s: Settings, cfg, wall: float, prov: dict, figures: bool) -> list[str]:
+    """The title and the paragraph on sizes, wall time and intervals."""
     sets = ", ".join(f"`{k}={value_at(s.overrides, k)}`" for k in dotted_keys(s.overrides))
-    L.append(f"Preset `{s.preset}`, scale `{s.scale}`" + (f", overrides {sets}" if sets else "")
-             + f": N={cfg.task.n_prompts} prompts, K={cfg.task.n_answers} answers "
-             f"(k={cfg.task.n_correct} correct), G={cfg.train.group_size}, batch {cfg.train.batch_size}; "
-             f"{s.seeds} seeds x {s.steps} steps per condition (sweep, crossover grid, gate, families, power), "
-             f"{s.factorial_seeds} seeds x {s.factorial_steps} steps per factorial cell. "
-             f"Wall time {wall:.1f} s for the studies (compilation{' and figures' if figures else ''} included)"
-             + (f", {prov['process_seconds']:.1f} s since the process started (imports included)"
-                if prov.get("process_seconds") else "") + ". "
-             f"All intervals are {CI_LEVEL:.0%}: Student t over seeds for the partition terms and Fieller for "
-             f"their ratios (with {s.seeds} seeds the BCa bootstrap under-covers: about 0.88 against t's 0.95 on "
-             f"these very differences, see experiments/interval_coverage); "
-             f"seeds are the independent unit (arms of one seed share their random numbers). "
-             f"pass@1 is the exact policy mass on the correct answers.\n")
-    L.append("## Headline numbers: tabsim beside the paper\n")
-    L.append("`noise SE` is the standard error of the difference, assuming the paper's 8 seeds had tabsim's "
-             "per-seed spread: `se * sqrt(1 + n / 8)`; a difference beyond 1.96 of it is flagged.\n")
+    return ["# tabsim reproduce: the reference study (arXiv 2606.05932)\n",
+            f"Preset `{s.preset}`, scale `{s.scale}`" + (f", overrides {sets}" if sets else "")
+            + f": N={cfg.task.n_prompts} prompts, K={cfg.task.n_answers} answers "
+            f"(k={cfg.task.n_correct} correct), G={cfg.train.group_size}, batch {cfg.train.batch_size}; "
+            f"{s.seeds} seeds x {s.steps} steps per condition (sweep, crossover grid, gate, families, power), "
+            f"{s.factorial_seeds} seeds x {s.factorial_steps} steps per factorial cell. "
+            f"Wall time {wall:.1f} s for the studies (compilation{' and figures' if figures else ''} included)"
+            + (f", {prov['process_seconds']:.1f} s since the process started (imports included)"
+               if prov.get("process_seconds") else "") + ". "
+            f"All intervals are {CI_LEVEL:.0%}: Student t over seeds for the partition terms and Fieller for "
+            f"their ratios (with {s.seeds} seeds the BCa bootstrap under-covers: about 0.88 against t's 0.95 on "
+            f"these very differences, see experiments/interval_coverage); "
+            f"seeds are the independent unit (arms of one seed share their random numbers). "
+            f"pass@1 is the exact policy mass on the correct answers.\n"]
+
+
+def _headline(cmp: pd.DataFrame, reasons: dict, s: Settings, cfg) -> list[str]:
+    """The headline numbers beside the paper's, with the settings this run changes and each difference."""
+    L = ["## Headline numbers: tabsim beside the paper\n",
+         "`noise SE` is the standard error of the difference, assuming the paper's 8 seeds had tabsim's "
+         "per-seed spread: `se * sqrt(1 + n / 8)`; a difference beyond 1.96 of it is flagged.\n"]
     t = cmp.assign(interval=[_ci(lo, hi) for lo, hi in zip(cmp.ci_low, cmp.ci_high)])
     t = t[["label", "paper", "tabsim", "interval", "noise_se", "z", "beyond_seed_noise"]]
     t.columns = ["quantity", "paper", "tabsim", "tabsim 95% CI", "noise SE", "z", "differs beyond seed noise"]
@@ -97,15 +113,20 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
                  f"paper's {row.paper:.3f}, a difference of {row.difference:+.3f} = {row.z:+.1f} noise SE. "
                  f"Reason: {reasons[row.quantity]}.")
     L.append("")
+    return L
 
-    L.append("## Every point beside the paper\n")
-    L.append("Every point of the prior sweep and every factorial term. `reported`: a number the paper gives; "
-             "`implied`: what its design or its numbers entail (on-policy updates without a clip give d_null = 0; "
-             f"d_elicit is negative below the crossover p* = {a['mode_switch']:.3f} and positive above, so the rd "
-             "fraction is above 1 below it and below 1 above; |AC| / 0.385 is the largest main coefficient and "
-             "|AC| bounds the other interactions when AC is the largest interaction). `agrees`: the tabsim interval "
-             "contains the paper's value or lies on its side (`undetermined` when it straddles the claim); reported "
-             "values use the seed-noise rule of the table above.\n")
+
+def _every_point(a: dict, s: Settings) -> list[str]:
+    """Every sweep point and factorial term beside the paper's reported or implied number."""
+    every = compare_every_point(a, s)
+    L = ["## Every point beside the paper\n",
+         "Every point of the prior sweep and every factorial term. `reported`: a number the paper gives; "
+         "`implied`: what its design or its numbers entail (on-policy updates without a clip give d_null = 0; "
+         f"d_elicit is negative below the crossover p* = {a['mode_switch']:.3f} and positive above, so the rd "
+         "fraction is above 1 below it and below 1 above; |AC| / 0.385 is the largest main coefficient and "
+         "|AC| bounds the other interactions when AC is the largest interaction). `agrees`: the tabsim interval "
+         "contains the paper's value or lies on its side (`undetermined` when it straddles the claim); reported "
+         "values use the seed-noise rule of the table above.\n"]
     ev = every.assign(interval=[_ci(lo, hi) for lo, hi in zip(every.ci_low, every.ci_high)])
     ev = ev[["section", "p_s", "term", "paper", "paper_kind", "tabsim", "interval", "agrees"]].rename(
         columns={"interval": "tabsim 95% CI", "paper_kind": "paper's number is"})
@@ -115,8 +136,13 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     n_und = int((every.agrees == "undetermined").sum())
     L.append(f"{len(every) - n_no - n_und} of {len(every)} comparisons agree, {n_no} disagree, "
              f"{n_und} undetermined.\n")
+    return L
 
-    L.append("## 1. Prior sweep and the crossover\n")
+
+def _sweep_section(a: dict, notes: dict) -> list[str]:
+    """Section 1: the partition at each prior and the crossover of d_elicit."""
+    summ, x = a["sweep_summary"], a["crossover"]
+    L = ["## 1. Prior sweep and the crossover\n"]
     wide = summ.pivot(index="prior_strength", columns="term", values="estimate")
     sp = a["sweep_seeds"].groupby("prior_strength")[["acc_frozen", "acc_random", "acc_majority", "acc_true"]].mean()
     rows = []
@@ -142,13 +168,17 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
                  f"becomes a correct answer at p* = k(1+fK)/(k(1+fK)+K-k) = {a['mode_switch']:.3f}.\n")
     else:
         L.append("**Crossover**: mean d_elicit does not change sign on the grid at this size.\n")
-    notes = remarks(a, cfg)
     L += [n + "\n" for n in notes["sweep"]]
+    return L
 
-    L.append("## 2. The 2x2x2 factorial\n")
-    L.append(f"Seed-level OLS `{fit.formula}` on final pass@1 ({s.factorial_seeds} seeds per cell), "
-             "A = reward (TRUE +1, MAJORITY -1), B = dynamic-sampling filter (on +1, off -1), C = prior "
-             f"({STRONG_PRIOR} +1, {WEAK_PRIOR} -1). A coefficient is half the high-minus-low contrast.\n")
+
+def _factorial_section(a: dict, s: Settings, notes: dict) -> list[str]:
+    """Section 2: the factorial's ANOVA, coefficients and interaction ratio."""
+    fit, ratio = a["fit"], a["ratio"]
+    L = ["## 2. The 2x2x2 factorial\n",
+         f"Seed-level OLS `{fit.formula}` on final pass@1 ({s.factorial_seeds} seeds per cell), "
+         "A = reward (TRUE +1, MAJORITY -1), B = dynamic-sampling filter (on +1, off -1), C = prior "
+         f"({STRONG_PRIOR} +1, {WEAK_PRIOR} -1). A coefficient is half the high-minus-low contrast.\n"]
     an = fit.anova.reset_index().rename(columns={"index": "source"})
     L.append("ANOVA (type 3):\n\n" + md_table(an, 4) + "\n")
     co = fit.coefficients[["term", "estimate", "std_err", "ci_low", "ci_high", "p_value", "p_holm"]]
@@ -159,13 +189,17 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
              f"threshold {ADDITIVITY_THRESHOLD}: **{ratio.decision}** (interval rule); the reference's point rule "
              f"says {ratio.reference_decision}.\n")
     L += [n + "\n" for n in notes["factorial"]]
+    return L
 
-    L.append("## 3. Points-vs-bounds pilot gate\n")
-    L.append(f"One pilot = {s.pilot_seeds} seeds. A term is a point when its t CI excludes 0 and is narrower than "
-             f"the pre-set tolerance {GATE_TOLERANCE}, a sign when it excludes 0 but is wider, bounds otherwise "
-             "(then the CI intersected with [-1, 1] is the bound). The reference gate: points iff the percentile "
-             "CI of d_elicit excludes 0. Strong: p_s = 0.80 with the format boost; uniform: p_s = k/K = "
-             f"{uniform_prior(cfg):.2f} with format_boost 0 (every answer equally likely, near the crossover).\n")
+
+def _gate_section(a: dict, s: Settings, cfg, notes: dict) -> list[str]:
+    """Section 3: the pilot gate's classes and their stability across pilots."""
+    L = ["## 3. Points-vs-bounds pilot gate\n",
+         f"One pilot = {s.pilot_seeds} seeds. A term is a point when its t CI excludes 0 and is narrower than "
+         f"the pre-set tolerance {GATE_TOLERANCE}, a sign when it excludes 0 but is wider, bounds otherwise "
+         "(then the CI intersected with [-1, 1] is the bound). The reference gate: points iff the percentile "
+         "CI of d_elicit excludes 0. Strong: p_s = 0.80 with the format boost; uniform: p_s = k/K = "
+         f"{uniform_prior(cfg):.2f} with format_boost 0 (every answer equally likely, near the crossover).\n"]
     gp = a["gate_pilot"][["condition", "term", "estimate", "ci_low", "ci_high", "width", "classification",
                           "bound_low", "bound_high", "reference_gate"]]
     L.append(md_table(gp) + "\n")
@@ -174,20 +208,28 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     L.append(f"Stability over {s.pilot_replicates} disjoint pilots of {s.pilot_seeds} seeds (t CIs): "
              "fraction of pilots giving each class.\n\n" + md_table(st, 2) + "\n")
     L += [n + "\n" for n in notes["gate"]]
+    return L
 
-    L.append("## 4. Simulated families and verdicts\n")
-    L.append(f"Rule (the reference study's, docs/science.md): elicitation share > {SHARE_THRESHOLD} -> ELICITATION_DOMINATED, else rd share > "
-             f"{SHARE_THRESHOLD} -> REWARD_DESIGN_DOMINATED, else MIXED; on the Fieller intervals a deciding share "
-             f"that straddles {SHARE_THRESHOLD} gives INCONCLUSIVE. Families use fresh seeds "
-             f"({FAMILY_SEED0}..{FAMILY_SEED0 + s.seeds - 1}).\n")
+
+def _families_section(a: dict, s: Settings) -> list[str]:
+    """Section 4: the two simulated families and their share verdicts."""
+    L = ["## 4. Simulated families and verdicts\n",
+         f"Rule (the reference study's, docs/science.md): elicitation share > {SHARE_THRESHOLD} -> ELICITATION_DOMINATED, else rd share > "
+         f"{SHARE_THRESHOLD} -> REWARD_DESIGN_DOMINATED, else MIXED; on the Fieller intervals a deciding share "
+         f"that straddles {SHARE_THRESHOLD} gives INCONCLUSIVE. Families use fresh seeds "
+         f"({FAMILY_SEED0}..{FAMILY_SEED0 + s.seeds - 1}).\n"]
     v = a["verdicts"].assign(elicitation_ci=lambda d: [_ci(lo, hi) for lo, hi in
                                                        zip(d.elicitation_ci_low, d.elicitation_ci_high)],
                              rd_ci=lambda d: [_ci(lo, hi) for lo, hi in zip(d.rd_ci_low, d.rd_ci_high)])
     v = v[["family", "elicitation_share", "elicitation_ci", "rd_share", "rd_ci", "verdict", "point_verdict", "reason"]]
     L.append(md_table(v) + "\n")
+    return L
 
-    L.append(f"## 5. Power at p_s = {POWER_PRIOR:.2f}\n")
-    L.append(f"From a pilot of {s.power_seeds} seeds, 1000 simulated studies per seed count (t intervals).\n")
+
+def _power_section(a: dict, s: Settings, figures: bool) -> list[str]:
+    """Section 5: the power curve, the recommended seed counts and the smallest detectable difference."""
+    L = [f"## 5. Power at p_s = {POWER_PRIOR:.2f}\n",
+         f"From a pilot of {s.power_seeds} seeds, 1000 simulated studies per seed count (t intervals).\n"]
     pc = a["power_curve"][["term", "n_seeds", "pilot_estimate", "mean_half_width", "detection_rate"]]
     L.append(md_table(pc, 4) + "\n")
     for term, rec in a["power_recommend"].items():
@@ -197,15 +239,18 @@ def render_report(a: dict, cmp: pd.DataFrame, reasons: dict, s: Settings, cfg, w
     mde = a["power_mde"].pivot(index="n_seeds", columns="term", values="mde").reset_index()
     L.append("Smallest true difference detected with 80% power by a two-sided t test at 5%, from the pilot's "
              f"per-seed spread{' (`figures/power`)' if figures else ''}:\n\n" + md_table(mde, 4) + "\n")
+    return L
 
-    L.append("## Files and provenance\n")
-    L.append("`summary.json` (headline numbers), `tables/*.csv` (every table above), `data/*.parquet|csv` "
-             "(tidy run frames, one row per condition x seed x arm x eval step), "
-             + ("`figures/*.png` (and `.pdf` with `--pdf`), " if figures else "no figures (`--no-figure`), ") +
-             "`config.json` (settings and designs), `provenance.json`.\n")
-    L.append(f"tabsim {prov.get('tabsim_version')}, commit `{prov.get('git_commit')}`, jax {prov.get('jax')} on "
-             f"{prov.get('backend')}, {prov.get('time_utc')}.\n")
-    return "\n".join(L)
+
+def _files_section(prov: dict, figures: bool) -> list[str]:
+    """The files written and the provenance line."""
+    return ["## Files and provenance\n",
+            "`summary.json` (headline numbers), `tables/*.csv` (every table above), `data/*.parquet|csv` "
+            "(tidy run frames, one row per condition x seed x arm x eval step), "
+            + ("`figures/*.png` (and `.pdf` with `--pdf`), " if figures else "no figures (`--no-figure`), ") +
+            "`config.json` (settings and designs), `provenance.json`.\n",
+            f"tabsim {prov.get('tabsim_version')}, commit `{prov.get('git_commit')}`, jax {prov.get('jax')} on "
+            f"{prov.get('backend')}, {prov.get('time_utc')}.\n"]
 
 
 def summary_json(a: dict, cmp: pd.DataFrame, s: Settings) -> dict:
