@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import string
 from typing import Mapping, Optional, Sequence
 
@@ -24,9 +23,9 @@ import pandas as pd
 
 from tabsim.stats import _validate as v
 from tabsim.stats.effects import balanced_fit, effect_matrix, holm, is_balanced_two_level
+from tabsim.stats.terms import native, quote, readable_term
 
 ADDITIVITY_DECISIONS = ("additive", "non-additive", "inconclusive")
-_FACTOR_CODE = re.compile(r"^\s*C\(\s*(?:Q\(\s*(['\"])(?P<q>.+?)\1\s*\)|(?P<name>[A-Za-z_][A-Za-z0-9_.]*))")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,66 +72,6 @@ class FactorialResult:
         return self.fitted is None
 
 
-def _quote(name: str) -> str:
-    return name if name.isidentifier() else f"Q({name!r})"
-
-
-def _native(x):
-    return x.item() if isinstance(x, np.generic) else x
-
-
-def _variable_of(code: str) -> Optional[str]:
-    m = _FACTOR_CODE.match(code)
-    if m:
-        return m.group("q") or m.group("name")
-    code = code.strip()
-    q = re.fullmatch(r"Q\(\s*(['\"])(.+?)\1\s*\)", code)
-    return q.group(2) if q else code
-
-
-def _split_column(name: str, codes: list[str]) -> Optional[list[Optional[str]]]:
-    """Level label of each factor piece of a design column name, or None if it cannot be parsed."""
-    pos, out = 0, []
-    for i, code in enumerate(codes):
-        if not name.startswith(code, pos):
-            return None
-        pos += len(code)
-        if pos < len(name) and name[pos] == "[":
-            end = len(name) - 1 if i == len(codes) - 1 else name.find("]:" + codes[i + 1], pos)
-            if end < 0 or name[end] != "]":
-                return None
-            label = name[pos + 1:end]
-            out.append(label[2:] if label[:2] in ("S.", "T.") else label)
-            pos = end + 1
-        else:
-            out.append(None)
-        if i < len(codes) - 1:
-            if name[pos:pos + 1] != ":":
-                return None
-            pos += 1
-    return out if pos == len(name) else None
-
-
-def _readable(column: str, codes: list[str], letters: dict, n_levels: dict) -> str:
-    if not codes:
-        return "intercept"
-    labels = _split_column(column, codes)
-    if labels is None:
-        return column
-    pieces = []
-    for code, label in zip(codes, labels):
-        var = _variable_of(code)
-        if var not in letters:
-            pieces.append(code if label is None else f"{code}[{label}]")
-        elif n_levels.get(var) == 2 or label is None:
-            pieces.append(letters[var])
-        else:
-            pieces.append(f"{letters[var]}[{label}]")
-    if all(p in letters.values() for p in pieces):
-        return "".join(pieces)
-    return ":".join(pieces)
-
-
 def fit_factorial(
     df: pd.DataFrame,
     *,
@@ -166,6 +105,37 @@ def fit_factorial(
     Returns:
       :class:`FactorialResult`.
     """
+    factors, level, levels = _check_arguments(df, response, factors, formula, levels, anova_typ, ci)
+    rows, order = _select_levels(df, factors, levels, step, response)
+    cells = _check_cells(rows, factors, order, formula)
+    design = _design_frame(rows, factors, order, response, formula)
+    default = formula is None
+    if default:
+        formula = f"{quote(response)} ~ " + " * ".join(f"C({quote(f)}, Sum)" for f in factors)
+
+    letters = {f: string.ascii_uppercase[i] for i, f in enumerate(factors)}
+    n_levels = {f: len(order[f]) for f in factors}
+    if default and is_balanced_two_level(cells, order, factors):
+        model = None
+        columns, codes, coefs, anova = balanced_fit(design, response, factors, order, level, anova_typ)
+    else:
+        model = _ols(formula, design)
+        anova, columns, codes, coefs = _statsmodels_rows(model, anova_typ, level)
+    coefs.insert(0, "term", [readable_term(c, cs, letters, n_levels) for c, cs in zip(columns, codes)])
+    coefs["p_holm"] = np.nan
+    effects = coefs["order"] > 0
+    pvals = coefs.loc[effects, "p_value"].to_numpy()
+    if effects.any() and np.isfinite(pvals).all():
+        coefs.loc[effects, "p_holm"] = holm(pvals)
+    return FactorialResult(
+        formula=formula, anova=anova, coefficients=coefs, design=design, response=response,
+        factors=factors, letters=letters, levels=order, ci_level=level, fitted=model,
+    )
+
+
+def _check_arguments(df, response, factors, formula, levels, anova_typ, ci) -> tuple[tuple, float, dict]:
+    """``(factors, level, levels)`` once the frame, the factors, the response, the formula and the levels
+    are checked."""
     v.check_frame(df)
     factors = v.as_tuple(factors, "factors")
     if not factors:
@@ -186,13 +156,17 @@ def fit_factorial(
     unknown = [k for k in levels if k not in factors]
     if unknown:
         raise ValueError(f"levels names {unknown}, which are not factors {list(factors)}")
+    return factors, level, levels
 
+
+def _select_levels(df, factors, levels, step, response) -> tuple[pd.DataFrame, dict]:
+    """``(rows, order)``: the rows at the chosen levels (and step), and each factor's levels, first coded +1."""
     rows = df
     order: dict = {}
     for f in factors:
         present = pd.unique(rows[f].dropna())
         if f in levels:
-            want = [_native(x) for x in levels[f]]
+            want = [native(x) for x in levels[f]]
             if len(want) < 2 or len(set(want)) != len(want):
                 raise ValueError(f"levels[{f!r}] must list at least 2 distinct levels, got {levels[f]!r}")
             absent = [x for x in want if x not in set(present.tolist())]
@@ -205,11 +179,16 @@ def fit_factorial(
         else:
             if len(present) < 2:
                 raise ValueError(f"factor {f!r} needs at least 2 levels, found {present.tolist()}")
-            order[f] = tuple(_native(x) for x in sorted(present.tolist()))
+            order[f] = tuple(native(x) for x in sorted(present.tolist()))
     if "step" in rows.columns and step is not None:
         rows = v.select_step(rows, step, list(factors))
     v.check_finite_column(rows, response)
+    return rows, order
 
+
+def _check_cells(rows, factors, order, formula) -> pd.Series:
+    """Seeds per cell, once the full factorial (without a formula) has every cell with 2 seeds or more
+    and no seed appears twice in a cell."""
     cells = rows.groupby(list(factors), sort=False, observed=True).size()
     n_cells = int(np.prod([len(order[f]) for f in factors]))
     if formula is None:
@@ -228,7 +207,11 @@ def fit_factorial(
             "several rows share (factors..., seed); filter the other conditions (or steps) so each "
             "seed appears once per cell"
         )
+    return cells
 
+
+def _design_frame(rows, factors, order, response, formula) -> pd.DataFrame:
+    """The fitted rows (every column with a formula), factors as ordered categoricals in ``order``."""
     keep = [c for c in rows.columns if c in ("seed",) or c in factors or c == response]
     if formula is not None:
         keep = list(rows.columns)
@@ -236,30 +219,9 @@ def fit_factorial(
     for f in factors:  # each distinct value matched once, not once a row
         codes, uniques = pd.factorize(design[f])
         at = {x: i for i, x in enumerate(order[f])}
-        lookup = np.array([at.get(_native(x), -1) for x in uniques] + [-1], dtype=np.int64)
+        lookup = np.array([at.get(native(x), -1) for x in uniques] + [-1], dtype=np.int64)
         design[f] = pd.Categorical.from_codes(lookup[codes], categories=list(order[f]), ordered=True)
-    default = formula is None
-    if default:
-        formula = f"{_quote(response)} ~ " + " * ".join(f"C({_quote(f)}, Sum)" for f in factors)
-
-    letters = {f: string.ascii_uppercase[i] for i, f in enumerate(factors)}
-    n_levels = {f: len(order[f]) for f in factors}
-    if default and is_balanced_two_level(cells, order, factors):
-        model = None
-        columns, codes, coefs, anova = balanced_fit(design, response, factors, order, level, anova_typ)
-    else:
-        model = _ols(formula, design)
-        anova, columns, codes, coefs = _statsmodels_rows(model, anova_typ, level)
-    coefs.insert(0, "term", [_readable(c, cs, letters, n_levels) for c, cs in zip(columns, codes)])
-    coefs["p_holm"] = np.nan
-    effects = coefs["order"] > 0
-    pvals = coefs.loc[effects, "p_value"].to_numpy()
-    if effects.any() and np.isfinite(pvals).all():
-        coefs.loc[effects, "p_holm"] = holm(pvals)
-    return FactorialResult(
-        formula=formula, anova=anova, coefficients=coefs, design=design, response=response,
-        factors=factors, letters=letters, levels=order, ci_level=level, fitted=model,
-    )
+    return design
 
 
 def _ols(formula: str, design: pd.DataFrame):
