@@ -21,6 +21,7 @@ import pandas as pd
 
 from tabsim.stats import _validate as v
 from tabsim.stats import intervals
+from tabsim.stats.roots import first_roots, percentile_root_interval, resampled_roots
 
 ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy")
 MAJORITY_ARMS = ("majority", "majority_offline")
@@ -76,6 +77,26 @@ def seed_partition(
       DataFrame with one row per (by..., seed) and columns ``*by, seed, [step,] acc_frozen,
       acc_random, acc_majority, acc_true, d_null, d_elicit, d_rd, d_naive, d_total``.
     """
+    by, arms = _check_partition_arguments(df, by, metric, majority_arm)
+    rows = df[df["arm"].isin(list(arms))]
+    rows = v.select_step(rows, step, [*by, "arm"])
+    v.check_finite_column(rows, metric)
+    _check_groups(rows, by, arms, step)
+    _check_unique_rows(rows, [*by, "seed", "arm"])
+    out = _paired_accuracies(rows, by, arms, metric, step)
+    f, r, m, t = (out[c].to_numpy(float) for c in ACC_COLUMNS)
+    out["d_null"] = r - f
+    out["d_elicit"] = m - r
+    out["d_rd"] = t - m
+    out["d_naive"] = t - r
+    out["d_total"] = t - f
+    out.attrs.update(metric=metric, majority_arm=majority_arm, by=list(by))
+    check_identity(out)
+    return out
+
+
+def _check_partition_arguments(df, by, metric, majority_arm) -> tuple[tuple, dict]:
+    """``(by, arms)``: the condition columns, and each arm of the partition -> its accuracy column."""
     v.check_frame(df)
     by = v.as_tuple(by, "by")
     if not isinstance(majority_arm, str) or majority_arm not in MAJORITY_ARMS:
@@ -87,12 +108,11 @@ def seed_partition(
             f"by must name condition columns, not {clash} (seed, arm, step and the metric have fixed roles)"
         )
     v.check_columns(df, ("seed", "arm", metric, *by), role="seed, arm, metric and by columns")
-    arms = {"frozen": "acc_frozen", "random": "acc_random", majority_arm: "acc_majority", "true": "acc_true"}
+    return by, {"frozen": "acc_frozen", "random": "acc_random", majority_arm: "acc_majority", "true": "acc_true"}
 
-    rows = df[df["arm"].isin(list(arms))]
-    rows = v.select_step(rows, step, [*by, "arm"])
-    v.check_finite_column(rows, metric)
 
+def _check_groups(rows, by, arms, step) -> None:
+    """Every group has every arm, and with ``step="final"`` the trained arms end at one step."""
     for key, sub in v.group_items(rows, by):
         present = set(sub["arm"])
         for arm in arms:
@@ -108,7 +128,10 @@ def seed_partition(
                     f"the trained arms end at different steps in {v.describe_group(key)}: "
                     f"{trained.to_dict()}; pass an explicit int step"
                 )
-    keys = [*by, "seed", "arm"]
+
+
+def _check_unique_rows(rows, keys) -> None:
+    """One row per (by..., seed, arm); the message names the columns that vary among clashing rows."""
     dup = rows.duplicated(keys, keep=False)
     if dup.any():
         first_key, clashing = next(iter(rows[dup].groupby(keys, sort=False, dropna=False)))
@@ -119,6 +142,9 @@ def seed_partition(
             f"among them: {varying}; add the condition columns to by or filter the frame"
         )
 
+
+def _paired_accuracies(rows, by, arms, metric, step) -> pd.DataFrame:
+    """One row per (by..., seed) with each arm's accuracy (and the trained arms' final step)."""
     wide = rows.pivot(index=[*by, "seed"], columns="arm", values=metric)
     missing = wide[list(arms)].isna()
     if missing.to_numpy().any():
@@ -135,14 +161,6 @@ def seed_partition(
                  .rename("step").reset_index())
         out = out.merge(final, on=[*by, "seed"], how="left")
         out = out[[*by, "seed", "step", *ACC_COLUMNS]]
-    f, r, m, t = (out[c].to_numpy(float) for c in ACC_COLUMNS)
-    out["d_null"] = r - f
-    out["d_elicit"] = m - r
-    out["d_rd"] = t - m
-    out["d_naive"] = t - r
-    out["d_total"] = t - f
-    out.attrs.update(metric=metric, majority_arm=majority_arm, by=list(by))
-    check_identity(out)
     return out
 
 
@@ -301,44 +319,6 @@ class CrossoverResult:
     method: str = "percentile"
 
 
-def _first_roots(grid: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First root of each row of ``means [B, P]`` by linear interpolation on ``grid [P]``."""
-    zero = means == 0
-    change = np.zeros_like(zero)
-    change[:, :-1] = means[:, :-1] * means[:, 1:] < 0
-    event = zero | change
-    has = event.any(axis=1)
-    first = np.argmax(event, axis=1)
-    nxt = np.minimum(first + 1, grid.size - 1)
-    rows = np.arange(means.shape[0])
-    m0, m1 = means[rows, first], means[rows, nxt]
-    p0, p1 = grid[first], grid[nxt]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        interp = p0 - m0 * (p1 - p0) / (m1 - m0)
-    root = np.where(zero[rows, first], p0, interp)
-    return np.where(has, root, np.nan), has
-
-
-def _resampled_roots(grid: np.ndarray, per_prior: list, n_resamples: int, rng, paired: bool):
-    """``(roots, has_root, means [n_resamples, P])`` of the mean curves of seeds drawn with replacement.
-
-    Unpaired, each prior draws ``rng.integers(0, n_p, size=(n_resamples, n_p))`` in turn. Paired, one draw
-    serves every prior: each resample is then a count of each seed, and its means are ``counts @ values / n``
-    (one product for the grid instead of a gather of ``n_resamples x n`` values per prior).
-    """
-    if paired:
-        n = per_prior[0].size
-        idx = rng.integers(0, n, size=(n_resamples, n))
-        idx += n * np.arange(n_resamples)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
-        boot = (counts.astype(float) @ np.stack(per_prior, axis=1)) / n
-    else:
-        boot = np.stack([x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1) for x in per_prior],
-                        axis=1)
-    roots, has = _first_roots(grid, boot)
-    return roots, has, boot
-
-
 def locate_crossover(
     seed_df_by_prior: pd.DataFrame,
     *,
@@ -382,6 +362,36 @@ def locate_crossover(
       :class:`CrossoverResult`.
     """
     df = seed_df_by_prior
+    level, method, n_resamples, rng = _check_crossover_arguments(df, prior_col, term, ci, method, n_resamples,
+                                                                 random_state)
+    priors, values, grid_arr = _crossover_grid(df, prior_col, term, grid)
+    per_prior = _values_per_prior(df, priors, values, grid_arr, prior_col, paired)
+
+    point = np.array([x.mean() for x in per_prior])
+    est_arr, has_point = first_roots(grid_arr, point[None, :])
+    estimate = float(est_arr[0])
+
+    roots, has, boot = resampled_roots(grid_arr, per_prior, n_resamples, rng, paired)
+
+    direction = None
+    frac_below = frac_above = float("nan")
+    lo = hi = float("nan")
+    if has_point[0]:
+        direction, frac_below, frac_above, lo, hi = percentile_root_interval(point, roots, has, boot, level)
+    if method == "t":
+        vals = np.stack(per_prior, axis=1) if paired else per_prior
+        band = intervals.root_t_interval(grid_arr, vals, ci=level, paired=paired, estimate=estimate)
+        lo, hi = band.low, band.high
+    curve = pd.DataFrame({prior_col: grid_arr, f"mean_{term}": point, "n_seeds": [x.size for x in per_prior]})
+    return CrossoverResult(
+        estimate=estimate, ci_low=lo, ci_high=hi, ci_level=level, root_fraction=float(has.mean()),
+        frac_below_grid=frac_below, frac_above_grid=frac_above, direction=direction,
+        n_resamples=n_resamples, curve=curve, method=method,
+    )
+
+
+def _check_crossover_arguments(df, prior_col, term, ci, method, n_resamples, random_state) -> tuple:
+    """``(level, method, n_resamples, rng)`` once the frame and the settings of the search are checked."""
     v.check_frame(df, "seed_df_by_prior")
     if not isinstance(term, str):
         raise ValueError(f"term must be a column name, got {term!r}")
@@ -392,6 +402,11 @@ def locate_crossover(
     rng = v.make_rng(random_state)
     if set(ACC_COLUMNS + DIFFERENCE_TERMS) <= set(df.columns):
         check_identity(df)
+    return level, method, n_resamples, rng
+
+
+def _crossover_grid(df, prior_col, term, grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(priors, values, grid)``: the prior and term columns, and the sorted grid (each value present)."""
     priors = v.check_finite_column(df, prior_col, name="seed_df_by_prior")
     values = v.check_finite_column(df, term, name="seed_df_by_prior")
     present = np.unique(priors)
@@ -406,7 +421,12 @@ def locate_crossover(
             )
     if grid_arr.size < 2:
         raise ValueError(f"grid needs at least 2 prior values, got {grid_arr.tolist()}")
+    return priors, values, grid_arr
 
+
+def _values_per_prior(df, priors, values, grid_arr, prior_col, paired) -> list[np.ndarray]:
+    """The term's values at each grid prior, sorted by seed; seeds unique per prior (the same at every
+    prior when paired)."""
     per_prior, seed_sets = [], []
     for g in grid_arr:
         mask = np.isclose(priors, g, rtol=0, atol=1e-12)
@@ -421,39 +441,4 @@ def locate_crossover(
         seed_sets.append(tuple(sub["seed"]))
     if paired and len(set(seed_sets)) != 1:
         raise ValueError("paired=True needs the same seeds at every prior value of the grid")
-
-    point = np.array([x.mean() for x in per_prior])
-    est_arr, has_point = _first_roots(grid_arr, point[None, :])
-    estimate = float(est_arr[0])
-
-    roots, has, boot = _resampled_roots(grid_arr, per_prior, n_resamples, rng, paired)
-
-    direction = None
-    frac_below = frac_above = float("nan")
-    lo = hi = float("nan")
-    if has_point[0]:
-        nonzero = point[point != 0]
-        # The sign at the low end of the grid tells which side a root-free resample's root is on.
-        low_sign = np.sign(nonzero[0]) if nonzero.size else 0.0
-        direction = "increasing" if low_sign < 0 else "decreasing" if low_sign > 0 else None
-        positive = np.all(boot > 0, axis=1) & ~has
-        negative = np.all(boot < 0, axis=1) & ~has
-        below = positive if low_sign < 0 else negative
-        above = negative if low_sign < 0 else positive
-        frac_below, frac_above = float(below.mean()), float(above.mean())
-        censored = np.where(below, -np.inf, np.where(above, np.inf, roots))
-        if low_sign != 0 and np.isfinite(censored[has]).all():
-            alpha = 1.0 - level
-            with np.errstate(invalid="ignore"):
-                q = np.quantile(censored, [alpha / 2.0, 1.0 - alpha / 2.0])
-            lo, hi = (float(b) if np.isfinite(b) else float("nan") for b in q)
-    if method == "t":
-        vals = np.stack(per_prior, axis=1) if paired else per_prior
-        band = intervals.root_t_interval(grid_arr, vals, ci=level, paired=paired, estimate=estimate)
-        lo, hi = band.low, band.high
-    curve = pd.DataFrame({prior_col: grid_arr, f"mean_{term}": point, "n_seeds": [x.size for x in per_prior]})
-    return CrossoverResult(
-        estimate=estimate, ci_low=lo, ci_high=hi, ci_level=level, root_fraction=float(has.mean()),
-        frac_below_grid=frac_below, frac_above_grid=frac_above, direction=direction,
-        n_resamples=n_resamples, curve=curve, method=method,
-    )
+    return per_prior
