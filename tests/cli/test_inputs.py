@@ -625,13 +625,13 @@ def test_check_memory_names_the_estimate_and_the_knobs():
 
 def test_run_is_refused_before_compiling_and_chunks_shrink_to_fit(monkeypatch):
     import tabsim as ts
-    from tabsim.runtime import planning
+    from tabsim.runtime import memory, planning
     from tabsim.runtime import run as api
 
     cfg = ts.resolve({"preset": "paper", "task": {"n_prompts": 20000}, "train": {"seeds": 2, "steps": 2},
                       "sweep": {"lr": [0.01, 0.02, 0.04, 0.08]}})
     one = planning.estimate_bytes(cfg, 1, 2)
-    monkeypatch.setattr(planning, "available_bytes", lambda: planning.RUNTIME_BYTES + 2 * one + 1)
+    monkeypatch.setattr(memory, "available_bytes", lambda: planning.RUNTIME_BYTES + 2 * one + 1)
     assert planning.conditions_per_chunk(cfg, 4, 2) == 2  # the default chunk shrinks to what fits
 
     def never(*a, **k):
@@ -640,7 +640,7 @@ def test_run_is_refused_before_compiling_and_chunks_shrink_to_fit(monkeypatch):
     monkeypatch.setattr(api.ConditionChunk, "__call__", never)
     with pytest.raises(ts.ConfigError, match="train.chunk_conditions = 2"):
         ts.run(cfg, train={"chunk_conditions": 4})
-    monkeypatch.setattr(planning, "available_bytes", lambda: planning.RUNTIME_BYTES + one // 2)
+    monkeypatch.setattr(memory, "available_bytes", lambda: planning.RUNTIME_BYTES + one // 2)
     with pytest.raises(ts.ConfigError, match="memory: one condition"):
         ts.run(cfg)
 
