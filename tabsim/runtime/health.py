@@ -110,7 +110,7 @@ class LostWorkers:
 
     def __init__(self, ex):
         self.ex, self.at = ex, 0.0
-        self.n_workers = max(1, ex.workers or len(ex._cpus) or ex._threads())
+        self.n_workers = max(1, ex.workers or len(ex._cpus) or ex.threads)
         self.t0 = time.monotonic()
         self.base = self._count()
 

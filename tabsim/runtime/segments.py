@@ -151,42 +151,58 @@ def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -
     ``segs``: :class:`tabsim.engine.Segments`; ``call(name, length, program, *args)`` runs a program (through
     the executable store); ``hooks``: checkpoints, progress and the estimate (None: none of them)."""
     plan = calls(segs.steps, segs.eval_every, segment)
-    init = segs.program("init")
-    task, state, sums, first = call("init", 0, init, seeds, hp)
-    stacked = not isinstance(first, dict)
-    outs: list = []  # evaluation points so far (metrics, or tables when evaluated together at the end)
-    diags: list = []
-    pos = 0
+    task, state, sums, first = call("init", 0, segs.program("init"), seeds, hp)
     path = hooks.path(digest_arrays(hp)) if hooks is not None else None
     meta = {"format": FORMAT, "job": hooks.job if hooks else "", "segment": segment, "calls": len(plan),
             "steps": segs.steps}
-    if path is not None and path.is_file():
-        loaded = _load(path, meta)
-        try:
-            if loaded is not None and 0 < loaded[0] < len(plan):
-                at, got = loaded
-                n_out = int(got["n_points"])
-                new = (_unflat("state", state, got), _unflat("sums", sums, got),
-                       [_unflat("outs", _like(first, n_out), got)] if n_out else [],
-                       [{k[6:]: v for k, v in got.items() if k.startswith("diags/")}] if n_out else [])
-                if n_out != sum(1 for c in plan[:at] if c[0] == "point") + sum(c[1] for c in plan[:at]
-                                                                               if c[0] == "intervals"):
-                    raise ValueError("points")
-                state, sums, outs, diags = new
-                pos = at
-        except (ValueError, KeyError):
-            pos = 0  # a checkpoint that does not fit this chunk: started again
-        if pos and hooks is not None:
-            hooks.resumed += pos
-            hooks.tick(pos)
-    snap = (pos, state, sums, len(outs))
-    saved_at = [pos]
-    last_save, save_cost = time.perf_counter(), 0.0
-    timed: list = []
+    pos, state, sums, outs, diags = _resume(path, meta, plan, state, sums, first, hooks)
+    _advance(segs, call, seeds, hp, task, plan, (pos, state, sums), outs, diags, hooks, _Checkpoints(path, meta, pos))
+    return _history(segs, call, seeds, hp, first, outs, diags)
 
-    def checkpoint(snapshot) -> None:
-        nonlocal last_save, save_cost
-        if path is None or snapshot[0] in (0, saved_at[0]):  # nothing new since the start or the last save
+
+def _resume(path: Path | None, meta: dict, plan: list, state, sums, first, hooks: Hooks | None):
+    """``(position, state, sums, points, diagnostics)`` to start from: a checkpoint of this chunk at ``path``
+    that fits it (its position ticked on the bar), else the chunk's start."""
+    outs: list = []  # evaluation points so far (metrics, or tables when evaluated together at the end)
+    diags: list = []
+    pos = 0
+    if path is None or not path.is_file():
+        return pos, state, sums, outs, diags
+    loaded = _load(path, meta)
+    try:
+        if loaded is not None and 0 < loaded[0] < len(plan):
+            at, got = loaded
+            n_out = int(got["n_points"])
+            new = (_unflat("state", state, got), _unflat("sums", sums, got),
+                   [_unflat("outs", _like(first, n_out), got)] if n_out else [],
+                   [{k[6:]: v for k, v in got.items() if k.startswith("diags/")}] if n_out else [])
+            if n_out != sum(1 for c in plan[:at] if c[0] == "point") + sum(c[1] for c in plan[:at]
+                                                                           if c[0] == "intervals"):
+                raise ValueError("points")
+            state, sums, outs, diags = new
+            pos = at
+    except (ValueError, KeyError):
+        pos = 0  # a checkpoint that does not fit this chunk: started again
+    if pos and hooks is not None:
+        hooks.resumed += pos
+        hooks.tick(pos)
+    return pos, state, sums, outs, diags
+
+
+class _Checkpoints:
+    """A chunk's checkpoints at ``path`` (None: none): every :data:`CHECKPOINT_SECONDS` at most (or 20 times
+    what one takes to write), and when the chunk is interrupted."""
+
+    def __init__(self, path: Path | None, meta: dict, pos: int):
+        self.path, self.meta, self.saved_at = path, meta, pos
+        self.last, self.cost = time.perf_counter(), 0.0
+
+    def due(self) -> bool:
+        return self.path is not None and time.perf_counter() - self.last >= max(CHECKPOINT_SECONDS, 20 * self.cost)
+
+    def save(self, snapshot, outs: list, diags: list) -> None:
+        """Write ``snapshot`` (position, state, sums, points so far): nothing new since the start or the last one."""
+        if self.path is None or snapshot[0] in (0, self.saved_at):
             return
         t0 = time.perf_counter()
         p, st, sm, n = snapshot
@@ -196,51 +212,67 @@ def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -
         if points is not None:
             arrays.update(_flat("outs", points[0]))
             arrays.update({f"diags/{k}": v for k, v in points[1].items()})
-        _save(path, {**meta, "pos": p}, arrays)
-        saved_at[0] = p
-        if p == snap[0]:
-            UNSAVED.discard(threading.get_ident())
-        last_save = time.perf_counter()
-        save_cost = last_save - t0
+        _save(self.path, {**self.meta, "pos": p}, arrays)
+        self.saved_at = p
+        UNSAVED.discard(threading.get_ident())  # the latest snapshot is saved
+        self.last = time.perf_counter()
+        self.cost = self.last - t0
 
+
+def _advance(segs, call, seeds, hp, task, plan: list, start: tuple, outs: list, diags: list, hooks: Hooks | None,
+             saves: _Checkpoints) -> None:
+    """Run the calls of ``plan`` from ``start`` = ``(position, state, sums)``, appending each evaluation point
+    to ``outs`` and ``diags``; between two calls: ticks, the estimate, checkpoints and a pending interrupt."""
+    pos, state, sums = start
+    snap = (pos, state, sums, len(outs))
+    timed: list = []
     try:
         while pos < len(plan):
             t0 = time.perf_counter()
-            name, n = plan[pos]
-            if name == "advance":
-                state, sums = call(name, n, segs.program(name, n), seeds, hp, task, state, sums)
-                jax.block_until_ready(state)
-            elif name == "point":
-                sums, (o, d) = jax.device_get(call(name, 0, segs.program(name), seeds, hp, task, state, sums))
-                outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:, None], o))
-                diags.append({k: np.asarray(v)[:, None] for k, v in d.items()})
-            else:
-                state, od = call(name, n, segs.program(name, n), seeds, hp, task, state)
-                o, d = jax.device_get(od)
-                outs.append(jax.tree_util.tree_map(np.asarray, o))
-                diags.append({k: np.asarray(v) for k, v in d.items()})
+            state, sums = _call(segs, call, seeds, hp, task, plan[pos], state, sums, outs, diags)
             pos += 1
             snap = (pos, state, sums, len(outs))  # one assignment: what a checkpoint may save
-            if path is not None:
+            if saves.path is not None:
                 UNSAVED.add(threading.get_ident())  # an interrupted executor waits for its checkpoint
             if hooks is not None:
                 hooks.tick(1)
                 timed.append(time.perf_counter() - t0)
                 if len(timed) == 3:  # the first call compiles; two more give the pace
                     hooks.estimate(min(timed[1:]), len(plan) - pos, len(plan))
-            if path is not None and pos < len(plan) and \
-                    time.perf_counter() - last_save >= max(CHECKPOINT_SECONDS, 20 * save_cost):
-                checkpoint(snap)
+            if pos < len(plan) and saves.due():
+                saves.save(snap, outs, diags)
             if STOP.is_set():
                 raise Interrupted()
     except KeyboardInterrupt:
-        checkpoint(snap)
+        saves.save(snap, outs, diags)
         raise
     finally:
         UNSAVED.discard(threading.get_ident())
-    points = _merge(outs, diags)
-    out, diag, _ = points
-    if stacked:
+
+
+def _call(segs, call, seeds, hp, task, step: tuple[str, int], state, sums, outs: list, diags: list):
+    """One call of the cut (:func:`tabsim.runtime.cuts.calls`): the new ``(state, sums)``; an evaluation
+    point's metrics and diagnostics are appended to ``outs`` and ``diags``."""
+    name, n = step
+    if name == "advance":
+        state, sums = call(name, n, segs.program(name, n), seeds, hp, task, state, sums)
+        jax.block_until_ready(state)
+    elif name == "point":
+        sums, (o, d) = jax.device_get(call(name, 0, segs.program(name), seeds, hp, task, state, sums))
+        outs.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[:, None], o))
+        diags.append({k: np.asarray(v)[:, None] for k, v in d.items()})
+    else:
+        state, od = call(name, n, segs.program(name, n), seeds, hp, task, state)
+        o, d = jax.device_get(od)
+        outs.append(jax.tree_util.tree_map(np.asarray, o))
+        diags.append({k: np.asarray(v) for k, v in d.items()})
+    return state, sums
+
+
+def _history(segs, call, seeds, hp, first, outs: list, diags: list) -> dict[str, np.ndarray]:
+    """The chunk's history from its first evaluation and the points after it (the diagnostics NaN at step 0)."""
+    out, diag, _ = _merge(outs, diags)
+    if not isinstance(first, dict):  # stacked: the points' tables are evaluated together, at the end
         out = jax.device_get(call("final", 0, segs.program("final"), seeds, hp,
                                   np.concatenate([np.asarray(first)[:, None], out], axis=1)))
     else:

@@ -28,14 +28,10 @@ their chunks into it without being told (so study scripts, pre-registered runs a
 from __future__ import annotations
 
 import contextvars
-import ctypes
-import ctypes.util
 import datetime as _dt
-import errno
 import fcntl
 import hashlib
 import json
-import math
 import os
 import shutil
 import sys
@@ -43,48 +39,15 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tabsim import _clock
 from tabsim.files.atomic import write_json
 from tabsim.runtime.chunklog import ChunkLog, read_manifest
-from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, UntrustedFile, read_regular, tree_digests
-
-MAX_JSON_BYTES = 64 << 20  # staging.json, .tabsim-run.json: a few hundred bytes to a few MiB of file digests
-
-# The range of every metric a run records (names of the frame's columns and of the chunks' arrays): a value
-# outside it is not a result (a forged or damaged chunk, a rewritten frame), so it is neither reused nor
-# published. NaN is left to the reader (a diverged run reports it); +-inf is out of every range.
-METRIC_RANGES = {"pass1": (0.0, 1.0), "mode_correct": (0.0, 1.0), "format_mass": (0.0, 1.0),
-                 "entropy": (0.0, math.inf), "kl_ref": (0.0, math.inf)}
-METRIC_PREFIXES = {"pass@": (0.0, 1.0), "maj@": (0.0, 1.0)}
-RANGE_SLACK = 1e-4  # float32 sums of probabilities may end a few ulps above 1 (or a KL a few below 0)
-FRAME_FILES = ("results.parquet", "results.csv", "data.parquet", "data.csv", "data/*.parquet", "data/*.csv")
-
-
-def metric_range(name: str) -> tuple[float, float] | None:
-    """``(low, high)`` of the metric ``name``, or None when it is not a metric with a known range."""
-    if name in METRIC_RANGES:
-        return METRIC_RANGES[name]
-    for prefix, bounds in METRIC_PREFIXES.items():
-        if name.startswith(prefix):
-            return bounds
-    return None
-
-
-def out_of_range(name: str, values) -> str | None:
-    """``"pass1 = 1.249 is outside [0, 1]"`` for the first value of metric ``name`` outside its range, or None."""
-    bounds = metric_range(name)
-    if bounds is None:
-        return None
-    a = np.asarray(values, dtype=np.float64).reshape(-1)
-    lo, hi = bounds
-    bad = ~np.isnan(a) & ((a < lo - RANGE_SLACK) | (a > hi + RANGE_SLACK) | np.isinf(a))
-    if not bad.any():
-        return None
-    where = "[0, 1]" if hi == 1.0 else f">= {lo:g}"
-    return f"{name} = {float(a[bad][0])!r} is outside its range ({name} {'in ' if hi == 1.0 else ''}{where})"
+from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, UntrustedFile, tree_digests
+# what the store reads and writes, re-exported where it was first defined
+from tabsim.runtime.storefiles import (FRAME_FILES, MAX_JSON_BYTES, METRIC_PREFIXES, METRIC_RANGES,  # noqa: F401
+                                       RANGE_SLACK, decode_chunk, encode_chunk, exchange, frame_problem, metric_range,
+                                       out_of_range, read_json)
 
 _CURRENT: contextvars.ContextVar["RunStore | None"] = contextvars.ContextVar("tabsim_run_store", default=None)
 
@@ -166,26 +129,6 @@ def _utc_now() -> str:
 
 def _why(err: OSError) -> str:
     return err.strerror or str(err)
-
-
-_RENAME_EXCHANGE = 2
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd = -100
-    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
-    if rc == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
 
 
 class RunStore:
@@ -297,7 +240,7 @@ class RunStore:
         meta_file = stage / "staging.json"
         self._log = ChunkLog(stage / "chunks", self.key)
         if stage.exists():
-            meta, why = _read_json(meta_file, why=True)
+            meta, why = read_json(meta_file, why=True)
             if self.resume:
                 if meta is None:
                     raise OutputError(f"--resume: {stage} holds no readable staging.json ({why}); it was not "
@@ -318,7 +261,7 @@ class RunStore:
             shutil.rmtree(stage)
         elif _non_empty(out):
             if self.resume and (out / MARKER).exists():
-                marker = _read_json(out / MARKER) or {}
+                marker = read_json(out / MARKER) or {}
                 if self.key is not None and marker.get("key") not in (None, self.key):
                     raise OutputError(f"--resume: {out} holds a complete run of something else (key "
                                       f"{marker.get('key')}, this run {self.key}); pass --overwrite to replace it")
@@ -361,7 +304,7 @@ class RunStore:
         if entry is None:
             return None
         try:
-            out, why = _decode(self._log.read(entry), (self.key, job, index), entry)
+            out, why = decode_chunk(self._log.read(entry), (self.key, job, index), entry)
         except UntrustedFile as err:
             out, why = None, str(err)
         except Exception:  # noqa: BLE001 - bytes that cannot be read back are recomputed, never trusted
@@ -376,23 +319,10 @@ class RunStore:
     def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> str:
         """Save chunk ``index`` of ``job`` (an Arrow IPC stream: one flat column per array): its bytes are
         appended to the pack, then its manifest line; returns the chunk's name."""
-        arrays = {k: np.asarray(v) for k, v in arrays.items()}
-        size = max((a.size for a in arrays.values()), default=0)
-        cols, info = {}, {}
-        for name, a in arrays.items():
-            flat = a.reshape(-1)
-            if flat.size != size:  # columns of one table need one length
-                flat = np.concatenate([flat, np.zeros(size - flat.size, a.dtype)])
-            cols[name] = pa.array(flat)
-            info[name] = {"dtype": a.dtype.str, "shape": list(a.shape)}
-        carried = {"arrays": info, "key": self.key, "job": job, "index": index}
-        table = pa.table(cols).replace_schema_metadata({"tabsim": json.dumps(carried, default=_plain)})
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema) as writer:  # microseconds, where Parquet takes a millisecond
-            writer.write_table(table)
+        data = encode_chunk(arrays, self.key, job, index, default=_plain)
         if self._log is None:
             self._log = ChunkLog(self.dir / "chunks", self.key)
-        entry = self._log.write(sink.getvalue())
+        entry = self._log.write(data)
         name = self._chunk_name(job, index)
         # the line after the bytes: a kill in between leaves bytes that no line names, never a line without them
         self._record(name, {**entry, "job": job, "index": index})
@@ -412,7 +342,7 @@ class RunStore:
         for pattern in FRAME_FILES:
             for path in sorted(self.dir.glob(pattern)):
                 try:
-                    why = _frame_problem(path)
+                    why = frame_problem(path)
                 except Exception as err:  # noqa: BLE001 - a frame that cannot be read back is not published
                     why = f"unreadable ({type(err).__name__})"
                 if why:
@@ -438,7 +368,7 @@ class RunStore:
                                      "chunks_written": self.written_chunks,
                                      "chunks_recomputed": self.recomputed_chunks, "files": files})
         if out.exists() and _non_empty(out):
-            if not _exchange(stage, out):
+            if not exchange(stage, out):
                 old = out.parent / f".{out.name}.old-{os.getpid()}"
                 os.rename(out, old)
                 os.rename(stage, out)
@@ -449,61 +379,6 @@ class RunStore:
         shutil.rmtree(out / chunks.name, ignore_errors=True)
         self.published = True
         return self.out
-
-
-def _frame_problem(path: Path) -> str | None:
-    """The first metric of the frame file ``path`` outside its range, or None."""
-    # lazy: the CSV reader only when a CSV frame is published
-    import pyarrow.csv as pacsv
-
-    if path.suffix == ".parquet":
-        names = [n for n in pq.read_schema(path).names if metric_range(n) is not None]
-        table = pq.read_table(path, columns=names) if names else None
-    else:
-        table = pacsv.read_csv(path)
-        names = [n for n in table.column_names if metric_range(n) is not None]
-    for name in names:
-        col = table.column(name).to_numpy(zero_copy_only=False)
-        if col.dtype.kind in "fiu":
-            why = out_of_range(name, col)
-            if why:
-                return why
-    return None
-
-
-def _decode(data, expected: tuple, entry: dict) -> tuple[dict | None, str | None]:
-    """``(arrays, None)`` from a chunk's bytes (an Arrow IPC stream), or ``(None, why)`` when they are not
-    chunk ``expected`` = ``(key, job, index)`` or hold a metric outside its range."""
-    table = pa.ipc.open_stream(data).read_all()
-    table.validate(full=True)
-    meta = json.loads(table.schema.metadata[b"tabsim"])
-    carried = (meta.get("key"), meta.get("job"), meta.get("index"))
-    if carried != expected or (entry.get("job"), entry.get("index")) != expected[1:]:
-        return None, f"carries key/job/chunk {carried}, not {expected}"
-    out = {}
-    for name, info in meta["arrays"].items():
-        col = table.column(name).to_numpy()
-        out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
-        why = out_of_range(name, out[name])
-        if why:
-            return None, why
-    return out, None
-
-
-def _read_json(path: Path, why: bool = False):
-    """The JSON object in the regular file ``path`` (read without blocking, at most :data:`MAX_JSON_BYTES`),
-    or None; with ``why``, ``(object or None, why not)``."""
-    try:
-        obj, problem = json.loads(read_regular(path, MAX_JSON_BYTES)), None
-        if not isinstance(obj, dict):
-            obj, problem = None, f"{path.name} is not a JSON object"
-    except FileNotFoundError:
-        obj, problem = None, f"no {path.name}"
-    except UntrustedFile as err:
-        obj, problem = None, str(err)
-    except (OSError, ValueError) as err:
-        obj, problem = None, f"{path.name} is unreadable ({type(err).__name__})"
-    return (obj, problem) if why else obj
 
 
 def _write_json(path: Path, obj) -> None:

@@ -26,7 +26,8 @@ def test_commands_leave_the_environment_as_it_was(tmp_path):
         ["reproduce", "--dry-run", "--device", "cpu", "--precision", "float32", "--pdf", "-q",
          "--out", str(tmp_path / "r")],
     ]
-    (tmp_path / "c.toml").write_text('preset = "paper"\n[task]\nn_prompts = 8\n[train]\nseeds = 2\nsteps = 2\nbatch_size = 4\n')
+    (tmp_path / "c.toml").write_text('preset = "paper"\n[task]\nn_prompts = 8\n'
+                                     '[train]\nseeds = 2\nsteps = 2\nbatch_size = 4\n')
     for args in runs:
         r = CliRunner().invoke(main, args)
         assert r.exit_code == 0, (args, r.output)
