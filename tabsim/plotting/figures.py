@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # the backend is the user's (headless machines 
 import pandas as pd
 
 from tabsim.files.atomic import atomic_write_bytes
-from tabsim.plotting import ARM_STYLES, color_of
+from tabsim.plotting.palette import ARM_STYLES, color_of
 from tabsim.plotting.formats import figure_formats
 
 

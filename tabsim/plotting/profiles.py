@@ -4,7 +4,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt  # the backend is the user's (headless machines fall back to Agg)
 import pandas as pd
 
-from tabsim.plotting import color_of
+from tabsim.plotting.palette import color_of
 
 
 def plot_profile(profile: pd.DataFrame, *, metric: str = "pass1", by: str = "group", ci: float = 0.95):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tabsim.plotting import (
+from tabsim.plotting.palette import (
     ARM_COLORS,
     ARM_STYLES,
     REFERENCE_COLOR,
