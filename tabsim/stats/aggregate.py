@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 import numpy as np
 from scipy import stats as sps
 
-from tabsim.stats import _validate as v
+from tabsim.stats import checks as v
 
 AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
 METHODS = ("rescaled", "percentile")

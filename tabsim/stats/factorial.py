@@ -21,7 +21,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tabsim.stats import _validate as v
+from tabsim.stats import checks as v
 from tabsim.stats.effects import balanced_fit, effect_matrix, holm, is_balanced_two_level
 from tabsim.stats.terms import native, quote, readable_term
 

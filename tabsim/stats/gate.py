@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from tabsim.stats import _validate as v
+from tabsim.stats import checks as v
 from tabsim.stats import intervals
 from tabsim.stats.partition import DIFFERENCE_TERMS, check_identity, summarize_partition
 

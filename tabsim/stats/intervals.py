@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 from scipy import stats as sps
 
-from tabsim.stats import _validate as v
+from tabsim.stats import checks as v
 
 
 class Interval(NamedTuple):

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tabsim.stats import _validate as v
+from tabsim.stats import checks as v
 from tabsim.stats import intervals
 from tabsim.stats.roots import first_roots, percentile_root_interval, resampled_roots
 

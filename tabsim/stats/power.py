@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from tabsim.stats import _validate as v
+from tabsim.stats import checks as v
 
 POWER_METHODS = ("t", "percentile")
 

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from tabsim.stats import _validate as v
+from tabsim.stats import checks as v
 
 ELICITATION_DOMINATED = "ELICITATION_DOMINATED"
 REWARD_DESIGN_DOMINATED = "REWARD_DESIGN_DOMINATED"
