@@ -7,7 +7,7 @@ steps, then runs chunks of each size in this process, in turns (three rounds, th
 minimum kept: a busy machine's pauses move it least), and prints the process CPU microseconds a unit
 (one condition x seed, every arm) and the ratio to the best size, beside the size the planner picks
 (:func:`tabsim.runtime.planning.units_per_chunk`) and its estimated arrays in MiB. Then it times the answer
-ranks of a task (``argsort(argsort(u))`` against :func:`tabsim._ops.ranks`) over one chunk's runs.
+ranks of a task (``argsort(argsort(u))`` against :func:`tabsim.sim.ops.ranks`) over one chunk's runs.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from tabsim._ops import ranks
+from tabsim.sim.ops import ranks
 from tabsim.runtime import planning
 from tabsim.studies.factorial import plan_chunks, run_chunk
 from tabsim.studies.reference.design import build_designs, settings

@@ -115,8 +115,8 @@ def minimal_jax_sweep(seeds=8, steps=200, N=40, K=8, k=2, G=8, B=16, lr=0.05, be
     import jax
     import jax.numpy as jnp
 
-    from tabsim import rng as R
-    from tabsim._ops import take_rows, weighted_counts
+    from tabsim.sim import rng as R
+    from tabsim.sim.ops import take_rows, weighted_counts
 
     def init(seed, p_s):
         u = R.uniform(seed, (N, K), step=R.TASK_STEP, tag=R.POSITIONS)
@@ -150,7 +150,7 @@ def minimal_jax_sweep(seeds=8, steps=200, N=40, K=8, k=2, G=8, B=16, lr=0.05, be
             return (jax.nn.softmax(theta, -1) * correct).sum(-1).mean()
         return jax.vmap(one)(s, p, a)
 
-    from tabsim.rng import seed_array
+    from tabsim.sim.rng import seed_array
     n_p, n_a = len(PRIORS), len(ARMS)
     s = np.repeat(np.tile(seed_array(range(seeds)), (n_p, 1)), n_a, axis=0)
     p = np.repeat(np.asarray(PRIORS, np.float32), seeds * n_a)
@@ -182,8 +182,8 @@ def throughput(N=1024, K=8, G=8, seeds=64, steps=50, arms=("true",), rng="fast")
     import jax
 
     import tabsim as ts
-    from tabsim.params import stack_hypers
-    from tabsim.rng import seed_words
+    from tabsim.sim.params import stack_hypers
+    from tabsim.sim.rng import seed_words
 
     cfg = ts.resolve({"task": {"n_prompts": N, "n_answers": K, "n_correct": 2},
                       "arms": {"arms": list(arms)},

@@ -143,8 +143,8 @@ def main(argv=None):
     import jax.numpy as jnp
 
     from tabsim.config import resolve
-    from tabsim.params import Hyper
-    from tabsim.rng import seed_array
+    from tabsim.sim.params import Hyper
+    from tabsim.sim.rng import seed_array
     from tabsim.runtime.run import make_env
 
     cold = cold_seconds()

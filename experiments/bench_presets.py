@@ -45,8 +45,8 @@ def time_config(cfg: dict) -> tuple[float, int]:
     import jax.numpy as jnp
 
     import tabsim as ts
-    from tabsim.params import stack_hypers
-    from tabsim.rng import seed_words
+    from tabsim.sim.params import stack_hypers
+    from tabsim.sim.rng import seed_words
 
     c = ts.resolve(cfg)
     train = ts.compiled_train(c)
@@ -103,9 +103,9 @@ def check_numpy_gradient(seed=0, B=8, G=8, K=8) -> float:
     import jax.numpy as jnp
 
     import tabsim as ts
-    from tabsim.algos import policy_loss
+    from tabsim.sim.algos import policy_loss
     from tabsim.runtime.run import algo_spec
-    from tabsim.params import Hyper
+    from tabsim.sim.params import Hyper
 
     rng = np.random.default_rng(seed)
     logits, old, ref = (rng.normal(size=(B, K)) for _ in range(3))
@@ -145,7 +145,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a check that it runs)")
     args = ap.parse_args(argv)
-    from tabsim.presets import PRESETS
+    from tabsim.config.presets import PRESETS
 
     size = (dict(N=64, B=16, G=8, S=4, steps=20) if args.quick else dict(N=512, B=128, G=16, S=16, steps=50))
     rows = {}

@@ -34,8 +34,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import tabsim as ts  # noqa: E402
-from tabsim.params import stack_hypers  # noqa: E402
-from tabsim.rng import seed_words  # noqa: E402
+from tabsim.sim.params import stack_hypers  # noqa: E402
+from tabsim.sim.rng import seed_words  # noqa: E402
 
 LONG = 5  # the long runs have LONG x steps
 ALGO = {"estimator": "grpo", "surrogate": "clip", "aggregation": "seq-mean-token-mean", "kl_placement": "none",

@@ -61,8 +61,8 @@ def child(device: str, quick: bool) -> dict:
     import jax
 
     import tabsim as ts
-    from tabsim.params import stack_hypers
-    from tabsim.rng import seed_array
+    from tabsim.sim.params import stack_hypers
+    from tabsim.sim.rng import seed_array
     from tabsim.runtime import device as dev_mod
 
     dev = dev_mod.pick(device)

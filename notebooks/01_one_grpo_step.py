@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 import tabsim as ts
-from tabsim.algos import ESTIMATORS
+from tabsim.sim.algos import ESTIMATORS
 from tabsim.plotting import ALGO_COLORS, PAGE_RC
 
 pd.set_option("display.precision", 4)

@@ -154,7 +154,7 @@ at_equal
 # ## Said exactly: the expected dynamics
 #
 # Eight seeds leave noise in these tables. A small tree's exact expected update takes it out:
-# `tabsim.expected.expected_update` enumerates every group of G leaves of each prompt by its counts
+# `tabsim.sim.expected.expected_update` enumerates every group of G leaves of each prompt by its counts
 # and applies the engine's loss to each, so iterating it gives the path of the mean update with no
 # seed at all ([expected dynamics](../docs/expected.md#length-bias-said-exactly)). The same task at
 # depth 3 (15 leaves), groups of G = 4 (3,060 per prompt, every one of them every step), learning
@@ -164,9 +164,9 @@ at_equal
 import jax
 
 from tabsim.config import resolve
-from tabsim.expected import expected_update
-from tabsim.params import Hyper
-from tabsim.rng import seed_array
+from tabsim.sim.expected import expected_update
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_array
 from tabsim.runtime.run import algo_spec, make_env, schedule
 
 

@@ -8,25 +8,25 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from tabsim._lazy import lazy_exports  # nothing here loads JAX, nor touches the environment
+from tabsim.base.lazy import lazy_exports  # nothing here loads JAX, nor touches the environment
 
 # The public names, imported on first use (PEP 562): ``import tabsim`` and ``tabsim --help`` do not
 # pay for JAX, pandas, statsmodels or matplotlib until something needs them.
 _EXPORTS = {
-    "AlgoSpec": "algos", "policy_loss": "algos",
+    "AlgoSpec": "sim.algos", "policy_loss": "sim.algos",
     "Executor": "runtime.executors", "LocalExecutor": "runtime.executors",
     "DaskExecutor": "runtime.dask",
     "Result": "runtime.run", "compiled_train": "runtime.run", "make_env": "runtime.run",
     "run": "runtime.groups", "expected_crossover": "runtime.run",
     "enable_compilation_cache": "runtime.cache", "disable_compilation_cache": "runtime.cache",
-    "ARMS": "arms",
+    "ARMS": "sim.arms",
     "Config": "config", "ConfigError": "config", "load_config": "config",
     "resolve": "config",
-    "Schedule": "engine", "make_train": "engine",
-    "ENVS": "envs", "BanditEnv": "envs.bandit",
+    "Schedule": "sim.engine", "make_train": "sim.engine",
+    "ENVS": "sim.envs", "BanditEnv": "sim.envs.bandit",
     "Factor": "studies.factorial", "run_factorial": "studies.factorial",
     "compare": "studies.compare", "Comparison": "studies.compare",
-    "Hyper": "params", "PRESETS": "presets",
+    "Hyper": "sim.params", "PRESETS": "config.presets",
 }
 
 __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "make_train", "Schedule",

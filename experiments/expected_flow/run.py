@@ -25,8 +25,8 @@ import pandas as pd
 
 import tabsim as ts
 from tabsim.config import resolve
-from tabsim.params import stack_hypers
-from tabsim.rng import seed_array
+from tabsim.sim.params import stack_hypers
+from tabsim.sim.rng import seed_array
 from tabsim.runtime.run import compiled_train, expected_crossover
 from tabsim.stats import locate_crossover, seed_partition
 

@@ -1,7 +1,7 @@
 """Length bias, exactly: 30 steps of the exact expected update on a depth-3 tree, GRPO against Dr. GRPO.
 
 Every step enumerates every group of G = 4 leaves of each prompt by its counts (15 leaves: 3,060
-groups) and applies the engine's loss to each (:func:`tabsim.expected.expected_update`), so the
+groups) and applies the engine's loss to each (:func:`tabsim.sim.expected.expected_update`), so the
 lengths below carry no seed noise. The task is notebook 04's at depth 3: 16 prompts, K = 8 answers
 (2 correct), prior pass@1 0.4, branching 3, the TRUE reward, token ratio clipped at 0.2, no KL, SGD
 (lr 20, the notebook's middle one), batch = all 16 prompts. Two priors: wrong answers longer
@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import pandas as pd
 
 from tabsim.config import resolve
-from tabsim.expected import expected_update
-from tabsim.params import Hyper
-from tabsim.rng import seed_array
+from tabsim.sim.expected import expected_update
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_array
 from tabsim.runtime.run import algo_spec, make_env, schedule
 
 CELLS = {"grpo": {"estimator": "grpo", "aggregation": "seq-mean-token-mean"},

@@ -22,7 +22,7 @@ The ``tabsim audit`` command is :mod:`tabsim.cli.audit`.
     res = audit(load_entries(["experiments/audits/spurious_rewards.yaml"]))
     res.audit[["model", "d_null", "d_elicit", "d_rd", "verdict"]]
 """
-from tabsim._lazy import lazy_exports
+from tabsim.base.lazy import lazy_exports
 
 # imported on first use: `tabsim audit --help` loads only tabsim.cli.audit (the command's home)
 _EXPORTS = {"FAMILY_CONFIGS": "calibrate", "CalibrationGrid": "calibrate", "AuditResult": "core", "audit": "core",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from tabsim._host import cpu_count
+from tabsim.base.host import cpu_count
 from tabsim.files.defaults import given
 from tabsim.runtime.executors import ExecutorError, check_address
 

@@ -10,20 +10,20 @@ import time
 
 import click
 
-from tabsim import _xla
-from tabsim._host import started_at
+from tabsim.base import xla
+from tabsim.base.host import started_at
 
 
 class Phases:
     """The command's phase lines on stderr, ``[  2.3s] what starts now``, timed from the process's start
     (its imports counted), so that every number printed or recorded is the wall time ``time`` measures.
 
-    ``quiet`` (``-q``) prints none, nor the library's notes on compile options (:func:`tabsim._xla.set_notes`;
+    ``quiet`` (``-q``) prints none, nor the library's notes on compile options (:func:`tabsim.base.xla.set_notes`;
     provenance still names a dropped option); the clock still runs (:meth:`seconds`, :attr:`t0`)."""
 
     def __init__(self, quiet: bool):
         self.t0, self.quiet = started_at(), quiet
-        _xla.set_notes(not quiet)
+        xla.set_notes(not quiet)
 
     def seconds(self) -> float:
         """Seconds since the process started."""

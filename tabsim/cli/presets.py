@@ -9,7 +9,7 @@ import click
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.schema import schema_cmd
 from tabsim.cli.study import build_config, usage
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 
 def _summary(name: str) -> str:

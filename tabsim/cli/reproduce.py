@@ -9,10 +9,10 @@ import click
 
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, chosen, executor_options, guarded, open_executor, output_options
-from tabsim import _clock
+from tabsim.base import clock
 from tabsim.cli.phases import Phases
 from tabsim.cli.study import complete_preset, parse_set, set_option, usage
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 from tabsim.studies.reference.design import SCALES, settings
 
 
@@ -85,7 +85,7 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
         click.echo(f"report: {out / 'report.md'} ({say.seconds():.1f} s)", err=as_json)
     if as_json:
         emit({"command": "tabsim reproduce", "out": str(out), "complete": True, "report": str(out / "report.md"),
-              "wall_seconds": round(say.seconds(), 3), "phase_seconds": _clock.net(), "summary": summary})
+              "wall_seconds": round(say.seconds(), 3), "phase_seconds": clock.net(), "summary": summary})
 
 
 def _show_plan(*, executor: str, as_json: bool, **study) -> None:

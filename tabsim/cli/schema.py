@@ -5,12 +5,12 @@ import json
 
 import click
 
-from tabsim import choices
+from tabsim.base import choices
 from tabsim.cli.jsonout import json_option
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-# The names a config chooses among (tabsim.choices), offered by the editor as completions
+# The names a config chooses among (tabsim.base.choices), offered by the editor as completions
 ENUMS = {("algo", "estimator"): choices.ESTIMATORS, ("algo", "ratio"): choices.RATIOS,
          ("algo", "surrogate"): choices.SURROGATES, ("algo", "aggregation"): choices.AGGREGATIONS,
          ("algo", "kl"): choices.KL_ESTIMATORS, ("algo", "kl_placement"): choices.KL_PLACEMENTS,

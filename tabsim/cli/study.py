@@ -11,7 +11,7 @@ import re
 
 import click
 
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 # A number as a person types it: ASCII digits, an optional point and exponent. float() also reads
 # full-width and other Unicode digits ("０.3") and underscores ("0.0_5"), which no one means as a level.
@@ -100,7 +100,7 @@ def parse_vary(specs) -> dict:
 def parse_arms(spec: str) -> list[str]:
     """``--arms a,b,c`` -> ``[a, b, c]``: none empty (as ``--vary`` refuses an empty level)."""
     # lazy: `tabsim sweep --help` loads no config schema
-    from tabsim.choices import ARMS
+    from tabsim.base.choices import ARMS
 
     names = [a.strip() for a in spec.split(",")]
     if not spec.strip():
@@ -173,7 +173,7 @@ def parse_set(specs) -> dict:
     ``task.tree.depth=3``, ``sweep.lr=[0.1,0.2]``) into a nested mapping; unknown keys are refused with
     the allowed ones named."""
     # lazy: the names come with the config's (kept out of `tabsim run --help`)
-    from tabsim.choices import TREE_FIELDS
+    from tabsim.base.choices import TREE_FIELDS
 
     allowed = _allowed_keys()
     out: dict = {}
@@ -284,7 +284,7 @@ ESTIMATE_ABOVE = 20.0  # seconds: a shorter run says nothing under -q
 def estimate_seconds(cfg) -> float:
     """Seconds of training ``cfg`` takes on this machine's cores, roughly (compilation not counted)."""
     # lazy: the planner loads the config schema
-    from tabsim._host import cpu_count
+    from tabsim.base.host import cpu_count
     from tabsim.runtime.planning import step_units
 
     if hasattr(cfg, "groups"):  # a sweep of static fields: its groups one after another
@@ -302,7 +302,7 @@ def announce_estimate(cfg, command: str, quiet: bool) -> float:
     """Print, on stderr, what a run will take when it is long (always) or when not ``quiet``; returns the
     estimate in seconds."""
     # lazy: the planner loads the config schema
-    from tabsim._host import cpu_count
+    from tabsim.base.host import cpu_count
     from tabsim.runtime.planning import describe_seconds
 
     seconds = estimate_seconds(cfg)

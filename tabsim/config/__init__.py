@@ -1,8 +1,8 @@
 """Run configuration: validated at the edge, then split into static structure and traced values.
 
 A config is a nested mapping with the sections ``task``, ``arms``, ``algo``, ``train`` and ``sweep``
-(TOML or YAML on disk). ``preset`` names a composition from :mod:`tabsim.presets` whose values the
-file's own values override. ``sweep`` maps numeric fields (names of :class:`tabsim.params.Hyper`
+(TOML or YAML on disk). ``preset`` names a composition from :mod:`tabsim.config.presets` whose values the
+file's own values override. ``sweep`` maps numeric fields (names of :class:`tabsim.sim.params.Hyper`
 fields, e.g. ``prior_strength``, ``lr``, ``gamma``, ``filter``) to lists of levels; their full
 factorial is one vmapped grid.
 
@@ -13,7 +13,7 @@ alone loads JAX: it is imported on first use of its names.
 """
 from __future__ import annotations
 
-from tabsim._lazy import lazy_exports
+from tabsim.base.lazy import lazy_exports
 from tabsim.config.base import BIG, LR_MIN, SEED_END, TINY, ConfigError, Section
 from tabsim.config.load import CONFIG_MAX_BYTES, CONFIG_SUFFIXES, load_config, read_config_file
 from tabsim.config.models import (CHOICES, SWEEPABLE, AlgoConfig, ArmsConfig, Config, TaskConfig, TrainConfig,

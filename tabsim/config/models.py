@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 # the names, in plain Python: a config is refused before JAX loads (a test checks it)
-from tabsim.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
+from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
                             MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
 from tabsim.config.tree import TreeConfig
@@ -82,9 +82,9 @@ CHOICES = {"estimator": ESTIMATORS, "ratio": RATIOS, "surrogate": SURROGATES, "a
 def registered(field: str) -> tuple[str, ...]:
     """The names ``algo.<field>`` takes: the built-in ones and any registered since.
 
-    A component is registered through :mod:`tabsim.algos`, so one registered at run time is in its
+    A component is registered through :mod:`tabsim.sim.algos`, so one registered at run time is in its
     registry once that module is loaded; a config naming built-in ones never loads it (nor JAX)."""
-    algos = sys.modules.get("tabsim.algos")
+    algos = sys.modules.get("tabsim.sim.algos")
     extra = getattr(algos, {"kl": "KL_ESTIMATORS"}.get(field, field.upper() + "S"), ()) if algos else ()
     return tuple(dict.fromkeys((*CHOICES[field], *extra)))
 

@@ -7,11 +7,11 @@ environments and the engine); the rest of :mod:`tabsim.config` does not.
 """
 from __future__ import annotations
 
-from tabsim.algos import AlgoSpec
-from tabsim.arms import OFFLINE_ARMS
+from tabsim.sim.algos import AlgoSpec
+from tabsim.sim.arms import OFFLINE_ARMS
 from tabsim.config.models import Config
-from tabsim.envs import ENVS
-from tabsim.update import Schedule
+from tabsim.sim.envs import ENVS
+from tabsim.sim.update import Schedule
 
 
 def make_env(cfg: Config):

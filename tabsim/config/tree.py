@@ -1,6 +1,6 @@
 """``task.tree``: the tree MDP's settings as a typed model, checked where they enter.
 
-The checks are those of :func:`tabsim.choices.check_tree` (plain Python, no JAX), so a bad value is refused
+The checks are those of :func:`tabsim.base.choices.check_tree` (plain Python, no JAX), so a bad value is refused
 with the message that names it (``task.tree.styles[1].actions: ...``) before any environment is built.
 A tree's dump holds only the fields the config gives, so its digest, stores and files are those of the
 mapping it was read from.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_serializer, model_validator
 
-from tabsim.choices import TREE_FIELDS, check_tree
+from tabsim.base.choices import TREE_FIELDS, check_tree
 from tabsim.config.base import BIG, Section
 
 
@@ -56,6 +56,6 @@ class TreeConfig(GivenOnly):
         return sum((b - 1) ** d for d in range(self.depth)) + (b - 1) ** self.depth
 
     def env_kwargs(self) -> dict:
-        """The given settings as keyword arguments of :class:`tabsim.envs.TreeEnv` (its defaults are these
+        """The given settings as keyword arguments of :class:`tabsim.sim.envs.TreeEnv` (its defaults are these
         models' defaults)."""
         return self.model_dump()

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from tabsim.config.base import ConfigError, suggest
 from tabsim.config.models import SECTION_MODELS, SWEEPABLE, Config
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 
 def deep_merge(base: dict, over: dict) -> dict:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import jax
 
-from tabsim import __version__, _xla
+from tabsim import __version__
+from tabsim.base import xla
 from tabsim.files import defaults
 
 # the direct dependencies whose versions can change a result or its files
@@ -102,7 +103,7 @@ def provenance(**extra) -> dict:
         "versions": dict(versions()),
         "backend": jax.default_backend(),
         "xla_flags": defaults.xla_flags(),
-        "xla_options_dropped": _xla.dropped(),
+        "xla_options_dropped": xla.dropped(),
         "argv": list(sys.argv),
         "platform": platform.platform(),
         **extra,

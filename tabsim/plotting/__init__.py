@@ -5,7 +5,7 @@ asked); nothing here computes.
 """
 from __future__ import annotations
 
-from tabsim._lazy import lazy_exports
+from tabsim.base.lazy import lazy_exports
 from tabsim.plotting.palette import (
     ALGO_COLORS,
     ARM_COLORS,

@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from tabsim._host import cpu_count
+from tabsim.base.host import cpu_count
 from tabsim.files import defaults
 from tabsim.plotting.formats import figure_formats
 

@@ -23,7 +23,7 @@
 
 The ``tabsim prereg`` commands are :mod:`tabsim.cli.prereg`. See ``docs/prereg.md``.
 """
-from tabsim._lazy import lazy_exports
+from tabsim.base.lazy import lazy_exports
 
 # imported on first use, so that importing the package loads neither the schema nor the runner's stack
 _EXPORTS = {"PreregError": "errors", "Plan": "schema", "load_plan": "schema", "validate_document": "schema",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from tabsim.arms import ARMS
+from tabsim.sim.arms import ARMS
 from tabsim.config import ConfigError, resolve
 from tabsim.prereg.plan import (COEFFICIENT_PREFIX, ESTIMAND_ARMS, ESTIMANDS, FACTORIAL_ESTIMANDS,
                                 PARTITION_ESTIMANDS, RATIO_ESTIMANDS, RULE_PREDICTION, Plan, arm_factor,

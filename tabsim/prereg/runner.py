@@ -98,7 +98,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
       log: where the phases are said, one line each (``tabsim prereg run``'s phase lines; default: nowhere).
       started: the ``time.perf_counter()`` reading ``results.json``'s ``wall_seconds`` counts from (default:
-        this call; ``tabsim prereg run`` gives its process's start, :func:`tabsim._host.started_at`).
+        this call; ``tabsim prereg run`` gives its process's start, :func:`tabsim.base.host.started_at`).
 
     The run is built in a staging folder beside ``out`` and published whole at the end.
 

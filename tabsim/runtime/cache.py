@@ -20,7 +20,7 @@ process never reads another's half-written program. Results are the same bits wi
 
 The same folder keeps what tabsim learns alongside the compiled programs: the traced programs
 (:mod:`tabsim.runtime.executables`, ``tabsim-programs/``) and the XLA options the running jaxlib
-accepts (:mod:`tabsim._xla`, ``xla-options.json``). Everything read from it must be a small regular file
+accepts (:mod:`tabsim.base.xla`, ``xla-options.json``). Everything read from it must be a small regular file
 (opened without blocking); anything else counts as absent. An explicit ``TABSIM_COMPILATION_CACHE``
 that cannot be used prints one line, ``tabsim: TABSIM_COMPILATION_CACHE ignored (...)``, and the
 command runs without the cache.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import filelock  # noqa: F401  (JAX's bounded compilation cache locks its entries with it)
 
-from tabsim import _xla
+from tabsim.base import xla
 from tabsim.files import defaults
 
 ENV, OFF = defaults.COMPILATION_CACHE, defaults.OFF
@@ -158,7 +158,7 @@ def current_folder() -> Path | None:
 
 
 def read_answers() -> dict:
-    """The XLA option answers kept in the cache folder (:data:`tabsim._xla.FILE`): ``{}`` where there
+    """The XLA option answers kept in the cache folder (:data:`tabsim.base.xla.FILE`): ``{}`` where there
     are none, or the file is not a small regular JSON file of answers (read without blocking)."""
     where = current_folder()
     if where is None:
@@ -167,7 +167,7 @@ def read_answers() -> dict:
     from tabsim.files.safeload import LoadError, load_json
 
     try:
-        data = load_json(where / _xla.FILE, max_bytes=ANSWERS_MAX_BYTES, what="XLA options file")
+        data = load_json(where / xla.FILE, max_bytes=ANSWERS_MAX_BYTES, what="XLA options file")
     except LoadError:
         return {}
     return {k: v for k, v in data.items() if isinstance(v, bool)} if isinstance(data, dict) else {}
@@ -181,9 +181,9 @@ def write_answers(answers: dict) -> None:
     from tabsim.files.atomic import write_json  # lazy: as above (it loads pandas)
 
     try:
-        write_json(where / _xla.FILE, answers)
+        write_json(where / xla.FILE, answers)
     except OSError:
         pass
 
 
-_xla.keep_answers(read_answers, write_answers)  # beside the compiled programs, whichever folder is used
+xla.keep_answers(read_answers, write_answers)  # beside the compiled programs, whichever folder is used

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 
-from tabsim._host import cpu_count
+from tabsim.base.host import cpu_count
 from tabsim.files import defaults
 
 CHOICES = ("auto", "cpu", "gpu")

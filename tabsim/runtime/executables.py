@@ -45,7 +45,7 @@ from pathlib import Path
 import jax
 from jax import export
 
-from tabsim import _clock
+from tabsim.base import clock
 from tabsim.files import defaults
 from tabsim.files.atomic import atomic_write_bytes
 from tabsim.files.safeload import LoadError, read_regular
@@ -144,7 +144,7 @@ def run(key, program, *args):
         with lock:
             prog = _LOADED.get(fp)
             if prog is None:
-                with _clock.timed("compile"):  # tracing or loading, and compiling (or JAX's cache answering)
+                with clock.timed("compile"):  # tracing or loading, and compiling (or JAX's cache answering)
                     prog = _LOADED[fp] = _prepare(text, fp, program, args)
     return prog(args)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
 import tabsim
-from tabsim._host import cpu_count
+from tabsim.base.host import cpu_count
 from tabsim.files import defaults
 from tabsim.runtime.cache import apply_default, default_compilation_cache as _default_cache
 

@@ -9,9 +9,9 @@ import hashlib
 import itertools
 import json
 
-from tabsim.choices import TREE_FIELDS
+from tabsim.base.choices import TREE_FIELDS
 from tabsim.config import Config, ConfigError, resolve, static_field
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 # static fields a sweep may not vary, and why
 NOT_SWEPT = {

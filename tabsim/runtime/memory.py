@@ -1,7 +1,7 @@
 """How much memory a chunk needs, estimated before anything is compiled, and what fits this machine.
 
 A compiled chunk vmaps ``conditions x seeds x arms`` runs, and each run holds its own copies of the
-big arrays (see :mod:`tabsim.engine` and :mod:`tabsim.envs`):
+big arrays (see :mod:`tabsim.sim.engine` and :mod:`tabsim.sim.envs`):
 
 * the policy table ``[prompts, answers]`` (tree: ``[prompts, nodes, branching]``) in float32, with
   the reference table, the correctness table, the gradient, the new table and the evaluation's
@@ -40,10 +40,10 @@ import math
 import os
 from typing import Callable
 
-from tabsim.arms import OFFLINE_ARMS
+from tabsim.sim.arms import OFFLINE_ARMS
 from tabsim.config import Config, ConfigError
-from tabsim.engine import STACKED_EVAL_BYTES
-from tabsim.envs.bandit import n_compositions
+from tabsim.sim.engine import STACKED_EVAL_BYTES
+from tabsim.sim.envs.bandit import n_compositions
 
 F32 = 4
 RUNTIME_BYTES = 400 * 2**20  # imports, compiled programs and the runtime, beside the arrays of a chunk

@@ -18,7 +18,7 @@ import math
 from typing import Callable
 
 from tabsim.config import Config, ConfigError
-from tabsim.envs.bandit import n_compositions
+from tabsim.sim.envs.bandit import n_compositions
 from tabsim.files import defaults
 from tabsim.runtime import device as device_mod
 from tabsim.runtime.cuts import calls, near_divisor, progress_segment
@@ -227,7 +227,7 @@ def steps_per_segment(cfg: Config, per: int, n_seeds: int) -> int | None:
     """Training steps per call of a chunk of ``per`` conditions x ``n_seeds`` seeds: ``None`` (the whole run
     in one call) when the chunk's work is under :data:`SEGMENTED_ABOVE`, else about :data:`SEGMENT_UNITS`
     of work per call, in whole evaluation intervals when one interval is smaller than that, and at least
-    one step. The numbers are the same bits whatever the cut (:func:`tabsim.engine.make_segments`)."""
+    one step. The numbers are the same bits whatever the cut (:func:`tabsim.sim.engine.make_segments`)."""
     if getattr(cfg.train, "dynamics", "sampled") != "sampled":  # the expected flow is one call
         return None
     steps = cfg.train.steps

@@ -4,7 +4,7 @@ The program store (:mod:`tabsim.runtime.executables`) exports programs with flat
 their structure beside them, so a new process rebuilds it without tracing. A structure is written
 with the node kinds tabsim's programs return: leaves, ``None``, tuples, lists, dicts with string keys,
 named tuples and dataclasses registered with :func:`jax.tree_util.register_dataclass` (tabsim's
-:func:`tabsim._pytree.pytree_dataclass`). A class is named by module and qualified name, and found
+:func:`tabsim.sim.pytree.pytree_dataclass`). A class is named by module and qualified name, and found
 only among the modules this process has already imported: nothing is imported and no constructor
 runs (instances are made with ``object.__new__`` / ``tuple.__new__``). Anything else is not written
 (:func:`describe` answers ``None``) and is read back as ``None``.

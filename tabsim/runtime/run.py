@@ -18,17 +18,17 @@ import jax
 import numpy as np
 import pandas as pd
 
-from tabsim import _precision
+from tabsim.base import precision as precision_mod
 from tabsim.config import Config, ConfigError, resolve
 from tabsim.config.static import algo_spec, expected, make_env, schedule, static_key  # noqa: F401 (re-exported)
-from tabsim.engine import make_segments, make_train
-from tabsim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
-from tabsim.expected import check as expected_check
+from tabsim.sim.engine import make_segments, make_train
+from tabsim.sim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
+from tabsim.sim.expected import check as expected_check
 from tabsim.files import defaults
 from tabsim.files.atomic import read_frame, write_frame, write_json
 from tabsim.files.provenance import provenance
-from tabsim.params import HYPER_FIELDS, stack_hypers
-from tabsim.rng import seed_array
+from tabsim.sim.params import HYPER_FIELDS, stack_hypers
+from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
 from tabsim.runtime import executables, planning, segments
 from tabsim.runtime import progress as bars
@@ -81,7 +81,7 @@ def compiled_train(cfg: Config):
 
 
 def compiled_segments(cfg: Config):
-    """The cached segment programs (:func:`tabsim.engine.make_segments`) for ``cfg``'s static structure."""
+    """The cached segment programs (:func:`tabsim.sim.engine.make_segments`) for ``cfg``'s static structure."""
     key = ("segments",) + static_key(cfg)
     if key not in _CACHE:
         _CACHE.setdefault(key, make_segments(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
@@ -168,15 +168,15 @@ class ConditionChunk:
     config: dict
     seeds: tuple[int, ...]
     segment: int | None = None  # steps per call (tabsim.runtime.segments); None: the whole run in one call
-    precision: str = _precision.DEFAULT  # "float64": traced and run in double precision (tabsim._precision)
+    precision: str = precision_mod.DEFAULT  # "float64": traced and run in double precision (tabsim.base.precision)
 
     def __call__(self, hp, hooks: "segments.Hooks | None" = None) -> dict[str, np.ndarray]:
-        with _precision.scope(self.precision):  # this thread, this call: never the process
+        with precision_mod.scope(self.precision):  # this thread, this call: never the process
             return self._call(hp, hooks)
 
     def _call(self, hp, hooks):
         cfg = Config.model_validate(self.config)
-        tag = () if self.precision == _precision.DEFAULT else (self.precision,)  # float32 keys as they were
+        tag = () if self.precision == precision_mod.DEFAULT else (self.precision,)  # float32 keys as they were
         if self.segment:
             key = ("segments", static_key(cfg)) + tag
             hist = segments.run_chunk(compiled_segments(cfg),
@@ -207,12 +207,12 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         enough to pay for its fixed cost); default the user's (:func:`tabsim.files.defaults.device`), else ``"auto"``. A device that is
         not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
       precision: ``"float32"`` or ``"float64"`` (default the user's, :func:`tabsim.files.defaults.precision`:
-        a command's ``--precision``, ``$TABSIM_PRECISION``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim._precision`; its cost: docs/performance.md).
+        a command's ``--precision``, ``$TABSIM_PRECISION``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim.base.precision`; its cost: docs/performance.md).
         Every matrix product is at full precision either way.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
     t0 = time.perf_counter()
-    precision = _precision.chosen(defaults.precision(precision))
+    precision = precision_mod.chosen(defaults.precision(precision))
     cfg = _resolved(config, overrides)
     if (note := expected_note(cfg)) is not None:
         warnings.warn(note, ExpectedFlowNote, stacklevel=_caller_level())
@@ -223,7 +223,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     chunks = _stacked_chunks(values, plan.per_chunk, plan.chunks)
     fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=plan.segment,
                         precision=precision)
-    job = job_key("run", cfg.digest(), plan.per_chunk, *(() if precision == _precision.DEFAULT else (precision,)))
+    job = job_key("run", cfg.digest(), plan.per_chunk, *(() if precision == precision_mod.DEFAULT else (precision,)))
     parts = _compute(cfg, plan, fn, chunks, job, store, desc)
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:len(values)] for k in parts[0]}
     steps = list(range(0, cfg.train.steps + 1, cfg.train.eval_every or cfg.train.steps))
@@ -231,7 +231,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest(), seeds=[EXPECTED_SEED] if expected(cfg) else seeds,
                       wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=len(values), n_chunks=plan.chunks,
-                      **device_mod.describe(plan.device, plan.device_choice), **_precision.describe(precision), plan=plan.as_dict(),
+                      **device_mod.describe(plan.device, plan.device_choice), **precision_mod.describe(precision), plan=plan.as_dict(),
                       **extra)
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
 

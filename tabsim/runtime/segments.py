@@ -1,7 +1,7 @@
 """A long chunk run in segments of steps, with its state carried (and checkpointed) between them.
 
 A chunk whose work exceeds :data:`tabsim.runtime.planning.SEGMENTED_ABOVE` is not one call of the compiled
-``train`` but a loop over the programs of :func:`tabsim.engine.make_segments`, each advancing every run of
+``train`` but a loop over the programs of :func:`tabsim.sim.engine.make_segments`, each advancing every run of
 the chunk by about :data:`tabsim.runtime.planning.SEGMENT_UNITS` of work (a fraction of a second). Between
 two calls the host:
 
@@ -15,7 +15,7 @@ two calls the host:
   that is more than a minute.
 
 The numbers are the bits of the uncut program (the draws are addressed by ``(seed, step, tag)``; see
-:func:`tabsim.engine.make_segments` and ``tests/runtime/test_segments.py``).
+:func:`tabsim.sim.engine.make_segments` and ``tests/runtime/test_segments.py``).
 """
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ def _unflat(prefix: str, like, arrays: dict):
 def run_chunk(segs, call, seeds, hp, segment: int, hooks: Hooks | None = None) -> dict[str, np.ndarray]:
     """The chunk's history ``{metric: [R, E + 1]}`` (runs in ``train``'s order) computed in segments.
 
-    ``segs``: :class:`tabsim.engine.Segments`; ``call(name, length, program, *args)`` runs a program (through
+    ``segs``: :class:`tabsim.sim.engine.Segments`; ``call(name, length, program, *args)`` runs a program (through
     the executable store); ``hooks``: checkpoints, progress and the estimate (None: none of them)."""
     plan = calls(segs.steps, segs.eval_every, segment)
     task, state, sums, first = call("init", 0, segs.program("init"), seeds, hp)

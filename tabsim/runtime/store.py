@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from tabsim import _clock
+from tabsim.base import clock
 from tabsim.files.atomic import write_json
 from tabsim.runtime.chunklog import ChunkLog, read_manifest
 from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, UntrustedFile, tree_digests
@@ -290,7 +290,7 @@ class RunStore:
     def _chunk_name(job: str, index: int) -> str:
         return f"{job}-{index:05d}"
 
-    @_clock.timed("bookkeeping")
+    @clock.timed("bookkeeping")
     def load_chunk(self, job: str, index: int) -> dict[str, np.ndarray] | None:
         """The arrays saved for chunk ``index`` of ``job``, or None if it is not there or fails verification.
 
@@ -315,7 +315,7 @@ class RunStore:
         self.rejected.append((name, why))
         return None
 
-    @_clock.timed("bookkeeping")
+    @clock.timed("bookkeeping")
     def save_chunk(self, job: str, index: int, arrays: dict[str, np.ndarray]) -> str:
         """Save chunk ``index`` of ``job`` (an Arrow IPC stream: one flat column per array): its bytes are
         appended to the pack, then its manifest line; returns the chunk's name."""

@@ -20,7 +20,7 @@ class Chunk:
 
     Attributes:
       config: resolved config (JSON); its static structure selects the program.
-      hypers: one full :class:`tabsim.params.Hyper` value mapping per unit.
+      hypers: one full :class:`tabsim.sim.params.Hyper` value mapping per unit.
       seeds: one seed id per unit.
       n_real: units that count; the rest pad the chunk to the program's fixed size.
       index: position of the chunk in its run.

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tabsim.arms import ARMS
+from tabsim.sim.arms import ARMS
 from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError, TaskConfig, TrainConfig, resolve
 
 ARM, TRACED, STATIC = "arm", "traced", "static"

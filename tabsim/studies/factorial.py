@@ -5,7 +5,7 @@ field decides how a factor is run:
 
 * ``arm``: the engine's arm axis (levels are arm names; every arm of a seed shares its randomness);
 * a traced numeric field (``prior_strength``, ``algo.filter``, ``lr``, ``gamma``, ... any field of
-  :class:`tabsim.params.Hyper`): a value of the vmapped hyperparameter pytree, never a recompile;
+  :class:`tabsim.sim.params.Hyper`): a value of the vmapped hyperparameter pytree, never a recompile;
 * a static field (``preset``, ``algo.estimator``, ``task.n_prompts``, ``train.steps``, ...): each
   combination of static levels is its own compiled program.
 
@@ -33,11 +33,11 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from tabsim import _clock
+from tabsim.base import clock
 from tabsim.config import Config
 from tabsim.files.provenance import provenance
-from tabsim.params import stack_hypers
-from tabsim.rng import seed_array
+from tabsim.sim.params import stack_hypers
+from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
 from tabsim.runtime import planning
 from tabsim.runtime.executors import Executor
@@ -111,7 +111,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     dev, executor, show, n_units = plan.device, plan.executor, plan.shown, plan.conditions
     chunks = [c for _, c in planned]
     job = job_key("designs", [(c.config, c.hypers, c.seeds, c.n_real) for c in chunks])
-    with _clock.timed("compile"):
+    with clock.timed("compile"):
         for cfg in programs.values():  # built before the bar: a note about the compile options prints above it
             compiled_train(cfg)
     with progress_bar(len(planned), show, desc) as bar, device_mod.using(dev), until_first_chunk(bar):
@@ -129,7 +129,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
         conf = {"base": d.base, "factors": [dataclasses.asdict(f) for f in d.factors], "seeds": list(d.seeds),
                 "programs": [program_config(d, s).model_dump(mode="json") for s in static_combos(d)]}
         results.append(DesignResult(frame=frame, factors=d.factors, config=_jsonable(conf), provenance=prov))
-    _clock.add("frames", time.perf_counter() - t_frames)
+    clock.add("frames", time.perf_counter() - t_frames)
     return results
 
 

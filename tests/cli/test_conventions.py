@@ -177,7 +177,7 @@ def test_audit_summary_says_which_verdicts_are_model_based_or_fragile(tmp_path, 
 # -- presets and config show -----------------------------------------------------------------------------------
 def test_presets_and_config_show(tmp_path):
     import tabsim as ts
-    from tabsim.presets import PRESETS
+    from tabsim.config.presets import PRESETS
 
     res = cli("presets")
     assert res.exit_code == 0 and all(name in res.stdout for name in PRESETS), res.output

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from tabsim.cli import main, walk
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("jax", "scipy.optimize", "pandas", "numpy")  # numpy: a third of a refusal's time
@@ -101,9 +101,10 @@ def test_the_command_line_refuses_a_bad_config_before_jax(args, tmp_path):
 
 
 def test_builtin_names_are_the_registries_and_a_registered_one_is_accepted(tmp_path):
-    """tabsim.choices lists each registry's built-in names; a component registered at run time is taken."""
+    """tabsim.base.choices lists each registry's built-in names; a component registered at run time is taken."""
     out = _python("""
-        from tabsim import algos, arms, choices, envs, params, rng
+        from tabsim.sim import algos, arms, envs, params, rng
+        from tabsim.base import choices
         from tabsim.config import resolve
         for name in ("ESTIMATORS", "RATIOS", "SURROGATES", "AGGREGATIONS", "KL_ESTIMATORS"):
             assert tuple(getattr(algos, name)) == getattr(choices, name), name

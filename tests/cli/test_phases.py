@@ -98,7 +98,7 @@ def test_audit_says_each_phase_and_records_the_command_time(tmp_path):
 
     from click.testing import CliRunner
 
-    from tabsim._host import started_at
+    from tabsim.base.host import started_at
     from tabsim.cli import main
 
     table = Path(__file__).resolve().parents[2] / "experiments" / "audits" / "ttrl.yaml"

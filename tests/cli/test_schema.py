@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tabsim.cli import main
 from tabsim.config import read_config_file
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 

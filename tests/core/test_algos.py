@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tabsim.algos import (AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec, advantages,
+from tabsim.sim.algos import (AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec, advantages,
                           policy_loss, take_logp)
-from tabsim.params import Hyper, stack_hypers
+from tabsim.sim.params import Hyper, stack_hypers
 
 TOL = dict(rtol=1e-6, atol=1e-6)
 

@@ -1,7 +1,7 @@
 """The engine's closed-form one-node gradient against ``jax.grad`` of the loss it replaces.
 
-Every composition the closed form claims (:func:`tabsim.algos.closed_form.supports`) is compared in
-float64 with the autodiff gradient of :func:`tabsim.algos.policy_loss` on the same batch (a filtered
+Every composition the closed form claims (:func:`tabsim.sim.algos.closed_form.supports`) is compared in
+float64 with the autodiff gradient of :func:`tabsim.sim.algos.policy_loss` on the same batch (a filtered
 group included), to 1e-10; then whole runs through each path are compared in float32.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import tabsim as ts
-from tabsim.algos import AGGREGATIONS, AlgoSpec, closed_form, policy_loss
-from tabsim.envs.bandit import BanditEnv
-from tabsim.params import Hyper
+from tabsim.sim.algos import AGGREGATIONS, AlgoSpec, closed_form, policy_loss
+from tabsim.sim.envs.bandit import BanditEnv
+from tabsim.sim.params import Hyper
 
 KL_CHOICES = [("none", "k3")] + [("loss", k) for k in ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")] + [("reward", "k1")]
 SPECS = [AlgoSpec(surrogate=s, aggregation=agg, kl_placement=place, kl=kl, entropy_bonus=ent)
@@ -84,7 +84,7 @@ def test_surrogates_with_a_ratio_gradient_fall_back(surrogate):
 
 
 def test_a_registered_kl_without_a_closed_form_falls_back(monkeypatch):
-    from tabsim.algos import KL_ESTIMATORS
+    from tabsim.sim.algos import KL_ESTIMATORS
 
     monkeypatch.setitem(KL_ESTIMATORS, "custom_kl", KL_ESTIMATORS["k3"])
     spec = AlgoSpec(surrogate="reinforce", kl_placement="loss", kl="custom_kl")
@@ -114,8 +114,8 @@ def test_engine_updates_agree_between_the_two_paths(cfg, monkeypatch):
     whose uniform sits on a boundary, after which the trajectories differ by design.
     """
     from tabsim.runtime import run as api
-    from tabsim.engine import TrainState, make_update, optimizer
-    from tabsim.rng import seed_array
+    from tabsim.sim.engine import TrainState, make_update, optimizer
+    from tabsim.sim.rng import seed_array
 
     base = {**cfg, "task": {"n_prompts": 12, "n_answers": 6, "n_correct": 2, "heterogeneity": 8.0,
                             **cfg.get("task", {})},
@@ -151,8 +151,8 @@ def test_engine_updates_agree_between_the_two_paths(cfg, monkeypatch):
 
 
 def test_offline_label_is_drawn_only_when_an_arm_reads_it():
-    from tabsim.params import Hyper as H
-    from tabsim.rng import seed_array
+    from tabsim.sim.params import Hyper as H
+    from tabsim.sim.rng import seed_array
 
     seed = jnp.asarray(seed_array([3])[0])
     with_label = BanditEnv(n_prompts=6, n_answers=5, offline_samples=16).init_task(seed, H())

@@ -7,11 +7,11 @@ import pytest
 
 import tabsim as ts
 from tabsim.runtime.run import schedule
-from tabsim import arms as arms_mod
-from tabsim.algos import AlgoSpec, advantages, policy_loss, take_logp, zero_variance
-from tabsim.engine import TrainState, make_update
-from tabsim.params import Hyper
-from tabsim.rng import seed_array, seed_words
+from tabsim.sim import arms as arms_mod
+from tabsim.sim.algos import AlgoSpec, advantages, policy_loss, take_logp, zero_variance
+from tabsim.sim.engine import TrainState, make_update
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_array, seed_words
 
 from f32_tolerance import EPS32, f32_bound  # tests/core: the float32 error bounds
 
@@ -117,7 +117,7 @@ def test_engine_step_matches_reference_update():
     arm = arms_mod.arm_id("true")
     new_state, _ = update(state, task, arm, hp)
     # replay the same draws outside the engine
-    from tabsim import rng as R
+    from tabsim.sim import rng as R
     idx = np.asarray(jax.lax.top_k(R.uniform(seed, (env.n_prompts,), step=0, tag=R.BATCH), 16)[1])
     lb = np.asarray(task.prior_logits)[idx]
     roll = env.rollout(seed, 0, jnp.asarray(lb), 8)
@@ -233,7 +233,7 @@ def test_registry_envs_compile_once_and_are_finite():
     for name in ts.ENVS:
         cfg = ts.resolve({"task": {"env": name}, "train": {"seeds": 2, "steps": 4, "batch_size": 4}})
         train = ts.compiled_train(cfg)
-        from tabsim.params import stack_hypers
+        from tabsim.sim.params import stack_hypers
         seeds = jnp.asarray(seed_array(range(2)))
         out = train(seeds, stack_hypers([cfg.hyper_values()]))
         assert all(np.isfinite(np.asarray(v)[..., -1]).all() for v in out.values())
@@ -266,14 +266,15 @@ def test_an_unknown_compile_option_is_dropped_with_one_line(tmp_path, monkeypatc
     jaxlib 0.11) is tried once, dropped with one line on stderr, and remembered on disk; the program
     runs with the options that are left and gives the numbers it gives without the unknown one. A name
     XLA does not know is never asked about again, whatever its value."""
-    from tabsim import _xla, engine
-    from tabsim.params import stack_hypers
+    from tabsim.base import xla
+    from tabsim.sim import engine
+    from tabsim.sim.params import stack_hypers
     from tabsim.runtime import cache
     from tabsim.runtime.run import algo_spec
 
     monkeypatch.setattr(cache, "current_folder", lambda: tmp_path)
-    _xla.forget()
-    monkeypatch.setattr(_xla, "_try", counting := _CountingTry(_xla._try))
+    xla.forget()
+    monkeypatch.setattr(xla, "_try", counting := _CountingTry(xla._try))
     cfg = ts.resolve({"task": {"n_prompts": 4}, "train": {"steps": 2, "batch_size": 2, "seeds": 1, "eval_every": 2}})
     env = ts.make_env(cfg)
     plain = ts.make_train(env, algo_spec(cfg), schedule(cfg), ("true",))
@@ -290,16 +291,16 @@ def test_an_unknown_compile_option_is_dropped_with_one_line(tmp_path, monkeypatc
     assert all(np.array_equal(got[k], want[k], equal_nan=True) for k in want)
     err = capfd.readouterr().err
     assert err.count(bogus) == 1 and "does not accept compile option" in err
-    assert (tmp_path / _xla.FILE).exists()
-    assert f"{bogus}=true" in _xla.dropped()
+    assert (tmp_path / xla.FILE).exists()
+    assert f"{bogus}=true" in xla.dropped()
     # another value of the unknown name: refused without asking XLA
     asked = counting.names.count(bogus)
-    assert not _xla.accepts(bogus, False) and counting.names.count(bogus) == asked
+    assert not xla.accepts(bogus, False) and counting.names.count(bogus) == asked
     # a new process (the answers of this one forgotten) reads the answer from disk: no second line, no try
-    _xla.forget()
+    xla.forget()
     ts.make_train(env, algo_spec(cfg), schedule(cfg), ("true",))
     assert bogus not in capfd.readouterr().err and counting.names.count(bogus) == asked
-    _xla.forget()
+    xla.forget()
 
 
 class _CountingTry:
@@ -312,10 +313,10 @@ class _CountingTry:
 
 
 def test_tuning_off_gives_programs_no_options(monkeypatch):
-    from tabsim import _xla
+    from tabsim.base import xla
 
-    monkeypatch.setenv(_xla.ENV, "0")
-    assert _xla.program_options(_xla.CPU_TUNING) is None and _xla.program_options(_xla.TREE_TUNING) is None
+    monkeypatch.setenv(xla.ENV, "0")
+    assert xla.program_options(xla.CPU_TUNING) is None and xla.program_options(xla.TREE_TUNING) is None
 
 
 def test_compilation_cache_reuses_programs_across_processes(tmp_path):

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 
 import tabsim as ts
-from tabsim import expected as E
-from tabsim.algos import ESTIMATORS, AlgoSpec
+from tabsim.sim import expected as E
+from tabsim.sim.algos import ESTIMATORS, AlgoSpec
 from tabsim.config import resolve
-from tabsim.engine import Schedule
-from tabsim.expected import batch
-from tabsim.expected.batch import BATCH_LEVEL
-from tabsim.envs.bandit import BanditEnv
-from tabsim.params import Hyper
-from tabsim.rng import seed_array
+from tabsim.sim.engine import Schedule
+from tabsim.sim.expected import batch
+from tabsim.sim.expected.batch import BATCH_LEVEL
+from tabsim.sim.envs.bandit import BanditEnv
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_array
 from tabsim.runtime.run import expected_crossover
 
 from f32_tolerance import f32_bound  # tests/core: the float32 error bounds
@@ -266,7 +266,7 @@ def np_others(F0, F1, b, replacement):
 
 
 def others_tolerance(N, b, s_max, want):
-    """The float32 error bound of :func:`tabsim.expected.batch.others` (about 2e-6; 4e-8 seen): each of at
+    """The float32 error bound of :func:`tabsim.sim.expected.batch.others` (about 2e-6; 4e-8 seen): each of at
     most N + b steps (N prompts absorbed or averaged, b divided out again) rounds a cell s_max + 5 times
     (add_group's s_max + 2 products and s_max + 1 sums of non-negative terms, the mixture's two scalings
     and sum), each by u = eps / 2 of a cell <= max(want); dividing a prompt out multiplies the error by

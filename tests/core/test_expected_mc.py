@@ -11,12 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tabsim import expected as E
-from tabsim.arms import ARMS
+from tabsim.sim import expected as E
+from tabsim.sim.arms import ARMS
 from tabsim.config import resolve
-from tabsim.engine import TrainState, make_update
-from tabsim.params import Hyper
-from tabsim.rng import seed_array
+from tabsim.sim.engine import TrainState, make_update
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_array
 from tabsim.runtime.run import algo_spec, make_env, schedule
 
 N_MC = 4096

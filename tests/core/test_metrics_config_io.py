@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 import tabsim as ts
 from tabsim.cli import main
-from tabsim.envs.bandit import BanditEnv, compositions
-from tabsim.params import Hyper
-from tabsim.rng import seed_words
+from tabsim.sim.envs.bandit import BanditEnv, compositions
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_words
 
 
 def test_compositions_count_and_sum():

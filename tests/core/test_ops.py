@@ -1,9 +1,9 @@
-"""The CPU-shaped kernels in tabsim._ops against plain NumPy, on both branches (unrolled and general)."""
+"""The CPU-shaped kernels in tabsim.sim.ops against plain NumPy, on both branches (unrolled and general)."""
 import jax
 import numpy as np
 import pytest
 
-from tabsim._ops import RANK_BY_COMPARISON, UNROLL, cumsum_last, ranks, take_rows, weighted_counts
+from tabsim.sim.ops import RANK_BY_COMPARISON, UNROLL, cumsum_last, ranks, take_rows, weighted_counts
 
 
 @pytest.mark.parametrize("J,n", [(8, 8), (UNROLL + 3, 5), (4, UNROLL + 6)])

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 import tabsim as ts
-from tabsim import _precision
+from tabsim.base import precision as precision_mod
 from tabsim.config import resolve
-from tabsim.engine import make_segments
-from tabsim.params import HYPER_FIELDS, stack_hypers
-from tabsim.rng import seed_array
+from tabsim.sim.engine import make_segments
+from tabsim.sim.params import HYPER_FIELDS, stack_hypers
+from tabsim.sim.rng import seed_array
 from tabsim.runtime.run import compiled_train
 
 SMALL = {"train": {"steps": 2, "seeds": 1, "batch_size": 2, "group_size": 3, "pass_k": [1], "maj_k": [3]},

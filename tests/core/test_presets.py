@@ -16,7 +16,7 @@ def n_programs(cfg) -> int:
     """Compiled executables of ``cfg``'s training program in this process (one per argument signature)."""
     return count(("conditions", static_key(cfg)))
 from tabsim.config import ConfigError, resolve
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "presets.md"
 

@@ -1,4 +1,4 @@
-"""The heterogeneous prior's Beta draws (tabsim.rng.beta, tabsim.rng.log_gamma) have the right law.
+"""The heterogeneous prior's Beta draws (tabsim.sim.rng.beta, tabsim.sim.rng.log_gamma) have the right law.
 
 Kolmogorov-Smirnov tests against scipy's exact CDFs, at fixed keys. With n draws the KS statistic's
 1e-3 critical value is about 1.95 / sqrt(n); a test fails when the statistic exceeds it. The Gamma draws
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tabsim import rng as R
+from tabsim.sim import rng as R
 
 N = 100_000
 CRITICAL = 1.95 / np.sqrt(N)  # KS at level 1e-3

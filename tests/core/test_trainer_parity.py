@@ -15,12 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tabsim.algos import KL_ESTIMATORS, AlgoSpec, closed_form, policy_loss
-from tabsim.algos.advantages import ESTIMATORS, reinforce_pp_token_returns
-from tabsim.engine import Schedule, TrainState, make_update
-from tabsim.envs.tree import TreeEnv
-from tabsim.params import Hyper
-from tabsim.rng import seed_words
+from tabsim.sim.algos import KL_ESTIMATORS, AlgoSpec, closed_form, policy_loss
+from tabsim.sim.algos.advantages import ESTIMATORS, reinforce_pp_token_returns
+from tabsim.sim.engine import Schedule, TrainState, make_update
+from tabsim.sim.envs.tree import TreeEnv
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_words
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "presets.md"
 
@@ -122,7 +122,7 @@ def test_tree_engine_uses_returns_to_go_for_reinforce_pp(monkeypatch):
         return np.asarray(update(state, task, 0, hp)[0].logits)
 
     per_token = step()
-    import tabsim.update as update_mod
+    import tabsim.sim.update as update_mod
 
     monkeypatch.setattr(update_mod, "TOKEN_RETURNS", {})
     whole = step()

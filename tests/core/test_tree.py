@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import tabsim as ts
-from tabsim.algos import AGGREGATIONS, AlgoSpec, policy_loss, take_logp
-from tabsim.envs.tree import STOP, TreeEnv, gather_logq
-from tabsim.params import Hyper
-from tabsim.rng import seed_words
+from tabsim.sim.algos import AGGREGATIONS, AlgoSpec, policy_loss, take_logp
+from tabsim.sim.envs.tree import STOP, TreeEnv, gather_logq
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_words
 
 from f32_tolerance import f32_bound  # tests/core: the float32 error bounds
 

@@ -7,9 +7,9 @@ import pytest
 
 import tabsim as ts
 from tabsim.runtime import run as api
-from tabsim.engine import TrainState, make_update, optimizer
-from tabsim.params import Hyper
-from tabsim.rng import seed_array
+from tabsim.sim.engine import TrainState, make_update, optimizer
+from tabsim.sim.params import Hyper
+from tabsim.sim.rng import seed_array
 
 TREE = {"env": "tree", "n_prompts": 12, "n_answers": 6, "n_correct": 2, "heterogeneity": 8.0,
         "tree": {"depth": 3, "branching": 3, "length_slope_wrong": 1.0}}
@@ -110,13 +110,13 @@ def test_sparse_update_builds_no_dense_gradient():
 def test_grouped_runs_equal_vmapped_runs(monkeypatch):
     """Trees whose runs' tables exceed ``RUN_GROUP_BYTES`` train in sequential groups of vmapped runs
     (here 4 + 2 of 6): the same history as all runs vmapped together."""
-    from tabsim import engine
+    from tabsim.sim import engine
 
     c = ts.config.resolve({"preset": "grpo", "task": TREE, "arms": {"arms": ["random", "true"]},
                            "train": {"seeds": 3, "steps": 6, "eval_every": 3, "batch_size": 8, "group_size": 6}})
     env, spec, sched = api.make_env(c), api.algo_spec(c), api.schedule(c)
     seeds = jnp.asarray(seed_array([0, 1, 2]))
-    from tabsim.params import stack_hypers
+    from tabsim.sim.params import stack_hypers
 
     hp = stack_hypers([c.hyper_values()])
     table = int(np.prod(env.table_shape)) * 4

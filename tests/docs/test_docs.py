@@ -142,11 +142,11 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture
 def registries():
     """Registrations an example makes (a new estimator, say) are undone afterwards."""
-    from tabsim import algos
+    from tabsim.sim import algos
     from tabsim.runtime import run as api
     from tabsim.studies import factorial
-    from tabsim.envs import ENVS
-    from tabsim.presets import PRESETS
+    from tabsim.sim.envs import ENVS
+    from tabsim.config.presets import PRESETS
 
     regs = [algos.ESTIMATORS, algos.RATIOS, algos.SURROGATES, algos.AGGREGATIONS, algos.KL_ESTIMATORS, ENVS, PRESETS]
     saved = [dict(r) for r in regs]

@@ -145,7 +145,7 @@ def test_every_option_of_every_command_has_help():
 
 def test_preset_options_list_the_presets():
     from tabsim.cli import main, walk
-    from tabsim.presets import PRESETS
+    from tabsim.config.presets import PRESETS
 
     for path, cmd in walk(main):
         for p in cmd.params:

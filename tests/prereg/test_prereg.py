@@ -474,7 +474,7 @@ def test_cli_run_says_each_phase_and_records_the_command_time(complete_run, tmp_
     import re
     import time
 
-    from tabsim._host import started_at
+    from tabsim.base.host import started_at
 
     path = write_plan(tmp_path)
     since_start = time.perf_counter() - started_at()  # the command's clock starts with the process

@@ -348,22 +348,22 @@ def test_code_changed_after_the_lock_is_refused_or_reported(tmp_path, monkeypatc
     locked = json.loads(locking.lock_path(plan).read_text())["code"]
     assert locked["sha256"] == integrity.code_digest(site / "tabsim")["sha256"]
     # a preset's code changes after the lock
-    presets = site / "tabsim" / "presets.py"
+    presets = site / "tabsim" / "config" / "presets.py"
     presets.write_text(presets.read_text() + "\n# changed after the lock\n")
     (site / "tabsim" / "extra_module.py").write_text("X = 1\n")
     out = ok(cli("validate", plan))
-    assert "warning: code: differs from the lock" in out and "tabsim/presets.py" in out
+    assert "warning: code: differs from the lock" in out and "tabsim/config/presets.py" in out
     refused(cli("run", plan, "--out", tmp_path / "r1", "-q"), "the code changed since the lock",
-            "changed tabsim/presets.py", "added tabsim/extra_module.py", "--allow-code-change")
+            "changed tabsim/config/presets.py", "added tabsim/extra_module.py", "--allow-code-change")
     assert not (tmp_path / "r1").exists()
     ok(cli("run", plan, "--out", tmp_path / "r2", "-q", "--allow-code-change"))
     rep = json.loads((tmp_path / "r2" / "report.json").read_text())
     assert rep["deviations"][0]["kind"] == "code change"
-    assert rep["deviations"][0]["changes"]["changed"] == ["tabsim/presets.py"]
+    assert rep["deviations"][0]["changes"]["changed"] == ["tabsim/config/presets.py"]
     md = (tmp_path / "r2" / "report.md").read_text()
     assert "**WARNING: the code changed after the lock.**" in md
     assert md.index("WARNING: the code changed") < md.index("## Confirmatory hypotheses")
-    assert "- **code change**: the code differed from the locked code (changed tabsim/presets.py" in md
+    assert "- **code change**: the code differed from the locked code (changed tabsim/config/presets.py" in md
     refused(cli("report", tmp_path / "r2", "--strict"), "integrity check failed", "code change")
     # a library upgrade is a code change too
     presets.write_text(presets.read_text().replace("\n# changed after the lock\n", ""))

@@ -1,4 +1,4 @@
-"""What tabsim reads from its cache folder: the XLA option answers (tabsim._xla, kept by tabsim.runtime.cache),
+"""What tabsim reads from its cache folder: the XLA option answers (tabsim.base.xla, kept by tabsim.runtime.cache),
 the structure of a stored program's results (tabsim.runtime.pytrees), and the notes the cache prints.
 
 Everything read from the folder must be a small regular file, opened without blocking: anything else
@@ -15,8 +15,8 @@ import warnings
 
 import pytest
 
-from tabsim import _xla
-from tabsim._pytree import pytree_dataclass
+from tabsim.base import xla
+from tabsim.sim.pytree import pytree_dataclass
 from tabsim.cli.phases import Phases
 from tabsim.runtime import cache
 
@@ -28,10 +28,10 @@ def answers(tmp_path, monkeypatch):
     """The answers file in ``tmp_path``, the cache folder of this process for the test."""
     monkeypatch.setenv("TABSIM_COMPILATION_CACHE", str(tmp_path))
     monkeypatch.setattr(cache, "current_folder", lambda: tmp_path)
-    _xla.forget()
-    yield tmp_path / _xla.FILE
-    _xla.forget()
-    _xla.set_notes(True)
+    xla.forget()
+    yield tmp_path / xla.FILE
+    xla.forget()
+    xla.set_notes(True)
 
 
 def guarded(fn, *args):
@@ -79,31 +79,31 @@ def test_a_bad_answers_file_is_no_answer_and_is_replaced(answers, make):
     ``[`` (RecursionError), an oversized file or a folder: the option is tried as if nothing were kept,
     and the answer written over the file where it can be."""
     make(answers)
-    assert guarded(_xla.accepts, *OPTION) is False
+    assert guarded(xla.accepts, *OPTION) is False
     if make is not _folder:
         assert answers.is_file() and not answers.is_symlink()
         assert any(OPTION[0] in k for k in json.loads(answers.read_text()))
 
 
 def test_a_good_answers_file_is_read_and_the_option_not_tried_again(answers, monkeypatch):
-    assert _xla.accepts(*OPTION) is False
-    _xla.forget()  # a new process
-    monkeypatch.setattr(_xla, "_try", lambda name, value: pytest.fail(f"asked XLA about {name} again"))
-    assert _xla.accepts(*OPTION) is False
-    assert _xla.accepts(OPTION[0], False) is False  # an unknown name: refused for every value
+    assert xla.accepts(*OPTION) is False
+    xla.forget()  # a new process
+    monkeypatch.setattr(xla, "_try", lambda name, value: pytest.fail(f"asked XLA about {name} again"))
+    assert xla.accepts(*OPTION) is False
+    assert xla.accepts(OPTION[0], False) is False  # an unknown name: refused for every value
 
 
 def test_quiet_commands_print_no_note_on_a_refused_option(answers, capfd):
     Phases(quiet=True)
-    assert _xla.accepts(*OPTION) is False
+    assert xla.accepts(*OPTION) is False
     assert capfd.readouterr().err == ""
-    _xla.forget()
+    xla.forget()
     answers.unlink()
     Phases(quiet=False)
-    assert _xla.accepts(*OPTION) is False
+    assert xla.accepts(*OPTION) is False
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tabsim: XLA ") and OPTION[0] in err
-    assert f"{OPTION[0]}=true" in _xla.dropped()
+    assert f"{OPTION[0]}=true" in xla.dropped()
 
 
 def test_an_unusable_compilation_cache_is_one_tabsim_line(tmp_path, monkeypatch, capfd):

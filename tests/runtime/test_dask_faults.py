@@ -19,7 +19,7 @@ from click.testing import CliRunner
 pytest.importorskip("distributed")
 
 import tabsim as ts  # noqa: E402
-from tabsim._host import cpu_count  # noqa: E402
+from tabsim.base.host import cpu_count  # noqa: E402
 from tabsim.cli import main  # noqa: E402
 from tabsim.runtime import health  # noqa: E402
 from tabsim.runtime.dask import DaskExecutor, probe_scheduler  # noqa: E402

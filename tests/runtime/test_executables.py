@@ -34,8 +34,8 @@ CHILD = textwrap.dedent("""
     from tabsim.runtime import run as api
     from tabsim.runtime import executables, executors, planning
     from tabsim.config import resolve
-    from tabsim.params import stack_hypers
-    from tabsim.rng import seed_array
+    from tabsim.sim.params import stack_hypers
+    from tabsim.sim.rng import seed_array
 
     cfg = resolve(json.loads(sys.argv[1]))
     hp = stack_hypers([cfg.hyper_values(g) for g in cfg.grid()])
@@ -84,11 +84,11 @@ def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
     cfg = {"task": {"env": "tree", "n_prompts": 6, "n_answers": 4, "tree": {"depth": 3, "branching": 3}},
            "algo": {"estimator": "rloo", "optimizer": "adam", "lr": 0.05},
            "train": {"steps": 4, "seeds": 2, "eval_every": 2, "batch_size": 6, "group_size": 4}}
-    from tabsim import _xla
-    from tabsim.engine import TREE_COMPILER_OPTIONS
+    from tabsim.base import xla
+    from tabsim.sim.engine import TREE_COMPILER_OPTIONS
 
     # (those the running XLA accepts: jaxlib 0.11+ knows none of them)
-    assert api.compiled_train(ts.resolve(cfg)).xla_options == _xla.program_options(TREE_COMPILER_OPTIONS)
+    assert api.compiled_train(ts.resolve(cfg)).xla_options == xla.program_options(TREE_COMPILER_OPTIONS)
     first = child(tmp_path, cfg=cfg)
     assert first["same"] and first["stats"] == counts(compiled=1, saved=1)
     second = child(tmp_path, cfg=cfg)
@@ -215,8 +215,8 @@ def test_an_entry_of_another_config_under_a_runs_name_is_refused_and_the_numbers
     """dr_grpo's program copied over grpo's entry: grpo's call refuses it, traces its own program and
     returns grpo's numbers, not dr_grpo's."""
     from tabsim.config import resolve
-    from tabsim.params import stack_hypers
-    from tabsim.rng import seed_array
+    from tabsim.sim.params import stack_hypers
+    from tabsim.sim.rng import seed_array
 
     small = {"task": {"n_prompts": 6}, "train": {"steps": 4, "seeds": 2, "eval_every": 2, "batch_size": 3}}
     runs = {}

@@ -21,7 +21,7 @@ def long_functions(source: str) -> list[tuple[str, int]]:
 
 def private_imports(source: str) -> list[str]:
     """``module.name`` of each private name ``source`` imports from a tabsim module (the package's own
-    underscored helper modules, ``from tabsim import _clock``, are modules, not names of another's room)."""
+    underscored names only)."""
     return [f"{node.module}.{alias.name}" for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tabsim.")
             for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]

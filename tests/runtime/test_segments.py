@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 
 import tabsim as ts
-from tabsim.params import stack_hypers
-from tabsim.rng import seed_array
+from tabsim.sim.params import stack_hypers
+from tabsim.sim.rng import seed_array
 from tabsim.runtime import planning, segments
 from tabsim.runtime.run import compiled_segments, compiled_train
 from tabsim.runtime.store import RunStore, staging_path
@@ -86,7 +86,7 @@ def test_segments_give_the_bits_of_one_call(over, segment):
 
 def test_not_stacked_evaluation_too(monkeypatch):
     """Tables too many to keep are evaluated at each point, in both programs."""
-    import tabsim.engine as engine
+    import tabsim.sim.engine as engine
     from tabsim.runtime import run as api
 
     monkeypatch.setattr(engine, "STACKED_EVAL_BYTES", 0)

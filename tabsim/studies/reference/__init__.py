@@ -23,7 +23,7 @@ so a folder without it is an interrupted run.
 * :mod:`~tabsim.studies.reference.report` -- ``report.md`` and ``summary.json``.
 * :mod:`~tabsim.studies.reference.run` -- :func:`reproduce`, which runs it all.
 """
-from tabsim._lazy import lazy_exports
+from tabsim.base.lazy import lazy_exports
 
 # imported on first use: `tabsim reproduce --help` loads only the light design module
 _EXPORTS = {"SCALES": "design", "PAPER": "design", "Settings": "design", "settings": "design",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from tabsim.presets import PRESETS
+from tabsim.config.presets import PRESETS
 
 SCALES = ("default", "heavy")  # the study sizes `tabsim reproduce --scale` offers
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tabsim import _clock
-from tabsim._host import process_seconds
+from tabsim.base import clock
+from tabsim.base.host import process_seconds
 from tabsim.config import resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.provenance import provenance
@@ -59,7 +59,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
       executor: where the training chunks run (default in this process; e.g.
         :class:`tabsim.runtime.dask.DaskExecutor`); the results are the same.
       started: the ``time.perf_counter()`` reading the stage lines and the recorded wall time count from
-        (default: this call; ``tabsim reproduce`` gives its process's start, :func:`tabsim._host.started_at`).
+        (default: this call; ``tabsim reproduce`` gives its process's start, :func:`tabsim.base.host.started_at`).
       overrides: config values over the preset in the base of every study, as a nested mapping
         (``{"algo": {"lr": 0.05}}``; ``tabsim reproduce --set algo.lr=0.05``); see :func:`settings`. They
         are recorded in ``config.json``, ``summary.json`` and ``provenance.json``, and the report lists
@@ -75,8 +75,8 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
       The ``summary.json`` content.
     """
     t0 = time.perf_counter() if started is None else started
-    _clock.reset()
-    _clock.add("imports", time.perf_counter() - t0)  # the command's imports and start-up (0 from Python)
+    clock.reset()
+    clock.add("imports", time.perf_counter() - t0)  # the command's imports and start-up (0 from Python)
     if fmt not in ("parquet", "csv"):
         raise ValueError(f"fmt: unknown data format {fmt!r}; allowed: csv, parquet")
     if defaults.precision(precision) != "float32":
@@ -102,7 +102,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         t_published = time.perf_counter()  # the report is written: the rest is the store's publish
     if not store.complete:
         say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
-        _clock.add("publish", time.perf_counter() - t_published)
+        clock.add("publish", time.perf_counter() - t_published)
     return summary
 
 
@@ -135,7 +135,7 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
                       executor, warm, pool, device: str | None = None, formats=None) -> dict:
     """Train, analyse, write; ``pool`` draws the figures (None: no figure)."""
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
-    with _clock.timed("training"):
+    with clock.timed("training"):
         results = factorial.run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
                                         executor=executor, device=device)
     frames = {name: r.frame for name, r in zip(designs, results)}
@@ -143,15 +143,15 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
         f"{results[0].provenance['n_chunks_job']} chunks, "
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
-    with _clock.timed("statistics"):
+    with clock.timed("statistics"):
         warm.join()
         draw = ((lambda name, part: figures(part, dest, pool, which=(name,), formats=formats))
                 if pool is not None else None)
         a = analyze(frames, s, cfg, on_section=draw)
-    with _clock.timed("publish"):
+    with clock.timed("publish"):
         for name, fr in frames.items():  # while the pool draws
             write_frame(dest / "data" / f"{name}.{fmt}", fr)
-    with _clock.timed("statistics"):
+    with clock.timed("statistics"):
         cmp = compare_with_paper(a, s)
         reasons = difference_reasons(cmp, a, s, cfg)
     t_stats = time.perf_counter() - t0
@@ -168,8 +168,8 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     t_written = time.perf_counter()
     for name, tab in tables.items():
         write_frame(dest / "tables" / f"{name}.csv", tab)
-    _clock.add("publish", time.perf_counter() - t_written)
-    with _clock.timed("figures"):
+    clock.add("publish", time.perf_counter() - t_written)
+    with clock.timed("figures"):
         figs = pool.wait() if pool is not None else []
     if pool is not None:
         say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
@@ -179,7 +179,7 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
                       seconds_statistics=round(t_stats - t_train, 3), config_hash=cfg.digest(),
                       n_units=results[0].provenance["n_units_job"], n_chunks=results[0].provenance["n_chunks_job"],
                       n_programs=results[0].provenance["n_programs_job"], argv=sys.argv, overrides=s.overrides,
-                      process_seconds=process_seconds(), phase_seconds=_clock.net())
+                      process_seconds=process_seconds(), phase_seconds=clock.net())
     write_json(dest / "provenance.json", prov)
     write_json(dest / "config.json", {"settings": dataclasses.asdict(s),
                                      "designs": {n: r.config for n, r in zip(designs, results)},
@@ -193,6 +193,6 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     write_json(dest / "summary.json", summary)
     atomic_write_text(dest / "report.md", render_report(a, cmp, reasons, s, cfg, wall, prov,
                                                               figures=pool is not None))  # last: marks completion
-    _clock.add("publish", time.perf_counter() - t_written)
+    clock.add("publish", time.perf_counter() - t_written)
     say(f"[{time.perf_counter() - t0:5.1f}s] wrote report.md")
     return summary

@@ -8,16 +8,16 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from tabsim import arms as arms_mod
-from tabsim._precision import full, real, scope
-from tabsim.algos import AlgoSpec
-from tabsim.engine import DIAG_KEYS, Schedule, check_schedule, compiler_options
-from tabsim.expected import batch
-from tabsim.expected.batch import BATCH_LEVEL
-from tabsim.expected.general import general_step, outcome_table, symbol_table
-from tabsim.expected.linear import level_tables, linear_step, linear_tables
-from tabsim.envs.bandit import compositions, majority_tables, n_compositions
-from tabsim.params import Hyper
+from tabsim.sim import arms as arms_mod
+from tabsim.base.precision import full, real, scope
+from tabsim.sim.algos import AlgoSpec
+from tabsim.sim.engine import DIAG_KEYS, Schedule, check_schedule, compiler_options
+from tabsim.sim.expected import batch
+from tabsim.sim.expected.batch import BATCH_LEVEL
+from tabsim.sim.expected.general import general_step, outcome_table, symbol_table
+from tabsim.sim.expected.linear import level_tables, linear_step, linear_tables
+from tabsim.sim.envs.bandit import compositions, majority_tables, n_compositions
+from tabsim.sim.params import Hyper
 
 
 EXPECTED_SEED = -1  # the ``seed`` of an expected-dynamics row in a run's frame
@@ -59,7 +59,7 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
     """Raise ``ValueError`` (naming the setting and what to change) when the exact flow is not available."""
     if getattr(env, "name", None) != "bandit":
         _refuse(f"only the bandit (task.env = 'bandit') has exact expected dynamics, got {env.name!r}; for "
-                "a small tree, tabsim.expected.expected_update gives the exact expected one-step update")
+                "a small tree, tabsim.sim.expected.expected_update gives the exact expected one-step update")
     if algo.optimizer != "sgd":
         _refuse(f"algo.optimizer = {algo.optimizer!r}: Adam's moments depend on the whole history of sampled "
                 "gradients, so the expected update is not a function of the logits; use 'sgd'")
@@ -108,7 +108,7 @@ def expected_update(env, algo: AlgoSpec, schedule: Schedule, arm: str, task, log
     environment with :func:`symbol_table`) enumerates every group of G leaves by its counts
     (``C(G + L - 1, L - 1)`` for L leaves) and applies the engine's loss to each (the general path; long
     tree runs are not offered); the tests compare both with the sampled engine. ``precision="float64"``
-    traces and runs the step in double precision (:func:`tabsim._precision.scope`; numpy inputs and
+    traces and runs the step in double precision (:func:`tabsim.base.precision.scope`; numpy inputs and
     Python floats enter as float64, and the result is a float64 array).
     """
     with scope(precision):
@@ -211,7 +211,7 @@ def _history(env, arms, task, hp: Hyper, z0, tables_e, hist) -> dict:
 
 def make_expected_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
     """Build ``train(seeds [S, 2], hypers [C]) -> history`` of the expected flow, like
-    :func:`tabsim.engine.make_train` (same metrics, ``[C, S, A, E + 1]``). A seed only draws the task
+    :func:`tabsim.sim.engine.make_train` (same metrics, ``[C, S, A, E + 1]``). A seed only draws the task
     (answer positions, offline label); the flow itself has no randomness.
 
     Raises:

@@ -4,13 +4,13 @@ Nodes are prefixes. Every node has a tabular softmax over ``b`` actions; action 
 ``1 .. b-1`` are content tokens that lead to a child node. An answer ends at STOP or after ``D``
 tokens, so lengths run from 1 to ``D`` (the STOP token counts). Each terminal (node, action) pair is a
 *leaf*; a static map sends leaves to one of ``K`` answers (many paths reach the same answer), and the
-rewards (:mod:`tabsim.arms`) compare answers, never paths. The root's actions are grouped into
+rewards (:mod:`tabsim.sim.arms`) compare answers, never paths. The root's actions are grouped into
 *styles*: the subtrees under them, each with its own prior mass and accuracy.
 
 Indexing (static, numpy): nodes in breadth-first order, level ``d`` holds ``(b-1)^d`` nodes starting at
 ``offset[d]``; the child of level-``d`` node ``i`` under content token ``a`` is level-``d+1`` node
 ``i (b-1) + a - 1``. With ``D = 1`` and ``b = K`` the tree is the bandit: one node whose actions are
-the answers, and its task, sampling and metrics reproduce :class:`~tabsim.envs.bandit.BanditEnv`
+the answers, and its task, sampling and metrics reproduce :class:`~tabsim.sim.envs.bandit.BanditEnv`
 draw for draw.
 
 Prior (a distribution over leaves, turned into node logits by summing subtree masses bottom-up)::
@@ -32,12 +32,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim._ops import cumsum_last, log_softmax_last, softmax_last
-from tabsim._pytree import pytree_dataclass
-from tabsim.choices import MAX_PAIRS, TREE_FIELDS, float_field, int_field, tree_styles
-from tabsim import rng as R
-from tabsim.envs.base import prompt_means, register_env, select_metrics
-from tabsim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
+from tabsim.sim.ops import cumsum_last, log_softmax_last, softmax_last
+from tabsim.sim.pytree import pytree_dataclass
+from tabsim.base.choices import MAX_PAIRS, TREE_FIELDS, float_field, int_field, tree_styles
+from tabsim.sim import rng as R
+from tabsim.sim.envs.base import prompt_means, register_env, select_metrics
+from tabsim.sim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0
 
@@ -176,7 +176,7 @@ class TreeEnv:
         self.n_nodes, self.n_leaves, self.max_len = s["n_nodes"], s["n_leaves"], D
         self.single_node = self.n_nodes == 1  # one-node tree: the bandit, and its closed-form update
         # the engine differentiates the loss with respect to the visited rows only and scatter-adds them
-        # into the table (``tabsim.engine``): a rollout touches B G D of the N n_nodes rows
+        # into the table (``tabsim.sim.engine``): a rollout touches B G D of the N n_nodes rows
         self.sparse_rows = not self.single_node
         self.n_styles = len(self.styles)
         self.level_sizes, self.offsets = tuple(int(x) for x in s["level_sizes"]), tuple(int(x) for x in s["offsets"])

@@ -1,6 +1,6 @@
 """Per-token policy losses (minimised): ``surrogate(log_ratio, logp, adv, hp) -> [B, G, T]``.
 
-``log_ratio`` comes from :mod:`tabsim.algos.ratios`, ``adv`` is ``[B, G, 1]`` (broadcast over
+``log_ratio`` comes from :mod:`tabsim.sim.algos.ratios`, ``adv`` is ``[B, G, 1]`` (broadcast over
 tokens) and ``logp`` the differentiable token log-probabilities, needed by the ratio-free losses.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 # the exact answer-level metrics every environment records (named without JAX, for the config)
-from tabsim.choices import ANSWER_METRICS
+from tabsim.base.choices import ANSWER_METRICS
 
 ENVS: dict[str, type] = {}
 

@@ -2,7 +2,7 @@
 
 ``make_train(env, algo, schedule, arms)`` fixes everything static (shapes, code paths) and returns
 ``train(seeds, hypers) -> history``: one jit-compiled program that vmaps over conditions (a stacked
-:class:`~tabsim.params.Hyper`), seeds and arms, and runs training as a ``lax.scan``.
+:class:`~tabsim.sim.params.Hyper`), seeds and arms, and runs training as a ``lax.scan``.
 
 Paired randomness: the arm axis is vmapped *inside* the seed axis with the seed held fixed, so every
 arm of a seed draws the same prompt batches, the same sampling uniforms and the same reward noise
@@ -19,29 +19,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim import _xla
-from tabsim._precision import full, real
-from tabsim.algos import AlgoSpec, closed_form
-from tabsim.params import Hyper
-from tabsim.update import Schedule, TrainState, make_update, optimizer, scan
+from tabsim.base import xla
+from tabsim.base.precision import full, real
+from tabsim.sim.algos import AlgoSpec, closed_form
+from tabsim.sim.params import Hyper
+from tabsim.sim.update import Schedule, TrainState, make_update, optimizer, scan
 
 
 DIAG_KEYS = ("reward_mean", "kept_frac", "clip_frac")  # per-update diagnostics, averaged per eval chunk
 STACKED_EVAL_BYTES = 256 * 2**20  # tables kept for one batched evaluation at the end
-# Compile options of the programs (``tabsim._xla``: each kept only where the running XLA accepts it;
+# Compile options of the programs (``tabsim.base.xla``: each kept only where the running XLA accepts it;
 # ``None`` in a slot: XLA's defaults). The bandit's programs compile about 30% faster with the classic CPU
 # emitters; those expand a scatter into a loop over its indices, and the multi-node tree's sparse update
 # scatter-adds B G D rows per step, so the tree keeps the fusion emitters (its steps take about 2/3 of
 # the CPU time for about 1.3 s more compile time; experiments/bench_tree.py). The options are part of a
 # program's key in the executable store (``tabsim.runtime.executables``) and in JAX's cache.
-TREE_COMPILER_OPTIONS: dict | None = _xla.TREE_TUNING
-BANDIT_COMPILER_OPTIONS: dict | None = _xla.CPU_TUNING
+TREE_COMPILER_OPTIONS: dict | None = xla.TREE_TUNING
+BANDIT_COMPILER_OPTIONS: dict | None = xla.CPU_TUNING
 
 
 def compiler_options(sparse: bool) -> dict | None:
     """The compile options of a training program (the tree's sparse update or the rest), less those
     the running XLA does not know."""
-    return _xla.program_options(TREE_COMPILER_OPTIONS if sparse else BANDIT_COMPILER_OPTIONS)
+    return xla.program_options(TREE_COMPILER_OPTIONS if sparse else BANDIT_COMPILER_OPTIONS)
 
 
 # multi-node trees whose runs' tables together exceed this go through in groups of runs (a sequential
@@ -173,7 +173,7 @@ def make_train(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...]):
     @full  # every product at full float32 precision, on every backend
     def train(seeds, hypers):
         """``seeds``: ``uint32[S, 2]`` seed words; ``hypers``: Hyper of ``[C]`` arrays, or of scalars for
-        the fields shared by every condition (see :func:`tabsim.params.stack_hypers`)."""
+        the fields shared by every condition (see :func:`tabsim.sim.params.stack_hypers`)."""
         # every arm of a seed gets the same seed words, hence the same draws (paired randomness); a
         # shared field stays one scalar (no per-run copy); swept fields are laid out per run
         out = over_runs(env, n_evals, arm_ids, train_one, seeds, hypers)

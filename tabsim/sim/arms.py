@@ -9,9 +9,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from tabsim.choices import ARMS  # noqa: F401  (the names live without JAX, for the config)
-from tabsim.envs.bandit import plurality
-from tabsim import rng as R
+from tabsim.base.choices import ARMS  # noqa: F401  (the names live without JAX, for the config)
+from tabsim.sim.envs.bandit import plurality
+from tabsim.sim import rng as R
 
 OFFLINE_ARMS = ("majority_offline", "incorrect")  # read the task's offline majority label
 NOISE_ARMS = ("random", "noisy")  # read the shared reward uniforms

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 BATCH_LEVEL = ("reinforce_pp", "reinforce_pp_baseline", "gpg")  # estimators that read the whole batch
-WHITEN_EPS = 1e-8  # the whitening's epsilon (tabsim.algos.advantages._masked_whiten)
+WHITEN_EPS = 1e-8  # the whitening's epsilon (tabsim.sim.algos.advantages._masked_whiten)
 
 
 # -- the others' (M, S) ---------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def advantage_tables(algo, schedule) -> tuple[np.ndarray, np.ndarray]:
     """``A1, A0 [G + 1, B, S]``: a rewarded / unrewarded answer's advantage, times its aggregation weight,
     in a kept group with m rewards when the batch's other kept groups number M and sum to statistic S.
 
-    The totals are those of :mod:`tabsim.algos.advantages` with 0/1 rewards over ``n = G (1 + M)`` kept
+    The totals are those of :mod:`tabsim.sim.algos.advantages` with 0/1 rewards over ``n = G (1 + M)`` kept
     answers and ``R = m + S`` rewards (GPG and REINFORCE++) or ``Q = (m (G - m) + S) / G`` summed squared
     centred rewards (REINFORCE++-baseline, whose batch mean is 0)."""
     est, G, B = algo.estimator, schedule.group_size, schedule.batch_size

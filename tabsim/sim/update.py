@@ -20,14 +20,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from tabsim import arms as arms_mod
-from tabsim import rng as R
-from tabsim._ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
-from tabsim._precision import real
-from tabsim._pytree import pytree_dataclass
-from tabsim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
-from tabsim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
-from tabsim.params import Hyper
+from tabsim.sim import arms as arms_mod
+from tabsim.sim import rng as R
+from tabsim.sim.ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
+from tabsim.base.precision import real
+from tabsim.sim.pytree import pytree_dataclass
+from tabsim.sim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
+from tabsim.sim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
+from tabsim.sim.params import Hyper
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +268,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     ``sparse`` (default: ``env.sparse_rows``, the multi-node tree) differentiates the loss with respect
     to the logit rows of the visited (prompt, node) pairs, ``[B, G, T, b]``, and scatter-adds the row
     gradients into the flattened table ``[N n_nodes, b]``: O(B G T b) per update instead of a dense
-    ``[B, n_nodes, b]`` gradient. Every loss term of :func:`~tabsim.algos.policy_loss` reads the
+    ``[B, n_nodes, b]`` gradient. Every loss term of :func:`~tabsim.sim.algos.policy_loss` reads the
     policy only through ``log_softmax`` of these rows, so the gradient is the same (the dense path is
     the transpose of the same gather). SGD adds the scaled rows to the table directly; Adam and the
     global-norm clip need the summed gradient table, built by one scatter-add into zeros of the table's

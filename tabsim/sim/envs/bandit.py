@@ -18,12 +18,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim._ops import ranks, take_rows, weighted_counts
-from tabsim._precision import real
-from tabsim._pytree import pytree_dataclass
-from tabsim.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
-from tabsim.envs.base import prompt_means, register_env, select_metrics
-from tabsim import rng as R
+from tabsim.sim.ops import ranks, take_rows, weighted_counts
+from tabsim.base.precision import real
+from tabsim.sim.pytree import pytree_dataclass
+from tabsim.base.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
+from tabsim.sim.envs.base import prompt_means, register_env, select_metrics
+from tabsim.sim import rng as R
 
 
 @pytree_dataclass
@@ -129,8 +129,8 @@ class BanditEnv:
       offline_samples: m, the base-policy samples that fix each prompt's offline majority label (0: no
         arm reads it; the label is -1).
       pass_k, maj_k: the k of the exact pass@k and maj@k metrics.
-      metrics: the answer-level metrics to record (``tabsim.envs.ANSWER_METRICS``; ``None``: all).
-      rng: hot-path generator (see :mod:`tabsim.rng`).
+      metrics: the answer-level metrics to record (``tabsim.sim.envs.ANSWER_METRICS``; ``None``: all).
+      rng: hot-path generator (see :mod:`tabsim.sim.rng`).
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",

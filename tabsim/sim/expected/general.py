@@ -12,14 +12,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim import arms as arms_mod
-from tabsim._precision import real
-from tabsim.algos import ESTIMATORS, KL_ESTIMATORS, AlgoSpec, policy_loss, take_logp, zero_variance
-from tabsim.expected.batch import batch_scale
-from tabsim.expected.linear import two_class
-from tabsim.envs.bandit import Rollout, compositions
-from tabsim.envs.tree import TreeRollout
-from tabsim.params import Hyper
+from tabsim.sim import arms as arms_mod
+from tabsim.base.precision import real
+from tabsim.sim.algos import ESTIMATORS, KL_ESTIMATORS, AlgoSpec, policy_loss, take_logp, zero_variance
+from tabsim.sim.expected.batch import batch_scale
+from tabsim.sim.expected.linear import two_class
+from tabsim.sim.envs.bandit import Rollout, compositions
+from tabsim.sim.envs.tree import TreeRollout
+from tabsim.sim.params import Hyper
 
 
 def symbol_table(env, noise: bool) -> dict:

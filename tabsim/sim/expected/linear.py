@@ -14,19 +14,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim import arms as arms_mod
-from tabsim._precision import real
-from tabsim.algos import ESTIMATORS, AlgoSpec, closed_form
-from tabsim.expected import batch
-from tabsim.expected.batch import BATCH_LEVEL, batch_scale
-from tabsim.params import Hyper
-from tabsim.update import Schedule
+from tabsim.sim import arms as arms_mod
+from tabsim.base.precision import real
+from tabsim.sim.algos import ESTIMATORS, AlgoSpec, closed_form
+from tabsim.sim.expected import batch
+from tabsim.sim.expected.batch import BATCH_LEVEL, batch_scale
+from tabsim.sim.params import Hyper
+from tabsim.sim.update import Schedule
 
 
 def _advantage_table(algo: AlgoSpec, G: int, hp: Hyper):
     """``A1[m], A0[m]`` (``[G + 1]``): a rewarded / unrewarded answer's advantage in a group with m rewards,
     and the keep indicator ``kappa[m]`` (0 for the homogeneous groups the filter drops). A batch-level
-    estimator's advantage depends on the rest of the batch (:mod:`tabsim.expected.batch`): 0 here."""
+    estimator's advantage depends on the rest of the batch (:mod:`tabsim.sim.expected.batch`): 0 here."""
     m = jnp.arange(G + 1)
     kappa = 1.0 - hp.filter * ((m == 0) | (m == G)).astype(real())
     if algo.estimator in BATCH_LEVEL:
@@ -140,7 +140,7 @@ def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts,
     ``n1 ~ Bin(G, pi_1)`` and, given ``n1``, an answer of class 1 has ``E[n_a | n1] = n1 pi_a / pi_1``, so
     ``E[n_a f(n1)] = pi_a / pi_1 E[n1 f(n1)]`` (class 0 likewise with ``G - n1``).
 
-    ``level``: a batch-level estimator's tables (:func:`tabsim.expected.batch.advantage_tables` and the
+    ``level``: a batch-level estimator's tables (:func:`tabsim.sim.expected.batch.advantage_tables` and the
     statistic), whose expected advantages, aggregation weight included, come from the rest of the batch.
     """
     G = schedule.group_size

@@ -6,7 +6,7 @@ Every estimator has the signature ``estimator(rewards, *, lengths, valid, hp)`` 
 * ``lengths``: ``[B, G]`` number of tokens of each answer (1 in a bandit);
 * ``valid``: ``[B]`` float, 1 for groups that are part of the batch (0 for groups removed by the
   dynamic-sampling filter); only batch-level estimators (REINFORCE++) read it;
-* ``hp``: the traced :class:`tabsim.params.Hyper`.
+* ``hp``: the traced :class:`tabsim.sim.params.Hyper`.
 
 Outcome rewards: one scalar per answer (a KL penalty placed in the reward is already subtracted,
 summed over the answer's tokens, as verl does before its outcome estimators). REINFORCE++ is the

@@ -5,7 +5,7 @@ answers of each prompt and the reward noise. A group is enumerated by its answer
 composition: ``C(G + K - 1, K - 1)`` of them, 6,435 for K = 8, G = 8), vectorised in JAX, and the
 batch enters through each prompt's chance to be drawn and, for aggregations that normalise over the
 batch and the batch-level estimators (GPG, REINFORCE++), through the exact distribution of what the
-other kept groups of its batch contribute (:mod:`tabsim.expected.batch`). The iterated map is deterministic: it is the flow
+other kept groups of its batch contribute (:mod:`tabsim.sim.expected.batch`). The iterated map is deterministic: it is the flow
 of the mean update, not the mean of the random process (they differ by a Jensen gap, which
 ``docs/expected.md`` measures).
 
@@ -27,12 +27,12 @@ drawn with replacement, and enumerations larger than :data:`MAX_OUTCOMES`.
 """
 from __future__ import annotations
 
-from tabsim.expected import batch
-from tabsim.expected.flow import (CHUNK_BYTES, EXPECTED_SEED, MAX_BATCH_WORK, MAX_OUTCOMES, NOISE_ARMS, batch_members,
+from tabsim.sim.expected import batch
+from tabsim.sim.expected.flow import (CHUNK_BYTES, EXPECTED_SEED, MAX_BATCH_WORK, MAX_OUTCOMES, NOISE_ARMS, batch_members,
                                   check, expected_bytes, expected_update, linear_path, make_expected_train,
                                   n_outcomes)
-from tabsim.expected.general import general_delta, general_step, outcome_table, symbol_table
-from tabsim.expected.linear import level_tables, linear_step, linear_tables, node_gradient, two_class
+from tabsim.sim.expected.general import general_delta, general_step, outcome_table, symbol_table
+from tabsim.sim.expected.linear import level_tables, linear_step, linear_tables, node_gradient, two_class
 
 __all__ = ["CHUNK_BYTES", "EXPECTED_SEED", "MAX_BATCH_WORK", "MAX_OUTCOMES", "NOISE_ARMS", "batch", "batch_members",
            "check", "expected_bytes", "expected_update", "general_delta", "general_step", "level_tables",

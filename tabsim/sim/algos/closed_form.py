@@ -16,7 +16,7 @@ plus the node-level terms, each times ``n_b = sum_g c_bg`` (the term is broadcas
     grad H(pi)            = -pi (log pi + H)
 
 and for the per-token estimators ``k(l)``, ``l = log pi(a) - log pi_ref(a)``, a coefficient ``beta c k'(l)``
-on ``log pi(a)``. It is the same gradient as ``jax.grad`` of :func:`tabsim.algos.policy_loss`
+on ``log pi(a)``. It is the same gradient as ``jax.grad`` of :func:`tabsim.sim.algos.policy_loss`
 (``tests/core/test_closed_form.py`` checks every supported composition) but costs a fraction of it to
 trace and compile: the engine takes this path whenever :func:`supports` says so.
 """
@@ -25,11 +25,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from tabsim._ops import take_rows, weighted_counts
-from tabsim.algos.aggregation import AGGREGATIONS
-from tabsim.algos.kl import LOW_VAR_KL_CLAMP, LOW_VAR_KL_LOG_RATIO_CLAMP
-from tabsim.algos.ratios import RATIOS
-from tabsim.algos.surrogates import clip_fraction
+from tabsim.sim.ops import take_rows, weighted_counts
+from tabsim.sim.algos.aggregation import AGGREGATIONS
+from tabsim.sim.algos.kl import LOW_VAR_KL_CLAMP, LOW_VAR_KL_LOG_RATIO_CLAMP
+from tabsim.sim.algos.ratios import RATIOS
+from tabsim.sim.algos.surrogates import clip_fraction
 
 # d surrogate / d logp for the surrogates that are linear in logp (the coefficient is a constant)
 SCORE_COEFFICIENTS = {
@@ -62,7 +62,7 @@ KL_NODE_GRADIENTS = {
 
 
 def supports(spec) -> bool:
-    """Whether :func:`gradient` covers ``spec`` (an :class:`~tabsim.algos.AlgoSpec`)."""
+    """Whether :func:`gradient` covers ``spec`` (an :class:`~tabsim.sim.algos.AlgoSpec`)."""
     kl_ok = spec.kl_placement != "loss" or spec.kl in KL_TOKEN_DERIVATIVES or spec.kl in KL_NODE_GRADIENTS
     return spec.surrogate in SCORE_COEFFICIENTS and kl_ok
 
@@ -82,7 +82,7 @@ def gradient(spec, logits, answers, mask, adv, logp_old, logq_ref, hp):
     """Gradient of the aggregated loss with respect to a one-node logit table, and diagnostics.
 
     Args:
-      spec: an :class:`~tabsim.algos.AlgoSpec` that :func:`supports`.
+      spec: an :class:`~tabsim.sim.algos.AlgoSpec` that :func:`supports`.
       logits: ``[B, A]`` logits at each prompt's node.
       answers: ``[B, G]`` sampled answers; ``mask``: ``[B, G, 1]``; ``adv``: ``[B, G]``.
       logp_old: ``[B, G, 1]`` rollout log-probabilities (``None`` when not :func:`needs_old_logp`).

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 from jax import lax
 import numpy as np
 
-from tabsim._ops import UNROLL
-from tabsim.choices import RNGS  # noqa: F401  (the names live without JAX, for the config)
+from tabsim.sim.ops import UNROLL
+from tabsim.base.choices import RNGS  # noqa: F401  (the names live without JAX, for the config)
 
 # tags: one per use, so streams never overlap
 BATCH, ROLLOUT, REWARD, TIE, PERM, POSITIONS, OFFLINE, OFFLINE_TIE, TASK_EXTRA = range(9)

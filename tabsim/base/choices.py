@@ -1,8 +1,8 @@
 """The names a config chooses among, and the static checks of a tree's settings, in plain Python.
 
 :mod:`tabsim.config` validates a config from these alone, so a bad value is refused before JAX loads.
-The engine's registries (:mod:`tabsim.algos`, :mod:`tabsim.envs`, :mod:`tabsim.arms`,
-:mod:`tabsim.rng`) take their fixed names from here; the built-in components of each registry are
+The engine's registries (:mod:`tabsim.sim.algos`, :mod:`tabsim.sim.envs`, :mod:`tabsim.sim.arms`,
+:mod:`tabsim.sim.rng`) take their fixed names from here; the built-in components of each registry are
 listed here too, and a test checks that they are the registry's.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import difflib
 import math
 from numbers import Integral, Real
 
-# built-in components of tabsim.algos' registries (a component registered at run time is found in the
+# built-in components of tabsim.sim.algos' registries (a component registered at run time is found in the
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "gpg", "passk", "sign")
 RATIOS = ("token", "sequence", "sequence-sum")
@@ -26,7 +26,7 @@ RNGS = ("fast", "threefry")
 # the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
 # maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
 ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
-# the traced fields of tabsim.params.Hyper, in its order (a test checks they are its fields)
+# the traced fields of tabsim.sim.params.Hyper, in its order (a test checks they are its fields)
 HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr", "fnr", "lr", "beta", "std_eps",
                 "std_ddof", "eps_low", "eps_high", "dual_clip_c", "sapo_tau_pos", "sapo_tau_neg", "ent_coef",
                 "max_grad_norm", "filter", "adam_b1", "adam_b2", "adam_eps")

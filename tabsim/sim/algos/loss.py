@@ -7,13 +7,13 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from tabsim._ops import UNROLL, take_last, take_rows, weighted_counts
-from tabsim.algos.advantages import ESTIMATORS
-from tabsim.algos.aggregation import AGGREGATIONS
-from tabsim.algos.kl import KL_ESTIMATORS
-from tabsim.algos.ratios import RATIOS
-from tabsim.algos.spec import AlgoSpec
-from tabsim.algos.surrogates import SURROGATES, clip_fraction
+from tabsim.sim.ops import UNROLL, take_last, take_rows, weighted_counts
+from tabsim.sim.algos.advantages import ESTIMATORS
+from tabsim.sim.algos.aggregation import AGGREGATIONS
+from tabsim.sim.algos.kl import KL_ESTIMATORS
+from tabsim.sim.algos.ratios import RATIOS
+from tabsim.sim.algos.spec import AlgoSpec
+from tabsim.sim.algos.surrogates import SURROGATES, clip_fraction
 
 
 def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp):

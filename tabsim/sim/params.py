@@ -10,7 +10,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim._pytree import pytree_dataclass
+from tabsim.sim.pytree import pytree_dataclass
 
 
 @pytree_dataclass

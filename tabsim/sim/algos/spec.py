@@ -1,15 +1,15 @@
 """The static composition of a GRPO-family update (its numeric knobs are traced fields of
-:class:`tabsim.params.Hyper`)."""
+:class:`tabsim.sim.params.Hyper`)."""
 from __future__ import annotations
 
 import dataclasses
 
-from tabsim.algos.advantages import ESTIMATORS
-from tabsim.algos.aggregation import AGGREGATIONS
-from tabsim.algos.kl import KL_ESTIMATORS
-from tabsim.algos.ratios import RATIOS
-from tabsim.algos.surrogates import SURROGATES
-from tabsim.choices import KL_PLACEMENTS, OPTIMIZERS
+from tabsim.sim.algos.advantages import ESTIMATORS
+from tabsim.sim.algos.aggregation import AGGREGATIONS
+from tabsim.sim.algos.kl import KL_ESTIMATORS
+from tabsim.sim.algos.ratios import RATIOS
+from tabsim.sim.algos.surrogates import SURROGATES
+from tabsim.base.choices import KL_PLACEMENTS, OPTIMIZERS
 
 
 @dataclasses.dataclass(frozen=True)
