@@ -17,7 +17,7 @@
 #
 # *Level: introductory · runs in about 20 s on 2 cores · reference: [GRPO-family
 # semantics](../docs/science.md#grpo-family-semantics), [algorithm
-# components](../docs/api.md#algorithm-components-tabsimalgos), [presets](../docs/presets.md)*
+# components](../docs/api.md#algorithm-components-tabsimsimalgos), [presets](../docs/presets.md)*
 #
 # **The idea.** GRPO has no value network. For a prompt it samples a *group* of `G` answers, scores
 # them, and uses the group itself as the baseline:

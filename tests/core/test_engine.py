@@ -273,6 +273,7 @@ def test_an_unknown_compile_option_is_dropped_with_one_line(tmp_path, monkeypatc
     from tabsim.runtime.run import algo_spec
 
     monkeypatch.setattr(cache, "current_folder", lambda: tmp_path)
+    monkeypatch.setattr(xla, "_notes", True)  # a command run in this process with -q turns the notes off
     xla.forget()
     monkeypatch.setattr(xla, "_try", counting := _CountingTry(xla._try))
     cfg = ts.resolve({"task": {"n_prompts": 4}, "train": {"steps": 2, "batch_size": 2, "seeds": 1, "eval_every": 2}})
