@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tabsim.base import clock
 from tabsim.cli.jsonout import emit, json_option, say as _human
 from tabsim.cli.options import (MissingExtra, check_options, check_out, chosen, executor_options, fail as _fail,
                                 open_executor, open_store, output_options)
@@ -82,6 +83,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
                 warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
                 # the trackers write on a thread of their own, beside the results and the figure
                 tk = open_trackers(list(track), track_dir, run_name=out.name, terms=TERM_ARMS)
+                started = say.seconds()
                 res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex, tracker=tk, announce=say,
                           device=chosen("device"), precision=chosen("precision"))
             trained = res.provenance["wall_seconds"]
@@ -100,7 +102,8 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             if figure:
                 say("figure written")
             # the record's time is the command's, from the process's start to its last file
-            res.provenance.update(wall_seconds=round(say.seconds(), 3), seconds_training=trained)
+            res.provenance.update(wall_seconds=round(say.seconds(), 3), seconds_training=trained,
+                                  phase_seconds=_phase_seconds(say, started, trained))
             write_json(store.dir / "provenance.json", res.provenance)
     if tk is not None:  # after the store is published: a tracker's failure leaves the results in place
         try:
@@ -108,20 +111,37 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
         except TrackerError as err:
             raise click.ClickException(f"{err} (the results are written: {out})") from None
         say(f"trackers written: {', '.join(track)}")
-    final = res.final().groupby(res.factors + ["arm"], observed=True)[metric].agg(["mean", "sem", "count"])
     files = [f"results.{fmt}", "config.json", "provenance.json", *(p.name for p in figs)]
+    _summarise(res, cfg, out, files, metric, quiet, as_json, say, command)
+    return res
+
+
+def _summarise(res, cfg, out: Path, files: list, metric: str, quiet: bool, as_json: bool, say: Phases,
+               command: str) -> None:
+    """The final ``metric`` per condition and arm (mean and standard error over seeds), and the files
+    written: as lines on the terminal, or one JSON object with ``--json``."""
+    final = res.final().groupby(res.factors + ["arm"], observed=True)[metric].agg(["mean", "sem", "count"])
     if not quiet:
         _human(f"final {metric} (mean and standard error over seeds):", as_json)
         _human(final[["mean", "sem"]].unstack("arm").round(4).to_string(), as_json)
         _human(f"wrote {out}/{', '.join(files)} ({say.seconds():.1f} s)", as_json)
     if as_json:
         emit({"command": command, "out": str(out), "complete": True, "config_digest": cfg.digest(),
-              "preset": first.preset, "factors": res.factors, "metric": metric, "files": files,
+              "preset": _configs(cfg)[0].preset, "factors": res.factors, "metric": metric, "files": files,
               "wall_seconds": res.provenance.get("wall_seconds"),
+              "phase_seconds": res.provenance.get("phase_seconds"),
               "final": [{**dict(zip(res.factors + ["arm"], key if isinstance(key, tuple) else (key,))),
                          "mean": row["mean"], "sem": row["sem"], "n": int(row["count"])}
                         for key, row in final.iterrows()]})
-    return res
+
+
+def _phase_seconds(say: Phases, started: float, trained: float) -> dict:
+    """The command's seconds per phase to here: its imports and start-up (before training began at
+    ``started``), training (``trained``; its compile, bookkeeping and frames apart: :mod:`tabsim.base.clock`)
+    and what followed (writing the results, the figure and the record: publish)."""
+    raw = {**clock.totals(), "imports": started, "training": trained,
+           "publish": max(0.0, say.seconds() - started - trained)}
+    return clock.net(raw)
 
 
 def track_options(fn):
