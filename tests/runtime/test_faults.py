@@ -352,12 +352,16 @@ def test_reproduce_interrupted_then_resumed_gives_the_same_data(tmp_path, monkey
     monkeypatch.setattr(fac, "run_chunk", dies_after_three)
     res = cli("reproduce", "--out", out, "-q")
     assert res.exit_code == 130 and "interrupted" in res.output and not out.exists()
+    # chunks run two at a time: the third may or may not finish before the fourth's interrupt is seen,
+    # so the count to reuse is what the staging folder holds, and at most the three that ran
+    kept = saved_chunks(staging_path(out) / "chunks")
+    assert 1 <= kept <= 3
     monkeypatch.setattr(fac, "run_chunk", real)
     res = cli("reproduce", "--out", out, "-q", "--resume")
     assert res.exit_code == 0, res.output
     import json
 
-    assert json.loads((out / MARKER).read_text())["chunks_reused"] == 3
+    assert json.loads((out / MARKER).read_text())["chunks_reused"] == kept
     data = sorted(p.name for p in (ref / "data").iterdir())
     assert data and data == sorted(p.name for p in (out / "data").iterdir())
     for name in data:
