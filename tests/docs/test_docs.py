@@ -109,7 +109,7 @@ def commands(block: dict) -> list[tuple[int, str]]:
     return out
 
 
-_REPRODUCED: dict = {}  # `tabsim reproduce` options -> a folder it wrote in this session
+_REPRODUCED: dict = {}  # `tabsim reproduce` options -> a folder it wrote during this test run
 
 
 def _run_cli(cmd: str, where: str) -> None:
