@@ -10,7 +10,7 @@ import itertools
 import json
 
 from tabsim.base.choices import TREE_FIELDS
-from tabsim.config import Config, ConfigError, resolve, static_field
+from tabsim.config import Config, ConfigError, deep_merge, resolve, static_field
 from tabsim.config.presets import PRESETS
 
 # static fields a sweep may not vary, and why
@@ -68,16 +68,6 @@ class Plan:
         blob = json.dumps([self.data, [g.config.digest() for g in self.groups]], sort_keys=True,
                           separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "sweep":
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
 
 
 def _flatten(sweep: dict, prefix: str = "") -> dict:
@@ -139,7 +129,7 @@ def plan(config: Config | dict | None = None, **overrides) -> Plan | None:
         config = config.model_dump(mode="json")
     if config is not None and not isinstance(config, dict):
         return None  # resolve refuses it with its own message
-    merged = _merge(dict(config or {}), overrides)
+    merged = deep_merge(dict(config or {}), overrides)
     sweep = merged.get("sweep")
     if not isinstance(sweep, dict):
         return None
