@@ -2,9 +2,9 @@
 messages that name a field and suggest the closest allowed name."""
 from __future__ import annotations
 
-import difflib
-
 from pydantic import BaseModel, ConfigDict, field_validator
+
+from tabsim.base.registry import suggest, unknown  # suggest: for the config's other modules
 
 
 class ConfigError(ValueError):
@@ -33,9 +33,7 @@ class Section(BaseModel):
 
 def one_of(field: str, value: str, allowed) -> str:
     if value not in allowed:
-        near = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
-        hint = f" (did you mean `{near[0]}`?)" if near else ""
-        raise ValueError(f"unknown {field} {value!r}{hint}; allowed: {', '.join(sorted(allowed))}")
+        raise ValueError(unknown(field, value, allowed))
     return value
 
 
@@ -47,9 +45,3 @@ BIG = 1e3
 LR_MIN = 1e-12
 
 SEED_END = 2**31  # seeds are int32 in the engine: every seed of a run is in [0, SEED_END)
-
-
-def suggest(name, allowed) -> str:
-    """`` (did you mean `x`?)`` for the closest of ``allowed`` to a misspelt ``name``, else ``""``."""
-    near = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
-    return f" (did you mean `{near[0]}`?)" if near else ""

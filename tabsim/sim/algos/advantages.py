@@ -25,15 +25,10 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-ESTIMATORS: dict[str, Callable] = {}
+from tabsim.base.registry import Registry
 
-
-def register_estimator(name: str):
-    def deco(fn):
-        ESTIMATORS[name] = fn
-        return fn
-
-    return deco
+ESTIMATORS = Registry("estimator")
+register_estimator = ESTIMATORS.register  # ``@register_estimator(name)`` adds a function under a new name
 
 
 def group_std(rewards, ddof):

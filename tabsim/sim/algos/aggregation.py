@@ -6,19 +6,12 @@ the modes differ, which is the source of GRPO's length bias.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import jax.numpy as jnp
 
-AGGREGATIONS: dict[str, Callable] = {}
+from tabsim.base.registry import Registry
 
-
-def register_aggregation(name: str):
-    def deco(fn):
-        AGGREGATIONS[name] = fn
-        return fn
-
-    return deco
+AGGREGATIONS = Registry("aggregation")
+register_aggregation = AGGREGATIONS.register  # ``@register_aggregation(name)`` adds a function under a new name
 
 
 def _seq_stats(loss, mask):

@@ -6,19 +6,12 @@ nodes, which a tabular simulator has and so can use for the exact KL.
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import jax.numpy as jnp
 
-KL_ESTIMATORS: dict[str, Callable] = {}
+from tabsim.base.registry import Registry
 
-
-def register_kl(name: str):
-    def deco(fn):
-        KL_ESTIMATORS[name] = fn
-        return fn
-
-    return deco
+KL_ESTIMATORS = Registry("kl")
+register_kl = KL_ESTIMATORS.register  # ``@register_kl(name)`` adds a function under a new name
 
 
 @register_kl("k1")

@@ -7,19 +7,12 @@ per-answer objective (verl's GSPO-token form has the same value and gradient).
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import jax.numpy as jnp
 
-RATIOS: dict[str, Callable] = {}
+from tabsim.base.registry import Registry
 
-
-def register_ratio(name: str):
-    def deco(fn):
-        RATIOS[name] = fn
-        return fn
-
-    return deco
+RATIOS = Registry("ratio")
+register_ratio = RATIOS.register  # ``@register_ratio(name)`` adds a function under a new name
 
 
 @register_ratio("token")

@@ -5,23 +5,18 @@ tokens) and ``logp`` the differentiable token log-probabilities, needed by the r
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 
-SURROGATES: dict[str, Callable] = {}
-UNCLIPPED: set[str] = set()  # surrogates that never zero a token's gradient: their clip fraction is 0
+from tabsim.base.registry import Registry
+
+SURROGATES = Registry("surrogate")
 
 
 def register_surrogate(name: str, *, clipped: bool = True):
-    """Register ``fn(log_ratio, logp, adv, hp)``; ``clipped=False`` for losses with no hard clip."""
-    def deco(fn):
-        SURROGATES[name] = fn
-        (UNCLIPPED.discard if clipped else UNCLIPPED.add)(name)
-        return fn
-
-    return deco
+    """Register ``fn(log_ratio, logp, adv, hp)``; ``clipped=False`` for losses with no hard clip (they never
+    zero a token's gradient, so their clip fraction is 0)."""
+    return SURROGATES.register(name, clipped=clipped)
 
 
 @register_surrogate("clip")
@@ -85,7 +80,7 @@ def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip"):
     """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed); 0 for a surrogate
     registered with ``clipped=False`` (REINFORCE, the unclipped ratio, CISPO's detached weight, SAPO's
     soft gate: every token keeps its gradient)."""
-    if surrogate in UNCLIPPED:
+    if not SURROGATES.meta(surrogate).get("clipped", True):
         return jnp.zeros((), jnp.float32)
     w = jnp.exp(log_ratio)
     active = ((adv > 0) & (w > 1.0 + hp.eps_high)) | ((adv < 0) & (w < 1.0 - hp.eps_low))

@@ -5,13 +5,15 @@ import jax.numpy as jnp
 
 # the exact answer-level metrics every environment records (named without JAX, for the config)
 from tabsim.base.choices import ANSWER_METRICS
+from tabsim.base.registry import Registry
 
-ENVS: dict[str, type] = {}
+ENVS = Registry("env")
 
 
 def register_env(name: str):
+    """A class decorator that registers an environment under ``name`` and sets its ``name`` attribute."""
     def deco(cls):
-        ENVS[name] = cls
+        ENVS.register(name)(cls)
         cls.name = name
         return cls
 
