@@ -169,13 +169,30 @@ def _calibration_unused(cal_info: dict, a: pd.DataFrame) -> list:
     """The calibration ran but bounds no row: say so, and why, instead of describing simulator bounds."""
     when = (f"computed in {cal_info['seconds']} s" if cal_info["cache"] == "computed"
             else f"from the {cal_info['cache']} cache")
+    return [f"- **Missing arms are bounded logically only**: each missing arm anywhere in [0, 100]. A simulator "
+            f"calibration was run ({when}, key {cal_info['digest']}) but bounds no row: " + _logical_why(a) + "."]
+
+
+def _logical_why(a: pd.DataFrame) -> str:
+    """``model / benchmark: why`` of each row with a missing arm that the simulator does not bound."""
     why = []
-    for _, r in a[a["missing_arms"] != ""].iterrows():
+    for _, r in a[(a["missing_arms"] != "") & (a["bound_source"] != "simulator")].iterrows():
         reason = r["bound_note"] or ("no simulated structure is consistent with the reported arms"
                                      if r["n_candidates"] else "no simulated structure reaches the base")
         why.append(f"{_what(r)}: {md(reason)}")
-    return [f"- **Missing arms are bounded logically only**: each missing arm anywhere in [0, 100]. A simulator "
-            f"calibration was run ({when}, key {cal_info['digest']}) but bounds no row: " + "; ".join(why) + "."]
+    return "; ".join(why)
+
+
+def _bounds_used(a: pd.DataFrame) -> list:
+    """Which bound each row with a missing arm rests on: the simulator's, or the logical one and why."""
+    gaps = a[a["missing_arms"] != ""]
+    sim = int((gaps["bound_source"] == "simulator").sum())
+    L = [f"  **Bounds used**: simulator-calibrated for {sim} of the {len(gaps)} rows with a missing arm"]
+    if sim < len(gaps):
+        L[0] += (f"; logical (each missing arm anywhere in [0, 100]) for the other {len(gaps) - sim}: "
+                 + _logical_why(a))
+    L[0] += "."
+    return L
 
 
 def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
@@ -186,8 +203,8 @@ def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
     fams = ", ".join(f"`{n}` (lr {', '.join(f'{x:g}' for x in lrs)})" for n, lrs in g["families"])
     when = (f"computed in {cal_info['seconds']} s" if cal_info["cache"] == "computed"
             else f"from the {cal_info['cache']} cache")
-    L = [f"- Missing arms are bounded by a simulator calibration: tabsim's bandit (N={g['n_prompts']} prompts, "
-         f"K=8 answers, k in {g['n_correct']}, {g['steps']} steps, {g['seeds']} seeds) swept over prior strength "
+    L = [f"- Missing arms are bounded by a simulator calibration where it applies: tabsim's bandit "
+         f"(N={g['n_prompts']} prompts, K=8 answers, k in {g['n_correct']}, {g['steps']} steps, {g['seeds']} seeds) swept over prior strength "
          f"{g['prior_strength'][0]:g}..{g['prior_strength'][-1]:g} ({len(g['prior_strength'])} levels), format boost "
          f"{g['format_boost']}, heterogeneity {g['heterogeneity']}, families {fams}; {cal_info['n_structures']} "
          f"structures, one vmapped sweep per family ({when}, key {cal_info['digest']}).",
@@ -195,7 +212,7 @@ def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
          "across the base's interval) and its training intensity (lr, log-interpolated). A candidate is consistent "
          "when every reported trained arm lies within its Bonferroni-corrected interval of the simulated value; "
          "consistent candidates fill each missing arm with the reported base plus the simulated gain of that arm, and "
-         "a bound is the union of the term's intervals over them.",
+         "a bound is the union of the term's intervals over them.", *_bounds_used(a),
          "  **These bounds are model-based** (tagged `(simulator: model-based)` here, `bound_source = simulator` in "
          "the CSVs, solid brackets marked `sim` in the figure): they hold only if the model trains like some "
          "structure of the simulated family. What each family can produce (its reach, points):"]
