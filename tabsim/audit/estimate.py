@@ -15,6 +15,8 @@ intervals over the completions a table admits.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import stats as sps
 
@@ -39,6 +41,8 @@ RATIO_TERMS = {
     "elicit_share": ("d_elicit", "d_total"),
     "rd_share": ("d_rd", "d_total"),
 }
+# the contrasts as arrays, built once (term_intervals runs for every row of every pass)
+_C_ARRAYS = {t: np.asarray(c, dtype=float) for t, c in _C.items()}
 SHARES = ("null_share", "elicit_share", "rd_share")  # the three terms' shares of d_total; they sum to 1
 UNITS = ("items", "trials")
 TERMS = DIFFERENCE_TERMS + tuple(RATIO_TERMS)
@@ -138,7 +142,9 @@ def paired_cov(entry: Entry) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def _z(ci: float) -> float:
+    # one scipy quantile per level, not per call: an audit asks for it for every row and pass
     return float(sps.norm.ppf(0.5 + ci / 2.0))
 
 
@@ -187,19 +193,18 @@ def term_intervals(means, variances, *, ci: float = 0.95, cov=None) -> dict:
     """
     m = np.atleast_2d(np.asarray(means, dtype=float))
     v = np.atleast_2d(np.asarray(variances, dtype=float))
-    z = _z(ci)
-    off = np.zeros((4, 4)) if cov is None else np.asarray(cov, dtype=float)
+    z = _z(float(ci))
+    off = None if cov is None else np.asarray(cov, dtype=float)
 
     def quad(a, b):
-        return v @ (a * b) + float(a @ off @ b)
+        return v @ (a * b) if off is None else v @ (a * b) + float(a @ off @ b)
 
     out = {}
-    for term, c in _C.items():
-        c = np.asarray(c, dtype=float)
+    for term, c in _C_ARRAYS.items():
         est = m @ c
         se = np.sqrt(np.maximum(quad(c, c), 0.0))
         out[term] = (est, est - z * se, est + z * se)
     for term, (na, nb) in RATIO_TERMS.items():
-        ca, cb = np.asarray(_C[na], float), np.asarray(_C[nb], float)
+        ca, cb = _C_ARRAYS[na], _C_ARRAYS[nb]
         out[term] = fieller(m @ ca, m @ cb, quad(ca, ca), quad(cb, cb), quad(ca, cb), z)
     return out
