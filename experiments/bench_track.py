@@ -4,18 +4,24 @@ The run is the ``paper`` preset's prior sweep (5 conditions x 8 seeds x 4 arms, 
 10 steps: about 3,900 metric points), compiled once before the timings. Two measurements:
 
 * ``ts.run`` in this process, where the tracker is closed (its writing waited for) before ``ts.run``
-  returns; the seconds the tracker spends in its client calls are printed beside it. ``mlflow-batches``
-  is MLflow with every point sent through the client's ``log_batch`` (``MlflowTracker(files=False)``),
-  what a local file store cost before its series were written whole.
+  returns; the seconds this process spends in the tracker's calls are printed beside it, and for MLflow
+  the CPU seconds of its writer process during the run. ``mlflow`` writes from the writer process
+  (:mod:`tabsim.runtime.writer_process`, started by the first run and reused by the next ones);
+  ``mlflow-thread`` is MLflow imported and written on a thread of this process
+  (``MlflowTracker(process=False)``); ``--batches`` adds ``mlflow-batches``, every point sent through the
+  client's ``log_batch`` (``MlflowTracker(files=False)``), what a local file store cost before its series
+  were written whole.
 * ``tabsim sweep`` (the same study, with its figure) as a whole process, with and without ``--track``:
-  there the trackers write on their own thread beside the results and the figure. Its wall seconds and
-  the CPU seconds of the command's process (the figure's helper process not included) are compared.
+  there the trackers write on their own thread (MLflow: from its writer process, which imports MLflow
+  anew in each command) beside the results and the figure. Its wall seconds and the CPU seconds of the
+  command's process and of MLflow's writer process (the figure's helper process not included) are
+  compared.
 
 Each round runs every configuration once, in an order that rotates from round to round, and the ratio to
 the untracked run of the same round is taken; the medians over rounds are printed, with the machine's load
 average before and after (other processes on a shared machine move single timings by far more than 5%).
 
-    python experiments/bench_track.py [--repeats 5] [--steps 200] [--skip-command]
+    python experiments/bench_track.py [--repeats 5] [--steps 200] [--skip-command] [--batches]
 """
 from __future__ import annotations
 
@@ -40,9 +46,11 @@ def config(steps: int) -> dict:
 
 
 class Timed:
-    """A tracker that adds up the seconds spent in its client calls (on the writer thread)."""
+    """A tracker that adds up the seconds spent in its calls (on the writer thread), and for one that writes
+    from a writer process, that process's CPU seconds meanwhile."""
 
     seconds = 0.0
+    writer_cpu = 0.0
 
     def __init__(self, inner):
         self.inner = inner
@@ -55,6 +63,8 @@ class Timed:
     def start(self):
         if hasattr(self.inner, "start"):
             self._timed("start")
+        self.pid = getattr(self.inner, "pid", None)
+        self.cpu0 = cpu_seconds(self.pid)
 
     def log_config(self, config):
         self._timed("log_config", config)
@@ -64,6 +74,17 @@ class Timed:
 
     def close(self):
         self._timed("close")
+        Timed.writer_cpu = cpu_seconds(self.pid) - self.cpu0
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User and system CPU seconds of process ``pid`` so far (Linux ``/proc``; 0 for None or elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, TypeError):
+        return 0.0
 
 
 def tracker(kind: str | None, where: Path):
@@ -71,17 +92,24 @@ def tracker(kind: str | None, where: Path):
         return None
     if kind.startswith("mlflow"):
         extra = {"files": False} if kind == "mlflow-batches" else {}
+        extra = {**extra, "process": False} if kind == "mlflow-thread" and process_option() else extra
         return Timed(trackers.MlflowTracker((where / "mlruns").as_uri(), **extra))
     return Timed(trackers.TensorBoardTracker(where / "runs"))
 
 
-def one(cfg: dict, kind: str | None, where: Path) -> tuple[float, float]:
-    """Seconds of one ``ts.run`` with the tracker ``kind`` (None: none), and of its client calls."""
-    Timed.seconds = 0.0
+def process_option() -> bool:
+    """Whether this tabsim's MLflow tracker can write from a writer process (else it writes in this one)."""
+    return "process" in inspect.signature(trackers.MlflowTracker).parameters
+
+
+def one(cfg: dict, kind: str | None, where: Path) -> tuple[float, float, float]:
+    """Seconds of one ``ts.run`` with the tracker ``kind`` (None: none), of its calls in this process, and
+    the CPU seconds of its writer process."""
+    Timed.seconds = Timed.writer_cpu = 0.0
     track = tracker(kind, where)
     t0 = time.perf_counter()
     ts.run(cfg, progress=False, tracker=track)  # closes the tracker
-    return time.perf_counter() - t0, Timed.seconds
+    return time.perf_counter() - t0, Timed.seconds, Timed.writer_cpu
 
 
 def rounds(kinds: list, repeats: int, measure) -> dict:
@@ -110,10 +138,12 @@ def in_process(steps: int, kinds: list, repeats: int) -> None:
             one(cfg, k, Path(tmp))
         res = rounds(kinds, repeats, lambda k: one(cfg, k, Path(tmp)))
     print(f"ts.run: paper prior sweep, 5 conditions x 8 seeds x 4 arms, {steps} steps; {repeats} rounds")
-    print(f"{'tracker':<15} {'run s':>7} {'ratio':>7} {'writing s':>10}")
+    print(f"{'tracker':<15} {'run s':>7} {'ratio':>7} {'extra s':>8} {'calls s':>8} {'writer cpu s':>13}")
     for k in kinds:
         med, ratio = paired(res, k)
-        print(f"{k or 'none':<15} {med:7.2f} {ratio:7.3f} {statistics.median(w for _, w in res[k]):10.3f}")
+        extra = statistics.median(a[0] - b[0] for a, b in zip(res[k], res[None]))
+        calls, cpu = (statistics.median(x[i] for x in res[k]) for i in (1, 2))
+        print(f"{k or 'none':<15} {med:7.2f} {ratio:7.3f} {extra:8.3f} {calls:8.3f} {cpu:13.3f}")
 
 
 def command(steps: int, kinds: list, repeats: int) -> None:
@@ -157,11 +187,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--skip-command", action="store_true", help="time ts.run only")
+    ap.add_argument("--batches", action="store_true", help="also MLflow with every point through log_batch")
     args = ap.parse_args()
     kinds = [None] + [k for k in trackers.TRACKERS if _available(k)]
     print(f"load average (1, 5, 15 min) before: {load()}; {os.cpu_count()} CPU core(s)")
     whole = "files" in inspect.signature(trackers.MlflowTracker).parameters  # else: MLflow through log_batch only
-    batches = ["mlflow-batches"] if "mlflow" in kinds and whole else []
+    batches = ["mlflow-batches"] if "mlflow" in kinds and whole and args.batches else []
+    batches += ["mlflow-thread"] if "mlflow" in kinds and process_option() else []
     for k in kinds[1:]:
         module = trackers.TRACKERS[k]
         cpu = statistics.median(import_seconds(module) for _ in range(3))

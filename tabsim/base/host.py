@@ -13,6 +13,15 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (``SIGSTOP``, a debugger); False where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def process_seconds() -> float | None:
     """Seconds since this process started (Linux ``/proc``: the interpreter's start-up and imports counted,
     as ``time`` counts them), or None where that cannot be read."""

@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from tabsim.base.host import cpu_count
+from tabsim.base.host import cpu_count, stopped
 from tabsim.files import defaults
 from tabsim.plotting.formats import figure_formats
 
@@ -99,15 +99,6 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True, name="tabsim-parent-watch").start()
 
 
-def _stopped(pid: int) -> bool:
-    """Whether process ``pid`` is stopped (``SIGSTOP``, a debugger); False where that cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-    except (OSError, IndexError):
-        return False
-
-
 class FigurePool:
     """Figures drawn by a process pool on the fork server (see the module docstring); use :func:`open_figures`.
 
@@ -162,7 +153,7 @@ class FigurePool:
                 cf.wait(futures, timeout=_POLL)  # returns as soon as every figure is written
                 if all(f.done() for f in futures):
                     return None
-            if any(_stopped(p) for p in self.pids):
+            if any(stopped(p) for p in self.pids):
                 return "a figure process is stopped"
             n_done = sum(f.done() for f in futures)
             if n_done != n_last:

@@ -16,8 +16,14 @@ Two trackers, each written through its own client library (the ``track`` extra,
 
 The metrics are means over seeds. Nothing is written from inside the compiled program: the tracker is fed
 from the host after the program returns (after each group of a sweep), so a run without a tracker is
-unchanged and a run with one pays for the client library's import (MLflow: about 0.8 s of CPU, on the
-writer thread from the start of the run) and the writing (``experiments/bench_track.py``).
+unchanged. MLflow is imported and written in a writer process (:mod:`tabsim.runtime.writer_process`,
+``MlflowTracker(process=False)``: on :class:`Trackers`'s thread instead), started when the tracker opens
+(at the start of the run) and reused by the runs after it in the same process: the run's process never
+imports MLflow (about 0.8 s of CPU that would hold its GIL beside the training) and only hands the
+condition tables over; a writer process that dies or stops is reported in one line at the end of the run.
+What is left is the writing itself, after the program returns (for the ``paper`` prior sweep, 5
+conditions, about 0.2 s), and the writer's import (about 1 s of CPU, once per process) competing for the
+cores with the training: ``experiments/bench_track.py`` measures both.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from tabsim.files import defaults
+from tabsim.runtime import writer_process
 
 TRACKERS = {"mlflow": "mlflow", "tensorboard": "tensorboardX"}  # name -> the module it writes with
 EXTRA = 'pip install "tabsim[track]"'
@@ -101,7 +108,8 @@ def file_store(uri: str):
     """MLflow 3 refuses its file store unless ``MLFLOW_ALLOW_FILE_STORE`` is true: for a ``file:`` URI it is
     set while the block runs (and restored after), so the user's other MLflow calls are left as they were.
 
-    The one variable tabsim sets in its own process: MLflow reads this switch from the environment only."""
+    The one variable tabsim sets, in the process that writes (the writer process, unless
+    ``MlflowTracker(process=False)``): MLflow reads this switch from the environment only."""
     if not uri.startswith("file:") or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
         yield
         return
@@ -117,19 +125,39 @@ class MlflowTracker:
 
     ``files``: in a local file store, write each metric's series to its file whole (:func:`write_series`),
     the lines MLflow's client would append one call per point; False sends every point through the client's
-    ``log_batch``, as is always done for other stores (a database, a tracking server)."""
+    ``log_batch``, as is always done for other stores (a database, a tracking server). ``process``: write
+    from the writer process (:mod:`tabsim.runtime.writer_process`; None: where one can start), so that this
+    process never imports MLflow; False: in this process (on the thread :class:`Trackers` writes from)."""
 
     name = "mlflow"
 
     def __init__(self, uri: str | None = None, *, experiment: str = "tabsim", run_name: str | None = None,
-                 files: bool = True):
+                 files: bool = True, process: bool | None = None):
         check("mlflow")
         self.uri = uri or defaults.mlflow_tracking_uri() or Path("mlruns").resolve().as_uri()
         self.experiment, self.run_name, self.client, self.files = experiment, run_name, None, files
+        self.process = writer_process.available() if process is None else process
+        self.remote: writer_process.Remote | None = None
+
+    def _open_remote(self) -> writer_process.Remote:
+        if self.remote is None:
+            kwargs = {"uri": self.uri, "experiment": self.experiment, "run_name": self.run_name,
+                      "files": self.files, "process": False}
+            self.remote = writer_process.Remote(f"{__name__}:MlflowTracker", kwargs, environ=("MLFLOW_",))
+            self.remote.call("start")
+        return self.remote
+
+    @property
+    def pid(self) -> int | None:
+        """The id of the process that writes (None until it is started, and when it is this one)."""
+        return self.remote.pid if self.remote is not None else None
 
     def start(self) -> None:
-        """Import MLflow and open the parent run (:class:`Trackers` calls it on its writer thread, so that
-        MLflow's import of about a second goes on beside the compilation and the training)."""
+        """Import MLflow and open the parent run, in the writer process (else on :class:`Trackers`'s writer
+        thread), so that MLflow's import of about a second goes on beside the compilation and the training."""
+        if self.process:
+            self._open_remote()
+            return
         if self.client is not None:
             return
         from mlflow.tracking import MlflowClient  # lazy: the track extra
@@ -142,16 +170,27 @@ class MlflowTracker:
             self.run_id = self.client.create_run(self.experiment_id, run_name=run_name or "tabsim").info.run_id
 
     def log_config(self, config: dict) -> None:
+        if self.process:
+            return self._open_remote().call("log_config", config)
         self.start()
         with file_store(self.uri):
             self._log_config(config)
 
     def log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
+        if self.process:
+            return self._open_remote().call("log_conditions", table)
         self.start()
         with file_store(self.uri):
             self._log_conditions(table)
 
     def close(self) -> None:
+        """Close the parent run (in the writer process: wait for everything written, and raise its first
+        error, or the writer process's failure, as one line)."""
+        if self.process:
+            try:
+                return self._open_remote().close()
+            except writer_process.WriterError as err:
+                raise TrackerError(f"tracker mlflow: {err}") from None
         self.start()
         with file_store(self.uri):
             self.client.set_terminated(self.run_id)

@@ -1,0 +1,78 @@
+"""The MLflow tracker writes from a writer process: the run's process never imports MLflow, and a writer
+that dies or is stopped is reported in one line without hanging the run."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tabsim.runtime import trackers, writer_process
+
+pytestmark = pytest.mark.skipif(not writer_process.available(), reason="no writer process on this platform")
+
+TINY = {"preset": "paper", "task": {"n_prompts": 4}, "train": {"steps": 2, "eval_every": 1, "seeds": 1,
+                                                               "batch_size": 2, "group_size": 2},
+        "sweep": {"prior_strength": [0.3, 0.6]}}
+
+
+def test_a_tracked_run_never_imports_mlflow_in_its_own_process(tmp_path):
+    pytest.importorskip("mlflow")
+    uri = (tmp_path / "mlruns").as_uri()
+    code = (f"import sys; sys.path[:] = {sys.path!r}\n"
+            "import tabsim as ts\nfrom tabsim.runtime import trackers\n"
+            f"ts.run({TINY!r}, progress=False, tracker=trackers.MlflowTracker({uri!r}, run_name='t'))\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'mlflow'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    # the writer process wrote the parent run and one child run per condition
+    runs = [p.parent for p in (tmp_path / "mlruns").glob("*/*/meta.yaml")]
+    names = sorted((r / "tags" / "mlflow.runName").read_text() for r in runs)
+    assert names == ["prior_strength=0.3", "prior_strength=0.6", "t"]
+    assert all((r / "metrics" / "pass1" / "true").is_file() for r in runs if (r / "tags" / "prior_strength").exists())
+
+
+@pytest.mark.parametrize("sig, why", [(signal.SIGKILL, r"was killed by signal 9 before it finished"),
+                                      (signal.SIGSTOP, r"is stopped; ended it")])
+def test_a_writer_process_that_dies_or_stops_is_one_line_and_the_next_tracker_gets_a_new_one(tmp_path, sig, why):
+    pytest.importorskip("mlflow")
+    tracker = trackers.MlflowTracker((tmp_path / "a").as_uri(), run_name="a", process=True)
+    tracker.start()  # as a run's Trackers does on its thread
+    tk = trackers.Trackers([tracker])
+    tk.log_config({"preset": "paper"})
+    os.kill(tracker.pid, sig)
+    with pytest.raises(trackers.TrackerError) as err:
+        tk.close()
+    line = str(err.value)
+    assert "\n" not in line
+    assert line.startswith(f"tracker mlflow: the writer process (pid {tracker.pid}) ") and why in line, line
+    with pytest.raises(ProcessLookupError):  # ended, not left stopped
+        os.kill(tracker.pid, 0)
+    other = trackers.MlflowTracker((tmp_path / "b").as_uri(), run_name="b", process=True)
+    other.log_config({"preset": "paper"})
+    other.close()
+    assert other.pid != tracker.pid
+    assert list((tmp_path / "b").glob("*/*/params/preset"))
+
+
+class Boom:
+    def __init__(self, message: str):
+        self.message = message
+
+    def write(self):
+        raise OSError(self.message)
+
+    def close(self):
+        raise AssertionError("never called after a failed call")
+
+
+def test_an_error_in_the_writer_is_its_first_line_and_later_calls_are_skipped():
+    remote = writer_process.Remote(f"{__name__}:Boom", {"message": "disk full\nsecond line"})
+    remote.call("write")
+    remote.call("no_such_method")
+    with pytest.raises(writer_process.WriterError) as err:
+        remote.close()
+    assert str(err.value) == "write failed: OSError: disk full"
