@@ -62,6 +62,43 @@ def git_dirty(cwd: str | Path | None = None, *, reuse: bool = False, only_here: 
     return bool(answer[1].strip()) if answer is not None and answer[0] == 0 else None
 
 
+def repo_top(path: str | Path) -> Path | None:
+    """The top of the git work tree holding ``path``: the nearest folder at or above it with a ``.git``
+    (a folder, or the file of a linked work tree), or None outside one."""
+    p = Path(path).resolve()
+    return next((folder for folder in (p, *p.parents) if (folder / ".git").exists()), None)
+
+
+def path_anchors(path: str | Path) -> tuple[Path, ...]:
+    """The folders that paths beside the file ``path`` are recorded relative to: the git work tree
+    holding it (where there is one), then its own folder."""
+    p = Path(path).resolve()
+    return tuple(a for a in (repo_top(p.parent), p.parent) if a is not None)
+
+
+def portable_path(path: str | Path, anchors: tuple[Path, ...] = ()) -> str:
+    """``path`` as a result records it: relative to the first of ``anchors`` that holds it, else its file
+    name alone; ``/``-separated, never the absolute path of the machine that wrote it. A relative
+    ``path`` is read from the working folder."""
+    p = Path(path).resolve()
+    for anchor in anchors:
+        if p.is_relative_to(anchor.resolve()):
+            return p.relative_to(anchor.resolve()).as_posix()
+    return p.name
+
+
+def portable_argv(argv: list[str], anchors: tuple[Path, ...] = ()) -> list[str]:
+    """A command line as a result records it: the program by its name, every absolute path (also the
+    value of ``--option=/path``) by :func:`portable_path`; relative arguments as typed."""
+    out = [Path(argv[0]).name] if argv else []
+    for arg in argv[1:]:
+        opt, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        if Path(value).is_absolute():
+            value = portable_path(value, anchors)
+        out.append(f"{opt}{eq}{value}")
+    return out
+
+
 def working_folder() -> Path | None:
     """The working folder, or None where it was removed while the command ran."""
     try:

@@ -215,7 +215,7 @@ def recheck_commit(record: dict, where: str | Path) -> dict:
     info = _git(["show", "-s", "--format=%ct", commit, "--"], top)
     if info is None or not info.strip():
         return {"state": "unknown commit", "text": f"the recorded plan commit {commit[:10]} is not in the repository "
-                                                   f"at {top}"}
+                                                   f"holding the run folder"}
     blob = _git_bytes(["show", f"{commit}:{rel}"], top)
     got = _hash_blob(blob, rel) if blob is not None else None
     if got != record["sha256"]:
@@ -224,7 +224,7 @@ def recheck_commit(record: dict, where: str | Path) -> dict:
     if _utc(int(info.split()[0])) != record["commit_time_utc"]:
         return {"state": "mismatch", "text": f"commit {commit[:10]} has time {_utc(int(info.split()[0]))}, not the "
                                              f"recorded {record['commit_time_utc']}"}
-    return {"state": "confirmed", "text": f"re-checked in the repository at {top}"}
+    return {"state": "confirmed", "text": "re-checked in the repository holding the run folder"}
 
 
 def commit_precedes(record: dict, started_utc: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from tabsim.files.provenance import repo_top
 from tabsim.prereg import signing
 from tabsim.prereg.errors import PreregError
 from tabsim.prereg.hashing import file_sha256, read_json
@@ -117,9 +118,11 @@ def _same_as_beside_the_plan(results: dict, lock: dict, amendments: list, out: P
 
 
 def plan_file(results: dict, out: Optional[Path]) -> Optional[Path]:
-    """The plan file of a run, looked for beside the run folder, then at the recorded path."""
+    """The plan file of a run, looked for beside the run folder, then at the recorded path: relative to the
+    git work tree holding the run folder (runs record it so), or as recorded (an older run's absolute path)."""
     recorded = Path(results["prereg"]["file"])
+    top = repo_top(out) if out is not None and not recorded.is_absolute() else None
     # beside the run folder first: a study folder copied elsewhere (plan, lock, results) checks its own plan
     candidates = ([out.parent / recorded.name] if out is not None else []) + \
-        ([recorded] if recorded.is_absolute() else []) + [recorded]
+        ([top / recorded] if top is not None else []) + [recorded]
     return next((p for p in candidates if p.is_file()), None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -24,7 +25,7 @@ from typing import Callable
 import pandas as pd
 
 from tabsim.files.atomic import write_frame, write_json
-from tabsim.files.provenance import provenance
+from tabsim.files.provenance import path_anchors, portable_argv, portable_path, provenance
 from tabsim.prereg import integrity, locking as lock_mod, report, signing
 from tabsim.prereg.analysis import analyse
 from tabsim.prereg.hashing import file_sha256, normalise, plan_hash
@@ -146,8 +147,8 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
             say("writing report.md and report.json")
             report.write_report(store.dir, public_key=pin)
     if not confirmatory:
-        integrity.log_exploratory_run(path, {"out": str(out), "started_utc": results["started_utc"],
-                                             "prereg_sha256": sha,
+        integrity.log_exploratory_run(path, {"out": portable_path(out, path_anchors(path)),
+                                             "started_utc": results["started_utc"], "prereg_sha256": sha,
                                              "seeds": results.get("seeds", integrity.design_seeds(doc))})
     return results
 
@@ -184,7 +185,10 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
     ``say``: the phase lines; ``t0``: the ``time.perf_counter()`` reading ``wall_seconds`` counts from."""
     say = say or (lambda msg: None)
     started = _utc_now()
-    base_status = {"started_utc": started, "prereg_file": str(path), "prereg_sha256": sha,
+    # paths as the repository (or the plan's folder) names them: a result holds no path of this machine
+    anchors = path_anchors(path)
+    argv = portable_argv(sys.argv, anchors)
+    base_status = {"started_utc": started, "prereg_file": portable_path(path, anchors), "prereg_sha256": sha,
                    "mode": "confirmatory" if confirmatory else "exploratory", "seeds": integrity.design_seeds(doc)}
     write_json(out / STATUS, {**base_status, "state": "running"})
     t0 = time.perf_counter() if t0 is None else t0
@@ -203,7 +207,7 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
             "schema": "tabsim.prereg.results/1",
             "title": plan.title,
             "mode": base_status["mode"],
-            "prereg": {"file": str(path), "sha256": sha, "lock": record["lock"],
+            "prereg": {"file": base_status["prereg_file"], "sha256": sha, "lock": record["lock"],
                        "amendments": record["amendments"]},
             "plan": normalise(doc),
             "analysis_settings": plan.analysis.model_dump(mode="json"),
@@ -211,10 +215,11 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
             "finished_utc": _utc_now(),
             "wall_seconds": round(time.perf_counter() - t0, 3),  # as of this file, a moment before the report
             "seconds_training": round(t_train, 3),
-            "provenance": provenance(prereg_sha256=sha),
+            "provenance": provenance(prereg_sha256=sha, argv=argv),
             "seeds": base_status["seeds"],
             "integrity": checks,
-            "runs": runs,
+            "runs": [{**r, "provenance": {**r["provenance"], "argv": argv}} if "argv" in r["provenance"] else r
+                     for r in runs],
             "analysis": analysis,
         }
         write_json(out / RESULTS, results)

@@ -389,7 +389,7 @@ def test_seeds_of_a_pilot_and_an_exploratory_run_reused_in_the_confirmatory_run(
     rep = json.loads((tmp_path / "conf" / "report.json").read_text())
     reuse = [d for d in rep["deviations"] if d["kind"] == "seed reuse"]
     assert {d["source"]: d["seeds"] for d in reuse} == {
-        "pilot.json": [101, 102], f"exploratory run into {tmp_path / 'dry'} ({log['runs'][0]['started_utc']})":
+        "pilot.json": [101, 102], f"exploratory run into dry ({log['runs'][0]['started_utc']})":
             [100, 101, 102]}
     md = (tmp_path / "conf" / "report.md").read_text()
     assert "- **seed reuse**: seeds 101-102 of the confirmatory run were already used by the pilot pilot.json" in md
