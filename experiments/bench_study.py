@@ -7,7 +7,8 @@
 
 Each figure is one fresh process of ``tabsim reproduce --seeds N --steps S --no-figure -q --json`` (the
 default run: no ``--seeds``/``--steps``), started as a user starts it, with the compilation cache warm
-(one unmeasured run of each command first). The command prints its own seconds per phase
+(one unmeasured run of each command first) and Python's bytecode written by that first run, as on a
+user's machine. The command prints its own seconds per phase
 (``phase_seconds``: imports and start-up, compile, training, the run store's bookkeeping, frames,
 statistics, figures, publish); the wall time is the process's, measured here. With ``--repeats`` the
 median of each figure is reported.
@@ -68,11 +69,17 @@ def median_run(runs: list[dict]) -> dict:
             "phases": {p: statistics.median(r["phases"].get(p, 0.0) for r in runs) for p in phases}}
 
 
-def environment(baseline: Path | None) -> dict[str, dict]:
-    env = dict(os.environ, MPLBACKEND="Agg")
-    envs = {"this": env}
+def environment(baseline: Path | None, work: Path) -> dict[str, dict]:
+    """Each checkout's environment. Python writes bytecode, as on a user's machine (where the first import
+    of a module compiles it once): a ``PYTHONDONTWRITEBYTECODE`` of this shell is dropped, and each checkout
+    keeps its bytecode under ``work`` (``PYTHONPYCACHEPREFIX``), so the warm-up run compiles it and the
+    checkout's own folders are not written."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["MPLBACKEND"] = "Agg"
+    envs = {"this": dict(env, PYTHONPYCACHEPREFIX=str(work / "pycache-this"))}
     if baseline is not None:
-        envs["baseline"] = dict(env, PYTHONPATH=str(baseline.resolve()))
+        envs["baseline"] = dict(env, PYTHONPATH=str(baseline.resolve()),
+                                PYTHONPYCACHEPREFIX=str(work / "pycache-baseline"))
     return envs
 
 
@@ -142,9 +149,9 @@ def main() -> None:
     cases = [(f"{s} seeds, {args.steps} steps", s, args.steps) for s in args.seeds]
     if not args.no_default:
         cases.append(("default reproduce", None, None))
-    envs = environment(args.baseline)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench_study-") as tmp:
+        envs = environment(args.baseline, Path(tmp))
         figures = measure(cases, envs, args.repeats, Path(tmp))
     text = table(cases, figures, envs)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

@@ -43,8 +43,10 @@ def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], No
         on_section("prior_sweep", out)
         out.update(factorial.result())
     on_section("factorial", out)
-    _gate_families_power(frames, s, R, out)
+    # power before the gate and the families: its figure, the last, is drawn while they are computed
+    _power(frames, s, out)
     on_section("power", out)
+    _gate_families(frames, s, R, out)
     return out
 
 
@@ -79,8 +81,8 @@ def _factorial(frame: pd.DataFrame, R: int) -> dict:
                                                          n_resamples=R)}
 
 
-def _gate_families_power(frames: dict, s: Settings, R: int, out: dict) -> None:
-    """The gate, the families and the power analysis, into ``out``."""
+def _gate_families(frames: dict, s: Settings, R: int, out: dict) -> None:
+    """The gate and the families, into ``out``."""
     from tabsim import stats  # lazy: see analyze
 
     gate_frames = []
@@ -100,7 +102,12 @@ def _gate_families_power(frames: dict, s: Settings, R: int, out: dict) -> None:
     fsum = stats.summarize_partition(fsp, by=["family"], ci=CI_LEVEL, method=INTERVAL_METHOD, n_resamples=R)
     out["families_summary"] = fsum
     out["verdicts"] = stats.share_verdicts(fsum, by=["family"], threshold=SHARE_THRESHOLD)
-    # power
+
+
+def _power(frames: dict, s: Settings, out: dict) -> None:
+    """The power analysis, into ``out``."""
+    from tabsim import stats  # lazy: see analyze
+
     psp = stats.seed_partition(frames["power"], by=["prior_strength"])
     curves = [stats.power_curve(psp, seeds_grid=POWER_SEEDS_GRID, n_sim=1000, term=t, ci=CI_LEVEL, method="t")
               for t in ("d_elicit", "d_rd")]
