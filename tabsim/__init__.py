@@ -35,4 +35,8 @@ __all__ = ["run", "Result", "Config", "ConfigError", "load_config", "resolve", "
            "make_env", "Factor", "run_factorial", "expected_crossover", "compare", "Comparison"]
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True)  # tabsim.audit etc. too
+# where earlier versions' modules live now: `import tabsim.presets` still works, with a DeprecationWarning
+_MOVED = {"algos": "sim.algos", "arms": "sim.arms", "engine": "sim.engine", "envs": "sim.envs",
+          "expected": "sim.expected", "params": "sim.params", "rng": "sim.rng", "presets": "config.presets"}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=True, moved=_MOVED)  # tabsim.audit etc. too
