@@ -34,3 +34,15 @@ def f32_bound(n_ops: float, scale) -> float:
 def f64_bound(n_ops: float, scale) -> float:
     """The same bound in float64 (``n_ops * eps64 * max|scale|``), for the programs run in double precision."""
     return float(n_ops) * EPS64 * float(np.max(np.abs(scale)))
+
+
+def update_bound(n_steps: int, table, n_ops: float, step, lipschitz: float = 0.0) -> float:
+    """``max|a - b|`` of two float32 programs that apply the same ``n_steps`` optimizer steps to one table,
+    each summing its terms in its own order. Each step adds, per program, the rounding of the table entry
+    (``u |table|``, with ``table`` its size: ``max|z|`` plus the distance moved) and its own error
+    ``f32_bound(n_ops, step)`` (``step``: the sum of the terms' sizes in one entry); an error already in the
+    table changes each later step by at most ``lipschitz`` times itself (the step's Lipschitz constant)."""
+    err = 0.0
+    for _ in range(n_steps):
+        err = err * (1.0 + lipschitz) + f32_bound(1, table) + 2.0 * f32_bound(n_ops, step)
+    return err
