@@ -14,27 +14,9 @@ from tabsim.cli.prereg import command as prereg_command
 from tabsim.files.provenance import portable_argv, portable_path
 from tabsim.prereg import integrity
 from tabsim.prereg.results import load_run, plan_file
+from tiny_plan import tiny_plan  # tests/prereg: the one-cell plan
 
-PLAN = {
-    "schema": "tabsim.prereg/1",
-    "title": "Paths test",
-    "authors": ["tabsim tests"],
-    "rationale": "A one-cell design that runs in a second or two.",
-    "design": {
-        "preset": "paper",
-        "config": {"task": {"n_prompts": 4, "n_answers": 4, "n_correct": 1},
-                   "train": {"batch_size": 4, "group_size": 4}},
-        "arms": ["frozen", "true"],
-        "seeds": 2,
-        "first_seed": 100,
-        "steps": 3,
-        "factors": [{"name": "prior_strength", "field": "prior_strength", "levels": [0.8]}],
-    },
-    "analysis": {"ci_method": "t"},
-    "stopping_rule": {"kind": "fixed", "description": "every seed runs once"},
-    "hypotheses": [{"id": "H1", "statement": "TRUE beats FROZEN", "estimand": "d_total",
-                    "condition": {"prior_strength": 0.8}, "prediction": "greater", "rule": {"ci_lower_gt": 0}}],
-}
+PLAN = tiny_plan("Paths test", seeds=2, steps=3)
 
 
 def cli(*args):

@@ -27,27 +27,9 @@ from click.testing import CliRunner
 import tabsim
 from tabsim.cli.prereg import command as prereg_command
 from tabsim.prereg import bytecode, hashing, integrity, locking, signing
+from tiny_plan import tiny_plan  # tests/prereg: the one-cell plan
 
-PLAN = {
-    "schema": "tabsim.prereg/1",
-    "title": "Skeptic test",
-    "authors": ["tabsim tests"],
-    "rationale": "A one-cell design that runs in a second or two.",
-    "design": {
-        "preset": "paper",
-        "config": {"task": {"n_prompts": 4, "n_answers": 4, "n_correct": 1},
-                   "train": {"batch_size": 4, "group_size": 4}},
-        "arms": ["frozen", "true"],
-        "seeds": 3,
-        "first_seed": 100,
-        "steps": 5,
-        "factors": [{"name": "prior_strength", "field": "prior_strength", "levels": [0.8]}],
-    },
-    "analysis": {"ci_method": "t"},
-    "stopping_rule": {"kind": "fixed", "description": "every seed runs once"},
-    "hypotheses": [{"id": "H1", "statement": "TRUE beats FROZEN", "estimand": "d_total",
-                    "condition": {"prior_strength": 0.8}, "prediction": "greater", "rule": {"ci_lower_gt": 0}}],
-}
+PLAN = tiny_plan("Skeptic test")
 FUTURE = "2099-01-01T00:00:00+00:00"
 
 
