@@ -55,14 +55,18 @@ def _check_options(ci, seed_sd, threshold, rule, dominance):
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
 
 
-def _union(iv: dict, term: str) -> tuple:
-    est, lo, hi = iv[term]
-    if est.size == 0:
-        return (math.nan,) * 4
-    with np.errstate(invalid="ignore"):
-        finite = est[np.isfinite(est)]
-    s_lo, s_hi = (float(finite.min()), float(finite.max())) if finite.size else (math.nan, math.nan)
-    return float(np.min(lo)), float(np.max(hi)), s_lo, s_hi
+def _unions(iv: dict) -> dict:
+    """Per term of ``iv`` (term -> ``(estimates, lows, highs)`` over completions): ``(lowest low, highest high,
+    lowest finite estimate, highest finite estimate)``, NaN where there is none; every term at once."""
+    est, lo, hi = (np.stack([np.asarray(iv[t][k], dtype=float) for t in TERMS]) for k in range(3))
+    if est.shape[1] == 0:
+        return {t: (math.nan,) * 4 for t in TERMS}
+    finite = np.isfinite(est)
+    any_finite = finite.any(axis=1)
+    s_lo = np.where(any_finite, np.where(finite, est, np.inf).min(axis=1), np.nan)
+    s_hi = np.where(any_finite, np.where(finite, est, -np.inf).max(axis=1), np.nan)
+    rows = zip(lo.min(axis=1).tolist(), hi.max(axis=1).tolist(), s_lo.tolist(), s_hi.tolist())
+    return dict(zip(TERMS, rows))
 
 
 def _reference(by: dict, threshold: float) -> dict:
@@ -114,8 +118,10 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
                     m2, v2 = with_null_envelope(m2, v2, null_envelope, seed_sd=seed_sd)
                 alt = (other, term_intervals(m2, v2, ci=ci, cov=cov))
     by, free = {}, {}
+    logical_u, primary_u = _unions(logical), _unions(primary)
+    alt_u = _unions(alt[1]) if alt is not None else None
     for t in TERMS:
-        l_lo, l_hi, l_slo, l_shi = _union(logical, t)
+        l_lo, l_hi, l_slo, l_shi = logical_u[t]
         rec = {"term": t, "logical_low": l_lo, "logical_high": l_hi}
         if t in ident:
             est, lo, hi = (float(x[0]) for x in point[t])
@@ -125,11 +131,11 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
         else:
             free[t] = {**rec, "identified": "bounds", "estimate": math.nan, "low": l_lo, "high": l_hi,
                        "set_low": l_slo, "set_high": l_shi, "bound_source": "logical"}
-            lo, hi, s_lo, s_hi = _union(primary, t)
+            lo, hi, s_lo, s_hi = primary_u[t]
             rec.update(identified="bounds", estimate=math.nan, low=lo, high=hi, set_low=s_lo, set_high=s_hi,
                        bound_source=source)
-        if alt is not None and t not in ident:
-            a_lo, a_hi, _, _ = _union(alt[1], t)
+        if alt_u is not None and t not in ident:
+            a_lo, a_hi, _, _ = alt_u[t]
             rec.update(alt_majority_kind=alt[0], alt_low=a_lo, alt_high=a_hi)
         by[t] = rec
     return {"by": by, "free": free, "mean": mean, "var": var, "note": note, "source": source, "calib": calib,

@@ -41,8 +41,11 @@ RATIO_TERMS = {
     "elicit_share": ("d_elicit", "d_total"),
     "rd_share": ("d_rd", "d_total"),
 }
-# the contrasts as arrays, built once (term_intervals runs for every row of every pass)
-_C_ARRAYS = {t: np.asarray(c, dtype=float) for t, c in _C.items()}
+# the contrasts as one array [4, terms], and each ratio's numerator and denominator columns, built once
+# (term_intervals runs for every row of every pass)
+_C_MATRIX = np.asarray([_C[t] for t in DIFFERENCE_TERMS], dtype=float).T
+_RATIO_A = [DIFFERENCE_TERMS.index(a) for a, _ in RATIO_TERMS.values()]
+_RATIO_B = [DIFFERENCE_TERMS.index(b) for _, b in RATIO_TERMS.values()]
 SHARES = ("null_share", "elicit_share", "rd_share")  # the three terms' shares of d_total; they sum to 1
 UNITS = ("items", "trials")
 TERMS = DIFFERENCE_TERMS + tuple(RATIO_TERMS)
@@ -194,17 +197,19 @@ def term_intervals(means, variances, *, ci: float = 0.95, cov=None) -> dict:
     m = np.atleast_2d(np.asarray(means, dtype=float))
     v = np.atleast_2d(np.asarray(variances, dtype=float))
     z = _z(float(ci))
-    off = None if cov is None else np.asarray(cov, dtype=float)
-
-    def quad(a, b):
-        return v @ (a * b) if off is None else v @ (a * b) + float(a @ off @ b)
-
-    out = {}
-    for term, c in _C_ARRAYS.items():
-        est = m @ c
-        se = np.sqrt(np.maximum(quad(c, c), 0.0))
-        out[term] = (est, est - z * se, est + z * se)
-    for term, (na, nb) in RATIO_TERMS.items():
-        ca, cb = _C_ARRAYS[na], _C_ARRAYS[nb]
-        out[term] = fieller(m @ ca, m @ cb, quad(ca, ca), quad(cb, cb), quad(ca, cb), z)
+    c, ca, cb = _C_MATRIX, _C_MATRIX[:, _RATIO_A], _C_MATRIX[:, _RATIO_B]
+    # every term at once: estimates m c, variances v c^2 (+ c' cov c), one column per term
+    est = m @ c
+    var, var_a, var_b, var_ab = v @ (c * c), v @ (ca * ca), v @ (cb * cb), v @ (ca * cb)
+    if cov is not None:
+        off = np.asarray(cov, dtype=float)
+        var = var + ((c.T @ off) * c.T).sum(axis=1)
+        var_a = var_a + ((ca.T @ off) * ca.T).sum(axis=1)
+        var_b = var_b + ((cb.T @ off) * cb.T).sum(axis=1)
+        var_ab = var_ab + ((ca.T @ off) * cb.T).sum(axis=1)
+    half = z * np.sqrt(np.maximum(var, 0.0))
+    lo, hi = est - half, est + half
+    out = {t: (est[:, k], lo[:, k], hi[:, k]) for k, t in enumerate(DIFFERENCE_TERMS)}
+    point, r_lo, r_hi = fieller(est[:, _RATIO_A], est[:, _RATIO_B], var_a, var_b, var_ab, z)
+    out.update({t: (point[:, k], r_lo[:, k], r_hi[:, k]) for k, t in enumerate(RATIO_TERMS)})
     return out
