@@ -145,13 +145,13 @@ def test_engine_updates_agree_between_the_two_paths(cfg, monkeypatch):
     for path in ("closed", "autodiff"):
         if path == "autodiff":
             monkeypatch.setattr(closed_form, "supports", lambda s: False)
-        update = jax.jit(make_update(env, spec, sched, tuple(c.arms.arms)), static_argnums=2)
+        update = jax.jit(make_update(env, spec, sched, tuple(c.arms.arms)))  # the arm traced, as in the engine
         outs = []
         for step in range(4):
             state = TrainState(logits=logits, opt_state=optimizer(spec, hp).init(logits), seed=seed,
                                step=jnp.asarray(step, jnp.int32))
             for arm in range(3):
-                new, diag = update(state, task, arm, hp)
+                new, diag = update(state, task, jnp.asarray(arm, jnp.int32), hp)
                 outs.append((np.asarray(new.logits), float(diag["clip_frac"])))
         results[path] = outs
     # float32 on both paths: the bound of the update's terms (update_tolerance), with a prompt drawn
