@@ -1,7 +1,17 @@
 import glob
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+# One host device, and XLA's backend (LLVM) optimisation off: the suite checks numbers and mechanisms, not
+# speed, and compiling is most of its time (tests/core/test_engine.py and test_tree.py: 66 s -> 47 s, user
+# CPU 84 s -> 52 s, on 2 cores). Every comparison a test makes runs under one setting (the processes a test
+# starts inherit it); the notebooks, whose kernels run long and compare nothing with this process, get the
+# optimised code with the ``optimized_xla`` fixture. A user's XLA_FLAGS replace both flags.
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=1 {FAST_COMPILE}")
+
+
+def _optimized_flags() -> str:
+    return " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if f != FAST_COMPILE)
 
 
 def _may_see_gpu() -> bool:
@@ -73,6 +83,12 @@ def _default_sigint(request):
     handler, blocked = _sigint_state()
     if handler is not signal.default_int_handler or blocked:
         warnings.warn(f"{request.node.nodeid} left SIGINT {'blocked' if blocked else ''} handler={handler!r}")
+
+
+@pytest.fixture
+def optimized_xla(monkeypatch):
+    """The test's subprocesses (and notebook kernels) compile with XLA's backend optimisation, as a user's do."""
+    monkeypatch.setenv("XLA_FLAGS", _optimized_flags())
 
 
 @pytest.fixture

@@ -55,7 +55,7 @@ def test_there_are_six_numbered_notebooks():
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
-def test_notebook_executes(path, tmp_path, monkeypatch):
+def test_notebook_executes(path, tmp_path, monkeypatch, optimized_xla):
     assert "# %% [markdown]" in path.read_text(), f"{path.name}: not a jupytext percent file"
     nb = jupytext.read(path)
     assert nb.cells and nb.cells[0].cell_type == "markdown", f"{path.name}: start with a markdown intro"
@@ -147,7 +147,7 @@ FAST = 1.0  # seconds for one redraw: the computation and the rendered figure
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("stem", sorted(SLIDER_MOVES))
-def test_sliders_redraw_the_figure_quickly(stem, tmp_path, monkeypatch):
+def test_sliders_redraw_the_figure_quickly(stem, tmp_path, monkeypatch, optimized_xla):
     nb = jupytext.read(NOTEBOOKS / f"{stem}.py")
     probe = f"""
 import json as _json, time as _time
