@@ -15,7 +15,8 @@ from tabsim.audit import checks
 from tabsim.audit import measured as ms
 from tabsim.audit.completions import logical_completions, with_null_envelope
 from tabsim.audit.entry import EXTRA_ARMS, PARTITION_ARMS, Entry
-from tabsim.audit.estimate import SHARES, TERMS, arm_moments, identified_terms, paired_cov, term_intervals
+from tabsim.audit.estimate import (SHARES, TERMS, arm_moments, identified_terms, paired_cov, term_intervals,
+                                   term_unions)
 from tabsim.audit.verdict import RULES, term_verdict
 from tabsim.stats.verdict import INCONCLUSIVE, share_verdict
 
@@ -53,20 +54,6 @@ def _check_options(ci, seed_sd, threshold, rule, dominance):
         raise ValueError(f"dominance must be a share in (0, 1), got {dominance!r}")
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
-
-
-def _unions(iv: dict) -> dict:
-    """Per term of ``iv`` (term -> ``(estimates, lows, highs)`` over completions): ``(lowest low, highest high,
-    lowest finite estimate, highest finite estimate)``, NaN where there is none; every term at once."""
-    est, lo, hi = (np.stack([np.asarray(iv[t][k], dtype=float) for t in TERMS]) for k in range(3))
-    if est.shape[1] == 0:
-        return {t: (math.nan,) * 4 for t in TERMS}
-    finite = np.isfinite(est)
-    any_finite = finite.any(axis=1)
-    s_lo = np.where(any_finite, np.where(finite, est, np.inf).min(axis=1), np.nan)
-    s_hi = np.where(any_finite, np.where(finite, est, -np.inf).max(axis=1), np.nan)
-    rows = zip(lo.min(axis=1).tolist(), hi.max(axis=1).tolist(), s_lo.tolist(), s_hi.tolist())
-    return dict(zip(TERMS, rows))
 
 
 def _reference(by: dict, threshold: float) -> dict:
@@ -118,8 +105,8 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
                     m2, v2 = with_null_envelope(m2, v2, null_envelope, seed_sd=seed_sd)
                 alt = (other, term_intervals(m2, v2, ci=ci, cov=cov))
     by, free = {}, {}
-    logical_u, primary_u = _unions(logical), _unions(primary)
-    alt_u = _unions(alt[1]) if alt is not None else None
+    logical_u, primary_u = term_unions(logical), term_unions(primary)
+    alt_u = term_unions(alt[1]) if alt is not None else None
     for t in TERMS:
         l_lo, l_hi, l_slo, l_shi = logical_u[t]
         rec = {"term": t, "logical_low": l_lo, "logical_high": l_hi}
@@ -276,9 +263,16 @@ def _fragility_sds(seed_sd: float) -> list:
     return [round(s, 6) for s in out if s >= 0]
 
 
-def _audit_rows(entries, structs, reach, registry, *, seed_sd, **kw) -> list:
-    """:func:`audit_entry` of every entry, simulator bounds that a measurement contradicts set aside."""
-    outs = [audit_entry(e, structs=structs, seed_sd=seed_sd, **kw) for e in entries]
+def _entry_row(entry: Entry, **kw) -> dict:
+    """:func:`audit_entry`'s row alone (its terms and calibration dropped at once)."""
+    return {"row": audit_entry(entry, **kw)["row"]}
+
+
+def _audit_rows(entries, structs, reach, registry, *, seed_sd, rows_only: bool = False, **kw) -> list:
+    """:func:`audit_entry` of every entry (``rows_only``: its row alone), simulator bounds that a measurement
+    contradicts set aside."""
+    one = _entry_row if rows_only else audit_entry
+    outs = [one(e, structs=structs, seed_sd=seed_sd, **kw) for e in entries]
     if structs is not None:
         # a family whose reach excludes what the row's model was measured to do bounds nothing for it
         for i, why in checks.families_excluded(entries, [o["row"] for o in outs], reach, registry,
@@ -286,13 +280,13 @@ def _audit_rows(entries, structs, reach, registry, *, seed_sd, **kw) -> list:
             keep = [st for st in structs if st.key["family"] not in why]
             if len(keep) == len(structs) or not keep:
                 continue  # none excluded, or all: outside_family's logical fallback below
-            outs[i] = audit_entry(entries[i], structs=keep, seed_sd=seed_sd, **kw)
+            outs[i] = one(entries[i], structs=keep, seed_sd=seed_sd, **kw)
             r = outs[i]["row"]
             r["bound_note"] = "families set aside: " + "; ".join(why.values())
             r["verdict_reason"] = f"{r['bound_note']}; {r['verdict_reason']}"
         for i, why in checks.outside_family(entries, [o["row"] for o in outs], reach, registry,
                                             ci=kw["ci"]).items():
-            outs[i] = audit_entry(entries[i], structs=None, seed_sd=seed_sd, **kw)  # logical bounds only
+            outs[i] = one(entries[i], structs=None, seed_sd=seed_sd, **kw)  # logical bounds only
             r = outs[i]["row"]
             r["bound_note"] = why
             r["verdict_reason"] = f"simulator bound set aside ({why}); {r['verdict_reason']}"
@@ -318,11 +312,7 @@ def _estimate(entries: list, passes: int, **kw) -> str:
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 1.0:
-        return "1 s or less"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min"
+    return "1 s or less" if seconds < 1.0 else f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame:
@@ -442,7 +432,8 @@ def _mark_fragile(outs: list, entries, structs, reach, registry, sds: list, say,
     shifted = {}
     for i, sd in enumerate(sds):
         say(f"fragility: the verdicts again at seed sd {sd:g} ({i + 1} of {len(sds)})")
-        shifted[sd] = [o["row"]["verdict"] for o in _audit_rows(entries, structs, reach, registry, seed_sd=sd, **kw)]
+        shifted[sd] = [o["row"]["verdict"] for o in _audit_rows(entries, structs, reach, registry, seed_sd=sd,
+                                                                 rows_only=True, **kw)]
     for i, o in enumerate(outs):
         r = o["row"]
         changed = [(s, v[i]) for s, v in shifted.items() if v[i] != r["verdict"]]

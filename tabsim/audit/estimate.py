@@ -16,6 +16,7 @@ intervals over the completions a table admits.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from scipy import stats as sps
@@ -213,3 +214,17 @@ def term_intervals(means, variances, *, ci: float = 0.95, cov=None) -> dict:
     point, r_lo, r_hi = fieller(est[:, _RATIO_A], est[:, _RATIO_B], var_a, var_b, var_ab, z)
     out.update({t: (point[:, k], r_lo[:, k], r_hi[:, k]) for k, t in enumerate(RATIO_TERMS)})
     return out
+
+
+def term_unions(iv: dict) -> dict:
+    """Per term of ``iv`` (term -> ``(estimates, lows, highs)`` over completions): ``(lowest low, highest high,
+    lowest finite estimate, highest finite estimate)``, NaN where there is none; every term at once."""
+    est, lo, hi = (np.stack([np.asarray(iv[t][k], dtype=float) for t in TERMS]) for k in range(3))
+    if est.shape[1] == 0:
+        return {t: (math.nan,) * 4 for t in TERMS}
+    finite = np.isfinite(est)
+    any_finite = finite.any(axis=1)
+    s_lo = np.where(any_finite, np.where(finite, est, np.inf).min(axis=1), np.nan)
+    s_hi = np.where(any_finite, np.where(finite, est, -np.inf).max(axis=1), np.nan)
+    rows = zip(lo.min(axis=1).tolist(), hi.max(axis=1).tolist(), s_lo.tolist(), s_hi.tolist())
+    return dict(zip(TERMS, rows))
