@@ -7,9 +7,10 @@ listed here too, and a test checks that they are the registry's.
 """
 from __future__ import annotations
 
-import difflib
 import math
 from numbers import Integral, Real
+
+from tabsim.base.registry import suggest
 
 # built-in components of tabsim.sim.algos' registries (a component registered at run time is found in the
 # registry itself, see tabsim.config)
@@ -45,11 +46,6 @@ def n_compositions(k: int, K: int) -> int:
 MAX_PAIRS = 4_000_000  # (node, action) pairs: the table of one prompt
 TREE_FIELDS = ("depth", "branching", "styles", "length_slope_correct", "length_slope_wrong")
 STYLE_FIELDS = ("mass", "accuracy", "actions")
-
-
-def _suggest(name, allowed) -> str:
-    near = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
-    return f" (did you mean `{near[0]}`?)" if near else ""
 
 
 def _fail(field: str, msg: str):
@@ -113,7 +109,7 @@ def check_tree(tree: dict, n_answers: int | None, *, big: float) -> None:
     length slopes must be in ``[-big, big]``."""
     for key in tree:
         if key not in TREE_FIELDS:
-            raise ValueError(f"task.tree.{key}: unknown field{_suggest(key, TREE_FIELDS)}; allowed: "
+            raise ValueError(f"task.tree.{key}: unknown field{suggest(key, TREE_FIELDS)}; allowed: "
                              f"{', '.join(TREE_FIELDS)}")
     depth = int_field(tree, "depth", 4, 1, 32)
     b = int_field(tree, "branching", 3, 2, 1024)
