@@ -35,10 +35,11 @@ def test_sweep_says_each_phase_and_reports_the_wall_time(tmp_path):
         assert phase in text, (phase, proc.stderr)
     assert "9 conditions x 2 seeds x 2 arms, 4 steps" in text
     printed = float(re.search(r"\(([\d.]+) s\)\s*$", proc.stdout).group(1))
-    # from the process's start: never more than the clock outside, and short of it only by the start of
-    # the interpreter's process and its exit (the old figure left out imports, writing and the figure)
+    # from the process's start: never more than the clock outside, and at least the last phase line's stamp
+    # (the figure written), which the same clock gives (the old figure was the engine's alone, so it left out
+    # the imports, the writing and the figure); no comparison of two clocks' durations on a busy machine
     assert printed <= wall + 0.05, (printed, wall)
-    assert printed >= 0.95 * wall - 0.3, (printed, wall)
+    assert printed >= stamps[-1], (printed, stamps)
     prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
     assert abs(prov["wall_seconds"] - printed) <= 0.05 * printed + 0.1, (prov["wall_seconds"], printed)
     assert 0 < prov["seconds_training"] < prov["wall_seconds"]
