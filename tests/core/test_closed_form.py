@@ -191,6 +191,9 @@ def test_max_grad_norm_clips_the_update():
     huge = ts.run({**base, "algo": {"max_grad_norm": 1e6}}, progress=False).final()["pass1"].values
     tiny = ts.run({**base, "algo": {"max_grad_norm": 1e-3}}, progress=False).final()["pass1"].values
     frozen = ts.run({**base, "arms": {"arms": ["frozen"]}}, progress=False).final()["pass1"].values
-    np.testing.assert_allclose(huge, free, rtol=1e-6)
+    # the clip's factor min(1, 1e6 / |g|) is exactly 1.0 (|g| < 10: each of 8 prompts' rows is at most
+    # 2 + 2 beta) and g * 1.0 is g: the clipped program adds the same steps to the same logits, so every
+    # draw and every pass@1 is the same, bit for bit
+    np.testing.assert_array_equal(huge, free)
     # each step moves the logits by at most lr * 1e-3: 20 steps change pass@1 by well under 1e-2
     assert np.abs(tiny - frozen).max() < 1e-2 < np.abs(free - frozen).max()
