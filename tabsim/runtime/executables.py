@@ -25,7 +25,9 @@ run) of at most :data:`MAX_ENTRY_BYTES`, belongs to this user and nobody else ca
 recorded key equals the key of the call, its payload its digest, and the exported program's arguments
 those of the call. Anything else (another config's entry under this name, a damaged or truncated file,
 an entry of an older format, a pickle) is refused without a word (counted in ``stats["refused"]``):
-the program is traced again and the entry replaced.
+the program is traced again and the entry replaced. A program that uses a component registered from
+outside tabsim (a user's estimator or environment) is never kept: its code is in no key
+(:func:`outside_code`).
 
 **On by default** wherever the compilation cache is on; entries live in ``tabsim-programs/`` inside
 the compilation cache folder and follow its settings (``TABSIM_COMPILATION_CACHE``, ``tabsim
@@ -145,7 +147,7 @@ def run(key, program, *args):
             prog = _LOADED.get(fp)
             if prog is None:
                 with clock.timed("compile"):  # tracing or loading, and compiling (or JAX's cache answering)
-                    prog = _LOADED[fp] = _prepare(text, fp, program, args)
+                    prog = _LOADED[fp] = _prepare(text, fp, program, args, keep=not outside_code(key))
     return prog(args)
 
 
@@ -154,10 +156,10 @@ def count(key) -> int:
     return len(_KEYS.get(key, ()))
 
 
-def _prepare(text: str, fp: str, program, args: tuple) -> _Program:
+def _prepare(text: str, fp: str, program, args: tuple, keep: bool = True) -> _Program:
     """``program`` compiled for ``args``: from the store's entry when it holds a good one, else traced
     (and its entry written)."""
-    where = folder()
+    where = folder() if keep else None
     leaves = jax.tree_util.tree_leaves(args)
     opts = options(program)
     if where is not None:
@@ -178,6 +180,33 @@ def _prepare(text: str, fp: str, program, args: tuple) -> _Program:
             return _Program(_compile(exp, leaves, opts), out_tree)
     stats["compiled"] += 1
     return _Program(program.trace(*args).lower().compile())
+
+
+def outside_code(key) -> list[str]:
+    """The components program ``key`` uses that are registered from outside tabsim (an estimator, ratio,
+    surrogate, aggregation or KL estimator of an :class:`~tabsim.sim.algos.AlgoSpec` in the key, or an
+    environment it names). Their code, and the values they read when traced, are in no key: such a program
+    is traced in each process and never kept on disk, so a user's edited component is never answered by
+    the program traced from its earlier version."""
+    from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec
+    from tabsim.sim.envs import ENVS
+
+    found: list = []
+
+    def walk(x) -> None:
+        if isinstance(x, AlgoSpec):
+            for registry, name in ((ESTIMATORS, x.estimator), (RATIOS, x.ratio), (SURROGATES, x.surrogate),
+                                   (AGGREGATIONS, x.aggregation), (KL_ESTIMATORS, x.kl)):
+                if name in registry:
+                    found.append((name, registry[name]))
+        elif isinstance(x, str) and x in ENVS:
+            found.append((x, ENVS[x]))
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                walk(y)
+
+    walk(key)
+    return [name for name, obj in found if not str(getattr(obj, "__module__", "")).startswith("tabsim.")]
 
 
 def _compile(exp, leaves: list, opts: dict | None):

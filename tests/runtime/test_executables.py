@@ -76,6 +76,48 @@ def test_a_saved_program_is_loaded_by_the_next_process_and_gives_the_same_bits(t
     assert second["stats"] == counts(loaded=1)
 
 
+USER_ESTIMATOR = textwrap.dedent("""
+    import json, sys
+    import tabsim as ts
+    from tabsim.runtime import executables
+    from tabsim.sim.algos import ESTIMATORS, register_estimator
+
+    SCALE = float(sys.argv[1])  # read when the program is traced: in no key
+    grpo = ESTIMATORS["grpo"]
+
+    @register_estimator("scaled_grpo")
+    def scaled_grpo(rewards, **kw):
+        return SCALE * grpo(rewards, **kw)
+
+    res = ts.run({"preset": "paper", "algo": {"estimator": "scaled_grpo"}, "task": {"n_prompts": 8},
+                  "arms": {"arms": ["true"]}, "train": {"steps": 6, "seeds": 2, "batch_size": 4}}, progress=False)
+    print(json.dumps({"stats": executables.stats, "pass1": res.final()["pass1"].tolist(),
+                      "outside": executables.outside_code(("units", ts.runtime.run.static_key(ts.resolve(res.config))))}))
+""")
+
+
+def test_a_users_component_is_traced_in_each_process_never_answered_from_the_store(tmp_path):
+    """A program using an estimator registered outside tabsim is never kept: the user's edited estimator (here a
+    value it reads when traced) must not get the numbers of the program traced from its earlier version."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", executables.ENV)}
+    env.update(TABSIM_COMPILATION_CACHE=str(tmp_path))
+    runs = []
+    for scale in ("1.0", "0.0"):
+        res = subprocess.run([sys.executable, "-c", USER_ESTIMATOR, scale], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stderr[-3000:]
+        runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+    assert [r["stats"] for r in runs] == [counts(compiled=1)] * 2
+    assert runs[0]["outside"] == ["scaled_grpo"]
+    assert runs[0]["pass1"] != runs[1]["pass1"]  # a zero advantage never moves the policy
+    assert not (tmp_path / executables.FOLDER).exists() or not any((tmp_path / executables.FOLDER).iterdir())
+
+
+def test_tabsims_own_components_are_not_outside_code():
+    assert executables.outside_code(("units", api.static_key(ts.resolve({"preset": "paper"})))) == []
+    assert executables.outside_code(("units", api.static_key(ts.resolve({"preset": "dapo", "task": {"env": "tree"}})))) == []
+
+
 # heavy: three processes compiling a tree; the store's load and refusal paths run by default on the bandit
 @pytest.mark.heavy
 def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
