@@ -54,6 +54,8 @@ from tabsim.files.safeload import LoadError, read_regular
 from tabsim.runtime.cache import OFF
 from tabsim.runtime.executors import numerics
 from tabsim.runtime.pytrees import describe, rebuild
+from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec
+from tabsim.sim.envs import ENVS
 
 ENV = defaults.EXECUTABLE_CACHE
 FOLDER = "tabsim-programs"
@@ -188,9 +190,6 @@ def outside_code(key) -> list[str]:
     environment it names). Their code, and the values they read when traced, are in no key: such a program
     is traced in each process and never kept on disk, so a user's edited component is never answered by
     the program traced from its earlier version."""
-    from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec
-    from tabsim.sim.envs import ENVS
-
     found: list = []
 
     def walk(x) -> None:
