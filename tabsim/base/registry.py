@@ -31,8 +31,11 @@ class Registry(dict):
     """Components of one ``kind`` (the config field that names them: ``"estimator"``, ``"env"``) by name, in
     the order they were registered.
 
-    ``@reg.register(name, **meta)`` adds one (a taken name is refused); ``reg[name]`` looks one up and
-    raises :class:`UnknownName`, naming the kind and the allowed names, for a name never registered.
+    ``@reg.register(name, **meta)`` adds one; ``reg[name]`` looks one up and raises :class:`UnknownName`,
+    naming the kind and the allowed names, for a name never registered. A name taken by one of tabsim's own
+    components is refused; a name a user registered is replaced when registered again (a notebook cell run
+    twice), and :meth:`version` counts its registrations, so the programs compiled for the earlier one are
+    not reused (:func:`tabsim.config.static.static_key`).
     A registry is a ``dict``, so ``name in reg``, ``sorted(reg)`` and ``dict(reg)`` work as for one.
 
     Example::
@@ -43,25 +46,36 @@ class Registry(dict):
         def grpo(rewards, *, lengths, valid, hp): ...
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, own: str = "tabsim."):
         super().__init__()
-        self.kind = kind
+        self.kind, self.own = kind, own
         self._meta: dict[str, dict] = {}
+        self._versions: dict[str, int] = {}
+
+    def is_own(self, name: str) -> bool:
+        """Whether ``name`` is one of the package's own components (defined in a module under ``own``)."""
+        return str(getattr(self[name], "__module__", "")).startswith(self.own)
 
     def register(self, name: str, **meta):
         """A decorator that registers its argument under ``name``, with the keywords ``meta``, and returns it."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"a {self.kind} is registered under a non-empty string, got {name!r}")
-        if name in self:
-            raise ValueError(f"{self.kind} {name!r} is already registered ({self[name]!r}); register it "
+        if name in self and self.is_own(name):
+            raise ValueError(f"{self.kind} {name!r} is one of tabsim's own ({self[name]!r}); register yours "
                              f"under another name (taken: {', '.join(self)})")
 
         def deco(obj):
             self[name] = obj
             self._meta[name] = dict(meta)
+            self._versions[name] = self._versions.get(name, 0) + 1
             return obj
 
         return deco
+
+    def version(self, name: str) -> int:
+        """How many times ``name`` was registered (a name only set as a dict entry counts 0)."""
+        self[name]  # an unknown name raises UnknownName
+        return self._versions.get(name, 0)
 
     def names(self) -> tuple[str, ...]:
         """The registered names, in registration order."""

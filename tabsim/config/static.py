@@ -7,7 +7,7 @@ environments and the engine); the rest of :mod:`tabsim.config` does not.
 """
 from __future__ import annotations
 
-from tabsim.sim.algos import AlgoSpec
+from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec
 from tabsim.sim.arms import OFFLINE_ARMS
 from tabsim.config.models import Config
 from tabsim.sim.envs import ENVS
@@ -36,7 +36,19 @@ def static_key(cfg: Config) -> tuple:
     return (t.env, t.n_prompts, t.n_answers, t.n_correct, t.heterogeneity is not None,
             tuple(sorted((k, str(v)) for k, v in t.tree.env_kwargs().items())), cfg.arms.tie, cfg.arms.offline_samples,
             tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng,
-            None if tr.metrics is None else tuple(tr.metrics)) + (("expected",) if expected(cfg) else ())
+            None if tr.metrics is None else tuple(tr.metrics)) + (("expected",) if expected(cfg) else ()) + \
+        user_components(cfg)
+
+
+def user_components(cfg: Config) -> tuple:
+    """``(("user", ((kind, name, version), ...)),)`` for the components of ``cfg`` a user registered (an
+    estimator, ratio, surrogate, aggregation, KL estimator or environment), else ``()``: a component
+    registered again under its name (a notebook cell run twice) is a new program, not the earlier one's."""
+    spec = algo_spec(cfg)
+    named = ((ESTIMATORS, spec.estimator), (RATIOS, spec.ratio), (SURROGATES, spec.surrogate),
+             (AGGREGATIONS, spec.aggregation), (KL_ESTIMATORS, spec.kl), (ENVS, cfg.task.env))
+    found = tuple((reg.kind, name, reg.version(name)) for reg, name in named if name in reg and not reg.is_own(name))
+    return (("user", found),) if found else ()
 
 
 def expected(cfg: Config) -> bool:
