@@ -40,15 +40,18 @@ def static_key(cfg: Config) -> tuple:
         user_components(cfg)
 
 
+USER_COMPONENTS = "user"  # marks the part of a static key that names a user's registered components
+
+
 def user_components(cfg: Config) -> tuple:
-    """``(("user", ((kind, name, version), ...)),)`` for the components of ``cfg`` a user registered (an
+    """``((USER_COMPONENTS, ((kind, name, version), ...)),)`` for the components of ``cfg`` a user registered (an
     estimator, ratio, surrogate, aggregation, KL estimator or environment), else ``()``: a component
     registered again under its name (a notebook cell run twice) is a new program, not the earlier one's."""
     spec = algo_spec(cfg)
     named = ((ESTIMATORS, spec.estimator), (RATIOS, spec.ratio), (SURROGATES, spec.surrogate),
              (AGGREGATIONS, spec.aggregation), (KL_ESTIMATORS, spec.kl), (ENVS, cfg.task.env))
     found = tuple((reg.kind, name, reg.version(name)) for reg, name in named if name in reg and not reg.is_own(name))
-    return (("user", found),) if found else ()
+    return ((USER_COMPONENTS, found),) if found else ()
 
 
 def expected(cfg: Config) -> bool:

@@ -48,14 +48,13 @@ import jax
 from jax import export
 
 from tabsim.base import clock
+from tabsim.config.static import USER_COMPONENTS
 from tabsim.files import defaults
 from tabsim.files.atomic import atomic_write_bytes
 from tabsim.files.safeload import LoadError, read_regular
 from tabsim.runtime.cache import OFF
 from tabsim.runtime.executors import numerics
 from tabsim.runtime.pytrees import describe, rebuild
-from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec
-from tabsim.sim.envs import ENVS
 
 ENV = defaults.EXECUTABLE_CACHE
 FOLDER = "tabsim-programs"
@@ -185,27 +184,16 @@ def _prepare(text: str, fp: str, program, args: tuple, keep: bool = True) -> _Pr
 
 
 def outside_code(key) -> list[str]:
-    """The components program ``key`` uses that are registered from outside tabsim (an estimator, ratio,
-    surrogate, aggregation or KL estimator of an :class:`~tabsim.sim.algos.AlgoSpec` in the key, or an
-    environment it names). Their code, and the values they read when traced, are in no key: such a program
-    is traced in each process and never kept on disk, so a user's edited component is never answered by
-    the program traced from its earlier version."""
-    found: list = []
-
-    def walk(x) -> None:
-        if isinstance(x, AlgoSpec):
-            for registry, name in ((ESTIMATORS, x.estimator), (RATIOS, x.ratio), (SURROGATES, x.surrogate),
-                                   (AGGREGATIONS, x.aggregation), (KL_ESTIMATORS, x.kl)):
-                if name in registry:
-                    found.append((name, registry[name]))
-        elif isinstance(x, str) and x in ENVS:
-            found.append((x, ENVS[x]))
-        elif isinstance(x, (tuple, list)):
-            for y in x:
-                walk(y)
-
-    walk(key)
-    return [name for name, obj in found if not str(getattr(obj, "__module__", "")).startswith("tabsim.")]
+    """The components program ``key`` uses that a user registered (an estimator, ratio, surrogate, aggregation,
+    KL estimator or environment defined outside tabsim), read from the part
+    :func:`tabsim.config.static.user_components` adds to its static key. Their code, and the values they read
+    when traced, are in no key: such a program is traced in each process and never kept on disk, so a user's
+    edited component is never answered by the program traced from its earlier version."""
+    if isinstance(key, tuple):
+        if len(key) == 2 and key[0] == USER_COMPONENTS and isinstance(key[1], tuple):
+            return [name for _, name, _ in key[1]]
+        return [name for part in key for name in outside_code(part)]
+    return []
 
 
 def _compile(exp, leaves: list, opts: dict | None):

@@ -23,7 +23,7 @@ imports MLflow (about 0.8 s of CPU that would hold its GIL beside the training) 
 condition tables over; a writer process that dies or stops is reported in one line at the end of the run.
 What is left is the writing itself, after the program returns (for the ``paper`` prior sweep, 5
 conditions, 0.2-0.3 s), and the writer's start and import (about 1.8 s of CPU, once per process) competing
-for the cores with the training: ``experiments/bench_track.py`` measures both (``docs/cli.md``).
+for the cores with the training: ``experiments/bench_track.py`` measures both (docs/performance.md).
 """
 from __future__ import annotations
 
