@@ -22,13 +22,14 @@ from tabsim.cli import main
 from tabsim.runtime.chunklog import PACK, saved_chunks
 from tabsim.runtime.store import MARKER, RunStore, lock_path, staging_path
 
-# 10 conditions in chunks of one, each chunk long enough (~0.2 s on 2 cores, one compiled call) for a signal to
-# land mid-run rather than after the last chunk
+# 10 conditions in chunks of one (about 0.3 s each on 2 cores, one compiled call). The tests stop the process
+# (SIGSTOP) once it has saved the chunks they wait for, so that their signal lands mid-run however busy the
+# machine is, and let it go on (SIGCONT) to receive it.
 SLOW = """\
 preset = "paper"
 [train]
 seeds = 2
-steps = 3000
+steps = 1000
 chunk_conditions = 1
 [sweep]
 prior_strength = [0.2, 0.27, 0.34, 0.41, 0.48, 0.55, 0.62, 0.69, 0.76, 0.8]
@@ -87,6 +88,15 @@ def wait_for_chunks(proc, out: Path, n: int, timeout: float = 120.0) -> int:
         time.sleep(0.02)
     proc.kill()
     raise AssertionError("no chunks written in time")
+
+
+def hold(proc, out: Path, n: int) -> int:
+    """Wait for ``n`` saved chunks, then stop the process (SIGSTOP) before it can finish; the chunks saved."""
+    wait_for_chunks(proc, out, n)
+    os.kill(proc.pid, signal.SIGSTOP)
+    have = saved_chunks(staging_path(out) / "chunks")
+    assert have < 10, "the run finished before it could be stopped"
+    return have
 
 
 # -- an existing --out ------------------------------------------------------------------------
@@ -158,7 +168,7 @@ def test_second_writer_is_refused(slow_config, tmp_path):
     out = tmp_path / "o"
     proc = spawn("run", slow_config, "--out", out, "-q")
     try:
-        wait_for_chunks(proc, out, 1)
+        hold(proc, out, 1)  # stopped, it holds the lock while this process tries to take it
         res = cli("run", slow_config, "--out", out, "-q")
         assert_clean_refusal(res, "another tabsim process", f"pid {proc.pid}")
         res = cli("run", slow_config, "--out", out, "-q", "--overwrite")  # not even when asked to overwrite
@@ -180,12 +190,10 @@ def test_sigint_stops_with_one_line_keeps_chunks_and_resume_is_byte_identical(sl
     out.mkdir()
     (out / "old.txt").write_text("earlier results")
     proc = spawn("run", slow_config, "--out", out, "-q", "--overwrite")
-    wait_for_chunks(proc, out, 2)
-    t_sig = time.monotonic()
-    os.kill(proc.pid, signal.SIGINT)
+    hold(proc, out, 2)
+    os.kill(proc.pid, signal.SIGINT)  # pending until the process goes on
+    os.kill(proc.pid, signal.SIGCONT)
     _, err = proc.communicate(timeout=60)
-    stopped = time.monotonic() - t_sig
-    print(f"SIGINT -> exit in {stopped:.2f} s")
     assert proc.returncode == 130
     lines = [ln for ln in err.splitlines() if ln.strip() and "chunk/s" not in ln and "%|" not in ln]
     assert len(lines) == 1 and lines[0].startswith("interrupted:"), err
@@ -209,7 +217,7 @@ def test_sigint_stops_with_one_line_keeps_chunks_and_resume_is_byte_identical(sl
 def test_sigkill_then_resume_is_byte_identical(slow_config, reference, tmp_path):
     out = tmp_path / "o"
     proc = spawn("run", slow_config, "--out", out, "-q")
-    wait_for_chunks(proc, out, 3)
+    hold(proc, out, 3)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
@@ -226,7 +234,7 @@ def test_sigkill_then_resume_is_byte_identical(slow_config, reference, tmp_path)
 def test_resume_with_another_config_is_refused(slow_config, tmp_path):
     out = tmp_path / "o"
     proc = spawn("run", slow_config, "--out", out, "-q")
-    wait_for_chunks(proc, out, 1)
+    hold(proc, out, 1)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     before = tree_bytes(staging_path(out))
