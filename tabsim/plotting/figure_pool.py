@@ -22,9 +22,12 @@ that cannot be imported raises :class:`FiguresUnavailable`, one line naming ``--
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import importlib
 import io
 import multiprocessing
+import multiprocessing.context
+import multiprocessing.spawn
 import os
 import queue
 import signal
@@ -90,6 +93,48 @@ class LocalFigures:
         self.close()
 
 
+WORKER_NAME = "tabsim-figures"  # the pool's processes are named ``tabsim-figures-Process-N``
+
+
+def _main_left_alone(get_preparation_data):
+    """``multiprocessing.spawn.get_preparation_data`` that, for this pool's processes only, leaves out the
+    caller's main module. Otherwise each worker runs the script that started the command again (a user's
+    script without an ``if __name__ == "__main__":`` guard ran its work a second time in the worker, which
+    then died); the jobs name their functions by module, so a worker needs nothing of ``__main__``."""
+    @functools.wraps(get_preparation_data)
+    def prepare(name):
+        data = get_preparation_data(name)
+        if isinstance(name, str) and name.startswith(WORKER_NAME):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    prepare.tabsim_leaves_main = True
+    return prepare
+
+
+if not getattr(multiprocessing.spawn.get_preparation_data, "tabsim_leaves_main", False):
+    multiprocessing.spawn.get_preparation_data = _main_left_alone(multiprocessing.spawn.get_preparation_data)
+
+
+if hasattr(multiprocessing.context, "ForkServerContext"):  # POSIX
+    class _Process(multiprocessing.context.ForkServerProcess):
+        """A fork server's process named for :func:`_main_left_alone`."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.name = f"{WORKER_NAME}-{self.name}"
+
+    class _Context(multiprocessing.context.ForkServerContext):
+        Process = _Process
+
+
+def _context():
+    """The fork server's context with :class:`_Process` (ValueError where there is no fork server)."""
+    multiprocessing.get_context("forkserver")  # ValueError where there is none
+    return _Context()
+
+
 def _exit_with_parent() -> None:
     """In a worker: end when the command ends, even killed (its pipes stay open in the other workers)."""
     def watch():
@@ -108,7 +153,7 @@ class FigurePool:
     """
 
     def __init__(self, extra_imports: tuple[str, ...] = (), parallel: int | None = None, note=None):
-        ctx = multiprocessing.get_context("forkserver")  # ValueError where there is none
+        ctx = _context()
         # tabsim's own figure modules start no thread; another module is imported where it draws
         ctx.set_forkserver_preload([SERVER, *(m for m in extra_imports if m.split(".")[0] == "tabsim")])
         self._executor = cf.ProcessPoolExecutor(parallel or cpu_count(), mp_context=ctx,

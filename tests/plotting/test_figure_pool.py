@@ -128,6 +128,36 @@ def test_workers_end_when_the_command_is_killed(tmp_path):
                 os.kill(p, 9)
 
 
+UNGUARDED = """\
+import os, sys
+import pandas as pd
+from tabsim.plotting import figure_pool as fp
+with open(sys.argv[1] if len(sys.argv) > 1 else os.environ["BODY_LOG"], "a") as fh:
+    fh.write(f"{os.getpid()}\\n")  # the script's body: no `if __name__ == '__main__':` guard
+pc = pd.DataFrame({"term": ["d_elicit"] * 2, "n_seeds": [4, 8], "mean_half_width": [0.04, 0.03],
+                   "pilot_estimate": [0.1, 0.1]})
+mde = pd.DataFrame({"term": ["d_elicit"] * 2, "n_seeds": [4, 8], "mde": [0.09, 0.06], "pilot_sd": [0.03, 0.03]})
+with fp.open_figures(("tabsim.studies.reference.figures",)) as pool:
+    pool.submit("tabsim.studies.reference.figures:figure_power", pc, mde, stem=os.environ["STEM"], formats=["png"])
+    pool.wait()
+"""
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_a_script_without_a_main_guard_runs_once_and_its_figures_are_drawn_by_the_pool(tmp_path, how):
+    """The pool's workers never run the command's main script (or ``-m`` module) again."""
+    (tmp_path / "unguarded.py").write_text(UNGUARDED)
+    log = tmp_path / "body.txt"
+    argv = [str(tmp_path / "unguarded.py"), str(log)] if how == "script" else ["-m", "unguarded"]
+    env = {**os.environ, "TABSIM_FIGURE_PROCESS": "1", "BODY_LOG": str(log), "STEM": str(tmp_path / "fig"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    res = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert len(log.read_text().split()) == 1, log.read_text()  # the body ran once
+    assert "note:" not in res.stderr, res.stderr  # drawn by a worker, not again in the script's process
+    assert (tmp_path / "fig.png").stat().st_size > 1000
+
+
 @pytest.mark.parametrize("args, code, stream, text", [
     (["--help"], 0, "stdout", "Commands"),
     (["no-such-command"], 2, "stderr", "No such command"),
