@@ -158,17 +158,21 @@ def track_options(fn):
     return fn
 
 
-def check_track(track) -> None:
-    """Refuse a tracker whose library is not installed: one line naming the extra (exit 2)."""
+def check_track(track, start: bool = True) -> None:
+    """Refuse a tracker whose library is not installed: one line naming the extra (exit 2). ``start``: then
+    start importing the trackers' libraries (:func:`tabsim.runtime.trackers.preload`), beside the command's
+    own start-up."""
     if not track:
         return  # nothing to check: the trackers' module loads pandas
-    from tabsim.runtime.trackers import TrackerError, check  # lazy: loads pandas
+    from tabsim.runtime.trackers import TrackerError, check, preload  # lazy: loads pandas
 
     for name in track:
         try:
             check(name)
         except TrackerError as err:
             raise MissingExtra(f"--track {name}: {str(err).partition(': ')[2]}") from None
+    if start:
+        preload(track)
 
 
 def _check(cfg) -> None:
@@ -241,7 +245,7 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
-    check_track(track)
+    check_track(track, start=not dry_run)
     say = Phases(quiet)
     # lazy: `tabsim run --help` loads no config schema; the config is refused, if bad, before JAX loads
     from tabsim.config import ConfigError, read_config_file
@@ -303,7 +307,7 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
-    check_track(track)
+    check_track(track, start=not dry_run)
     say = Phases(quiet)
     # lazy: `tabsim sweep --help` loads no config schema; the config is refused, if bad, before JAX loads
     from tabsim.config import ConfigError, read_config_file

@@ -66,6 +66,13 @@ def check(name: str) -> None:
                            f"{EXTRA}")
 
 
+def preload(names) -> None:
+    """Start importing the client libraries of the trackers ``names`` now, where they will write (MLflow: in
+    the writer process), so that the import goes on beside the command's own start-up."""
+    if "mlflow" in names and writer_process.available():
+        writer_process.prestart((__name__, "mlflow.tracking", "mlflow.entities"))
+
+
 def condition_table(frame: pd.DataFrame, factors: list[str], terms: dict | None = None) -> list[tuple[dict, pd.DataFrame]]:
     """Per condition: its factor levels, and a frame indexed by step with the mean over seeds of every metric
     per arm (columns ``METRIC/ARM``) and of every partition term whose arms ran (``partition/TERM``; ``terms``

@@ -76,3 +76,58 @@ def test_an_error_in_the_writer_is_its_first_line_and_later_calls_are_skipped():
     with pytest.raises(writer_process.WriterError) as err:
         remote.close()
     assert str(err.value) == "write failed: OSError: disk full"
+
+
+SLOW_MODULE = """\
+import os, time
+open(os.environ["PRELOAD_LOG"], "a").write("started\\n")
+time.sleep(3)
+open(os.environ["PRELOAD_LOG"], "a").write("imported\\n")
+"""
+
+
+def _prestarting(tmp_path, then: str) -> subprocess.CompletedProcess:
+    """A process that prestarts its writer with a module taking 3 s to import, waits until the writer has
+    begun it, then runs ``then`` and exits."""
+    (tmp_path / "slow_import.py").write_text(SLOW_MODULE)
+    log = tmp_path / "preload.txt"
+    code = (f"import sys, os, time; sys.path[:] = {[str(tmp_path), *sys.path]!r}\n"
+            "from tabsim.runtime import writer_process as w\n"
+            "w.prestart(('slow_import',))\n"
+            f"while not os.path.exists({str(log)!r}): time.sleep(0.01)\n"
+            f"{then}\n")
+    env = {**os.environ, "PRELOAD_LOG": str(log)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_prestart_imports_in_the_writer_and_a_writer_never_used_is_ended_at_exit(tmp_path):
+    """The writer imports the module before any object is built (it began with nothing asked of it); a process
+    that built no object there does not wait for that import when it exits: the writer is ended."""
+    done = _prestarting(tmp_path, "print(w.writer().pid)")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "preload.txt").read_text().split() == ["started"]  # ended mid-import
+    pid = int(done.stdout.split()[-1])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_an_object_built_after_prestart_runs_once_the_import_is_done(tmp_path):
+    """A writer that is used is waited for: the object's calls run after the preloaded import, in order."""
+    then = (f"r = w.Remote({__name__!r} + ':Boom', {{'message': 'after the import'}}); r.call('write')\n"
+            "try:\n    r.close()\nexcept w.WriterError as e:\n    print(e)")
+    done = _prestarting(tmp_path, then)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "preload.txt").read_text().split() == ["started", "imported"]
+    assert done.stdout.strip().splitlines()[-1] == "write failed: OSError: after the import"
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_the_commands_start_the_mlflow_writer_early_except_for_a_dry_run(monkeypatch, dry_run):
+    pytest.importorskip("mlflow")
+    from tabsim.cli.run import check_track
+
+    started = []
+    monkeypatch.setattr(writer_process, "prestart", started.append)
+    check_track(("mlflow",), start=not dry_run)
+    assert bool(started) is not dry_run
+    assert not started or "mlflow.tracking" in started[0]
