@@ -10,7 +10,8 @@ FAST_COMPILE = "--xla_backend_optimization_level=0"
 os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count=1 {FAST_COMPILE}")
 
 
-def _optimized_flags() -> str:
+def optimized_flags() -> str:
+    """The XLA flags of this process less the suite's fast-compile flag: a user's compilation."""
     return " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if f != FAST_COMPILE)
 
 
@@ -88,7 +89,13 @@ def _default_sigint(request):
 @pytest.fixture
 def optimized_xla(monkeypatch):
     """The test's subprocesses (and notebook kernels) compile with XLA's backend optimisation, as a user's do."""
-    monkeypatch.setenv("XLA_FLAGS", _optimized_flags())
+    monkeypatch.setenv("XLA_FLAGS", optimized_flags())
+
+
+@pytest.fixture
+def user_xla_flags() -> str:
+    """The XLA_FLAGS a user's process compiles with (for a subprocess the test starts itself)."""
+    return optimized_flags()
 
 
 @pytest.fixture

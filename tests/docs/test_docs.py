@@ -31,9 +31,12 @@ and headings.
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -109,10 +112,15 @@ def commands(block: dict) -> list[tuple[int, str]]:
     return out
 
 
+# Commands run as a user runs them, in a process of their own compiled with XLA's optimisation: their
+# compiled programs run long enough that the suite's unoptimised compilation (tests/conftest.py) costs more
+# than it saves (the README's `tabsim audit experiments/audits`: 16.7 s in this process, 12.6 s so).
+OWN_PROCESS = {"audit"}
+
 _REPRODUCED: dict = {}  # `tabsim reproduce` options -> a folder it wrote during this test run
 
 
-def _run_cli(cmd: str, where: str) -> None:
+def _run_cli(cmd: str, where: str, xla_flags: str = "") -> None:
     from tabsim.cli import main
 
     args = shlex.split(cmd, comments=True)
@@ -127,6 +135,13 @@ def _run_cli(cmd: str, where: str) -> None:
             shutil.copytree(done, out)
             return
         _REPRODUCED[key] = out.resolve()
+    if args[1] in OWN_PROCESS:
+        env = {**os.environ, "XLA_FLAGS": xla_flags}
+        done = subprocess.run([sys.executable, "-m", "tabsim.cli", *args[1:]], capture_output=True, text=True,
+                              env=env, timeout=600)
+        if done.returncode != 0:
+            pytest.fail(f"{where}: `{cmd}` exited {done.returncode}\n{done.stdout}\n{done.stderr}", pytrace=False)
+        return
     result = CliRunner().invoke(main, args[1:], prog_name="tabsim")
     if result.exit_code != 0:
         crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
@@ -177,7 +192,7 @@ HEAVY_PAGES = {"cli.md": "tests/cli, tests/core/test_metrics_config_io.py, tests
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.heavy) if p.name in HEAVY_PAGES else p
                                   for p in FILES], ids=[p.name for p in FILES])
-def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries):
+def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries, user_xla_flags):
     for rel in COPIED:
         shutil.copytree(ROOT / rel, tmp_path / rel)
     monkeypatch.chdir(tmp_path)
@@ -186,7 +201,7 @@ def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries):
     t0 = time.perf_counter()
     n_run, slow = 0, []
     try:
-        n_run = _run_blocks(path, tmp_path, namespace, slow)
+        n_run = _run_blocks(path, tmp_path, namespace, slow, user_xla_flags)
     finally:
         import matplotlib.pyplot as plt
 
@@ -195,7 +210,7 @@ def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries):
     print(f"\n{path.name}: {n_run} examples in {time.perf_counter() - t0:.1f} s{note}")
 
 
-def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list) -> int:
+def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list, xla_flags: str = "") -> int:
     """Write, execute and run the blocks of one file in order; returns the number of examples run."""
     n_run = 0
     for b in blocks(path):
@@ -215,7 +230,7 @@ def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list) -> int:
         elif b["lang"] in RUN_LANGS:
             for line, cmd in commands(b):
                 if cmd.startswith("tabsim "):
-                    _run_cli(cmd, f"{path.name}:{line}")
+                    _run_cli(cmd, f"{path.name}:{line}", xla_flags)
                     n_run += 1
                 elif not cmd.startswith(SKIP_PREFIXES):
                     pytest.fail(f"{path.name}:{line}: `{cmd}` is neither a tabsim command nor in SKIP_PREFIXES; "
