@@ -40,6 +40,10 @@ _ADDRESS = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:.]+\]|[A-Za-
 # (tabsim.runtime.segments) checkpoint their state and stop at their next segment.
 INTERRUPTED = threading.Event()
 INTERRUPT_WAIT = 3.0  # seconds the interrupted caller waits for those checkpoints
+# How often the waiting thread wakes. The kernel hands a Ctrl-C to any thread of the process; Python runs its
+# handler in this thread, but only once this thread runs again. Waiting without a timeout, a SIGINT taken by
+# a chunk's thread was seen only when the chunk had finished, too late to checkpoint it or to keep it.
+WAKE_SECONDS = 0.1
 UNSAVED: set = set()  # threads whose chunk has segments not yet checkpointed (the only ones waited for)
 
 
@@ -181,7 +185,10 @@ def _threaded_map(fn, chunks: list, n_threads: int):
     try:
         for want in range(len(chunks)):
             while want not in ready:
-                i, ok, value = done.get()
+                try:
+                    i, ok, value = done.get(timeout=WAKE_SECONDS)
+                except queue.Empty:
+                    continue
                 if not ok:
                     raise value
                 ready[i] = value

@@ -213,8 +213,13 @@ def test_real_sigint_stops_at_a_segment_and_resume_gives_the_same_bytes(tmp_path
     while time.monotonic() - t0 < 120 and not any(re.search(r" [1-9]\d*/40000 ", s) for s in seen):
         assert proc.poll() is None, "the run ended before it could be interrupted"
         time.sleep(0.05)
+    # held mid-run (the signal cannot come after the last segment, however busy the machine), then
+    # interrupted: the kernel may hand the SIGINT to any of its threads when it goes on
+    proc.send_signal(signal.SIGSTOP)
+    assert proc.poll() is None
     t1 = time.perf_counter()
     proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGCONT)
     proc.wait(timeout=60)
     reader.join(timeout=5)
     print(f"\nSIGINT to exit: {time.perf_counter() - t1:.2f} s")  # about a second on a busy 2-core machine
@@ -264,6 +269,40 @@ def test_an_interrupt_checkpoints_the_chunks_running_in_threads(tmp_path, monkey
     with RunStore(out, key=cfg.digest(), resume=True):
         res = ts.run(cfg, progress=False, executor=LocalExecutor(threads=2))
     assert same_frames(res.frame, one)
+
+
+def test_a_sigint_taken_by_a_chunks_thread_is_seen_while_the_chunk_runs():
+    """The kernel hands a process's SIGINT to any of its threads. One taken by the thread computing a chunk
+    (here sent to that thread alone, once the main thread waits for the chunk) is seen while the chunk runs,
+    so the chunk is told to stop (and checkpoints between two segments), not once it has finished (a
+    finished chunk was then neither kept nor checkpointed)."""
+    import linecache
+
+    from tabsim.runtime import executors
+
+    main, told, finished = threading.get_ident(), [], threading.Event()
+
+    def main_waits() -> bool:
+        f = sys._current_frames().get(main)
+        return (f is not None and f.f_code.co_name == "_threaded_map"
+                and "done.get(" in linecache.getline(f.f_code.co_filename, f.f_lineno))
+
+    def chunk(i):
+        while not main_waits():
+            time.sleep(0.005)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        deadline = time.monotonic() + 60  # a bound only: told at once (within executors.WAKE_SECONDS)
+        while not executors.INTERRUPTED.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        told.append(executors.INTERRUPTED.is_set())
+        finished.set()
+        return i
+
+    chunk.interruptible = True  # computed in a helper thread, as a chunk in segments is
+    with pytest.raises(KeyboardInterrupt):
+        list(executors.LocalExecutor(threads=1).map(chunk, [0]))
+    assert finished.wait(120)
+    assert told == [True]
 
 
 def test_ctrl_c_is_seen_during_a_long_first_call(tmp_path, monkeypatch):
