@@ -193,8 +193,10 @@ def _threaded_map(fn, chunks: list, n_threads: int):
                     raise value
                 ready[i] = value
             yield ready.pop(want)
-    except KeyboardInterrupt:
-        # Ctrl-C reaches this thread only: chunks in segments checkpoint before the process exits
+    except KeyboardInterrupt as err:
+        # Ctrl-C reaches this thread only (here, or thrown in at the yield by a caller that was saving a
+        # chunk): chunks in segments checkpoint before the process exits, and the chunks that have finished
+        # but were not yet handed on go with the exception (``err.finished``: (position, output) pairs)
         INTERRUPTED.set()
         end = time.monotonic() + INTERRUPT_WAIT
         try:
@@ -203,6 +205,14 @@ def _threaded_map(fn, chunks: list, n_threads: int):
                     t.join(0.02)
         except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
             pass
+        while True:
+            try:
+                i, ok, value = done.get_nowait()
+            except queue.Empty:
+                break
+            if ok:
+                ready[i] = value
+        err.finished = sorted(ready.items(), key=lambda kv: kv[0])
         raise
     finally:
         stop.set()

@@ -421,22 +421,45 @@ def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore |
                       f"{len(chunks) - len(todo)} verified chunk(s) reused")
         if progress is not None and len(chunks) - len(todo):
             progress.update(len(chunks) - len(todo))
-    for pos, out in _imap(executor, fn, [chunks[i] for i in todo]):
-        i = todo[pos]
-        if store is not None and job is not None:
-            store.save_chunk(job, i, out)
-        outputs[i] = out
-        if progress is not None:
-            progress.update(1)
+    saving = store is not None and job is not None
+    pairs, inner = _imap(executor, fn, [chunks[i] for i in todo])
+    try:
+        for pos, out in pairs:
+            i = todo[pos]
+            if saving:
+                store.save_chunk(job, i, out)
+            outputs[i] = out
+            if progress is not None:
+                progress.update(1)
+    except KeyboardInterrupt as err:
+        finished = getattr(err, "finished", None)
+        if finished is None and hasattr(inner, "throw"):
+            # Ctrl-C while this thread saved a chunk: the executor's own handling runs too (its chunks in
+            # segments checkpoint, its queued ones are cancelled), and it hands on what has finished
+            try:
+                inner.throw(err)
+            except KeyboardInterrupt as again:
+                finished = getattr(again, "finished", None)
+            except Exception:  # noqa: BLE001 - the interrupt is what is reported
+                pass
+        if saving:
+            for pos, out in finished or ():  # finished, not yet handed on: kept for --resume
+                if outputs[todo[pos]] is None:
+                    store.save_chunk(job, todo[pos], out)
+        raise
     return outputs
 
 
-def _imap(executor, fn, items: list) -> Iterable:
+def _imap(executor, fn, items: list) -> tuple[Iterable, object]:
+    """``(position, output)`` pairs of ``items`` as ``executor`` computes them, and the executor's own
+    iterator (None in this process), into which an interrupt of the caller is thrown."""
     if executor is None:
-        return enumerate(fn(c) for c in items)
+        return enumerate(fn(c) for c in items), None
     if hasattr(executor, "imap_unordered"):
-        return executor.imap_unordered(fn, items)
-    return enumerate(executor.map(fn, items))
+        it = executor.imap_unordered(fn, items)
+        return it, it
+    it = executor.map(fn, items)
+    return enumerate(it), it
 
 
 __all__ = ["RunStore", "OutputError", "OutputExistsError", "OutputBusyError", "current_store", "writing_into", "execute", "job_key",

@@ -305,6 +305,87 @@ def test_a_sigint_taken_by_a_chunks_thread_is_seen_while_the_chunk_runs():
     assert told == [True]
 
 
+def _waits_in(ident: int, function: str, text: str) -> bool:
+    """Whether thread ``ident`` is in ``function`` at a line holding ``text`` (read from its frame)."""
+    import linecache
+
+    f = sys._current_frames().get(ident)
+    while f is not None and f.f_code.co_name != function:
+        f = f.f_back
+    return f is not None and text in linecache.getline(f.f_code.co_filename, f.f_lineno)
+
+
+def _told_to_stop(deadline_seconds: float = 60) -> bool:
+    from tabsim.runtime import executors
+
+    deadline = time.monotonic() + deadline_seconds  # a bound only: told at once
+    while not executors.INTERRUPTED.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return executors.INTERRUPTED.is_set()
+
+
+def _wait_for(told: list) -> None:
+    """Until the chunk's thread has said whether it was told to stop (a bound only)."""
+    deadline = time.monotonic() + 120
+    while not told and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_ctrl_c_keeps_the_chunks_that_finished_out_of_order(tmp_path):
+    """Chunk 1 finishes while chunk 0 still runs (its output waits for chunk 0's, to be handed on in order);
+    a Ctrl-C then keeps chunk 1 in the store, and chunk 0 is told to stop."""
+    from tabsim.runtime import executors
+    from tabsim.runtime.chunklog import saved_chunks
+    from tabsim.runtime.store import execute
+
+    main, told = threading.get_ident(), []
+
+    def chunk(i):
+        if i == 0:
+            me = threading.current_thread()
+            # the other chunk thread has handed on chunk 1 and ended (it has nothing left to take)
+            while any(t is not me and t.name.startswith("tabsim-chunk-") for t in threading.enumerate()):
+                time.sleep(0.005)
+            while not _waits_in(main, "_threaded_map", "done.get("):
+                time.sleep(0.005)
+            signal.pthread_kill(main, signal.SIGINT)
+            told.append(_told_to_stop())
+        return {"x": np.full(3, float(i))}
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt), RunStore(out, key="k") as st:
+        execute(chunk, [0, 1], executor=executors.LocalExecutor(threads=2), store=st, job="j")
+    _wait_for(told)
+    assert told == [True]
+    assert saved_chunks(staging_path(out) / "chunks") == 1
+    with RunStore(out, key="k", resume=True) as st:
+        assert st.load_chunk("j", 1)["x"].tolist() == [1.0, 1.0, 1.0] and st.load_chunk("j", 0) is None
+        st.published = True
+
+
+def test_ctrl_c_while_a_chunk_is_saved_tells_the_running_chunks(tmp_path, monkeypatch):
+    """A Ctrl-C that lands while this thread saves a finished chunk is handed to the executor too: the chunks
+    still running are told to stop (and checkpoint), as when it lands while this thread waits."""
+    from tabsim.runtime import executors
+    from tabsim.runtime.store import execute
+
+    told = []
+
+    def chunk(i):
+        if i == 1:
+            told.append(_told_to_stop())
+        return {"x": np.full(3, float(i))}
+
+    def interrupted_save(self, job, index, arrays):
+        raise KeyboardInterrupt  # as a Ctrl-C landing in the save
+
+    monkeypatch.setattr(RunStore, "save_chunk", interrupted_save)
+    with pytest.raises(KeyboardInterrupt), RunStore(tmp_path / "out", key="k") as st:
+        execute(chunk, [0, 1], executor=executors.LocalExecutor(threads=2), store=st, job="j")
+    _wait_for(told)
+    assert told == [True]
+
+
 def test_ctrl_c_is_seen_during_a_long_first_call(tmp_path, monkeypatch):
     """The first evaluation of a large table is one call into XLA that can take a minute (10^6 prompts):
     a chunk in segments computes in a helper thread, so a real SIGINT ends the run at once."""
