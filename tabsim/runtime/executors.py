@@ -44,7 +44,7 @@ INTERRUPT_WAIT = 3.0  # seconds the interrupted caller waits for those checkpoin
 # handler in this thread, but only once this thread runs again. Waiting without a timeout, a SIGINT taken by
 # a chunk's thread was seen only when the chunk had finished, too late to checkpoint it or to keep it.
 WAKE_SECONDS = 0.1
-UNSAVED: set = set()  # threads whose chunk has segments not yet checkpointed (the only ones waited for)
+UNSAVED: set = set()  # threads whose chunk in segments is not yet checkpointed or handed on (the only ones waited for)
 
 
 class ExecutorError(RuntimeError):
@@ -176,6 +176,8 @@ def _threaded_map(fn, chunks: list, n_threads: int):
             except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
                 done.put((i, False, err))
                 return
+            finally:
+                UNSAVED.discard(threading.get_ident())  # its output is handed on (tabsim.runtime.segments)
 
     INTERRUPTED.clear()
     threads = [threading.Thread(target=work, name=f"tabsim-chunk-{k}", daemon=True) for k in range(n_threads)]

@@ -244,10 +244,16 @@ def _advance(segs, call, seeds, hp, task, plan: list, start: tuple, outs: list, 
             if STOP.is_set():
                 raise Interrupted()
     except KeyboardInterrupt:
-        saves.save(snap, outs, diags)
+        try:
+            saves.save(snap, outs, diags)
+        finally:
+            UNSAVED.discard(threading.get_ident())
         raise
-    finally:
+    except BaseException:
         UNSAVED.discard(threading.get_ident())
+        raise
+    # every call done: a thread of the executor stays among the unsaved until it has handed the chunk's
+    # output on (tabsim.runtime.executors._threaded_map), so that an interrupt meanwhile waits for it
 
 
 def _call(segs, call, seeds, hp, task, step: tuple[str, int], state, sums, outs: list, diags: list):

@@ -363,6 +363,30 @@ def test_ctrl_c_keeps_the_chunks_that_finished_out_of_order(tmp_path):
         st.published = True
 
 
+def test_ctrl_c_after_a_chunks_last_segment_keeps_the_chunk(tmp_path, monkeypatch):
+    """A Ctrl-C that lands once a chunk's last segment is done, while its history is assembled: the
+    interrupted run waits for that chunk and keeps it, finished, in the store."""
+    from tabsim.runtime.chunklog import saved_chunks
+    from tabsim.runtime.executors import INTERRUPTED, LocalExecutor
+
+    cfg = ts.resolve({**BASE, "train": {**BASE["train"], "steps": 40}})
+    monkeypatch.setattr(planning, "SEGMENT_UNITS", 1500)
+    monkeypatch.setattr(planning, "SEGMENTED_ABOVE", 0)
+    main, real = threading.get_ident(), segments._history
+
+    def history(*args):
+        signal.pthread_kill(main, signal.SIGINT)
+        assert _told_to_stop()
+        return real(*args)
+
+    monkeypatch.setattr(segments, "_history", history)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt), RunStore(out, key=cfg.digest()):
+        ts.run(cfg, progress=False, executor=LocalExecutor(threads=1))
+    assert INTERRUPTED.is_set()
+    assert saved_chunks(staging_path(out) / "chunks") == 1  # the finished chunk, kept
+
+
 def test_ctrl_c_while_a_chunk_is_saved_tells_the_running_chunks(tmp_path, monkeypatch):
     """A Ctrl-C that lands while this thread saves a finished chunk is handed to the executor too: the chunks
     still running are told to stop (and checkpoint), as when it lands while this thread waits."""
