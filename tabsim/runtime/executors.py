@@ -220,3 +220,30 @@ def _threaded_map(fn, chunks: list, n_threads: int):
         stop.set()
 
 
+def positions(executor, fn, items: list) -> tuple[Iterable, object]:
+    """``(position, output)`` pairs of ``items`` as ``executor`` computes them (None: in this thread), and the
+    executor's own iterator (None in this thread), into which an interrupt of the caller is thrown."""
+    if executor is None:
+        return enumerate(fn(c) for c in items), None
+    if hasattr(executor, "imap_unordered"):
+        it = executor.imap_unordered(fn, items)
+        return it, it
+    it = executor.map(fn, items)
+    return enumerate(it), it
+
+
+def finished_on_interrupt(err: KeyboardInterrupt, inner) -> list:
+    """The ``(position, output)`` pairs that had finished but were not yet handed on when the caller of
+    :func:`positions` was interrupted (``err``). A Ctrl-C raised in the executor's own wait carries them
+    (:func:`_threaded_map`); one that landed in the caller (while it saved a chunk) is first thrown into the
+    executor's iterator, whose own handling then runs too (its chunks in segments checkpoint, a cluster's
+    queued chunks are cancelled)."""
+    finished = getattr(err, "finished", None)
+    if finished is None and hasattr(inner, "throw"):
+        try:
+            inner.throw(err)
+        except KeyboardInterrupt as again:
+            finished = getattr(again, "finished", None)
+        except Exception:  # noqa: BLE001 - the interrupt is what is reported
+            pass
+    return list(finished or ())

@@ -36,13 +36,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from tabsim.base import clock
 from tabsim.files.atomic import write_json
 from tabsim.runtime.chunklog import ChunkLog, read_manifest
+from tabsim.runtime.executors import finished_on_interrupt, positions
 from tabsim.runtime.manifest import CHUNK_MANIFEST, MARKER, SCHEMA, UntrustedFile, tree_digests
 # what the store reads and writes, re-exported where it was first defined
 from tabsim.runtime.storefiles import (FRAME_FILES, MAX_JSON_BYTES, METRIC_PREFIXES, METRIC_RANGES,  # noqa: F401
@@ -422,7 +423,7 @@ def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore |
         if progress is not None and len(chunks) - len(todo):
             progress.update(len(chunks) - len(todo))
     saving = store is not None and job is not None
-    pairs, inner = _imap(executor, fn, [chunks[i] for i in todo])
+    pairs, inner = positions(executor, fn, [chunks[i] for i in todo])
     try:
         for pos, out in pairs:
             i = todo[pos]
@@ -432,34 +433,11 @@ def execute(fn: Callable, chunks: Sequence, *, executor=None, store: "RunStore |
             if progress is not None:
                 progress.update(1)
     except KeyboardInterrupt as err:
-        finished = getattr(err, "finished", None)
-        if finished is None and hasattr(inner, "throw"):
-            # Ctrl-C while this thread saved a chunk: the executor's own handling runs too (its chunks in
-            # segments checkpoint, its queued ones are cancelled), and it hands on what has finished
-            try:
-                inner.throw(err)
-            except KeyboardInterrupt as again:
-                finished = getattr(again, "finished", None)
-            except Exception:  # noqa: BLE001 - the interrupt is what is reported
-                pass
-        if saving:
-            for pos, out in finished or ():  # finished, not yet handed on: kept for --resume
-                if outputs[todo[pos]] is None:
-                    store.save_chunk(job, todo[pos], out)
+        for pos, out in finished_on_interrupt(err, inner) if saving else ():  # kept for --resume
+            if outputs[todo[pos]] is None:
+                store.save_chunk(job, todo[pos], out)
         raise
     return outputs
-
-
-def _imap(executor, fn, items: list) -> tuple[Iterable, object]:
-    """``(position, output)`` pairs of ``items`` as ``executor`` computes them, and the executor's own
-    iterator (None in this process), into which an interrupt of the caller is thrown."""
-    if executor is None:
-        return enumerate(fn(c) for c in items), None
-    if hasattr(executor, "imap_unordered"):
-        it = executor.imap_unordered(fn, items)
-        return it, it
-    it = executor.map(fn, items)
-    return enumerate(it), it
 
 
 __all__ = ["RunStore", "OutputError", "OutputExistsError", "OutputBusyError", "current_store", "writing_into", "execute", "job_key",
