@@ -214,7 +214,7 @@ def _threaded_map(fn, chunks: list, n_threads: int):
                 break
             if ok:
                 ready[i] = value
-        err.finished = sorted(ready.items(), key=lambda kv: kv[0])
+        err.finished = sorted(ready.items())
         raise
     finally:
         stop.set()

@@ -243,14 +243,12 @@ def _advance(segs, call, seeds, hp, task, plan: list, start: tuple, outs: list, 
                 saves.save(snap, outs, diags)
             if STOP.is_set():
                 raise Interrupted()
-    except KeyboardInterrupt:
+    except BaseException as err:
         try:
-            saves.save(snap, outs, diags)
+            if isinstance(err, KeyboardInterrupt):
+                saves.save(snap, outs, diags)
         finally:
             UNSAVED.discard(threading.get_ident())
-        raise
-    except BaseException:
-        UNSAVED.discard(threading.get_ident())
         raise
     # every call done: a thread of the executor stays among the unsaved until it has handed the chunk's
     # output on (tabsim.runtime.executors._threaded_map), so that an interrupt meanwhile waits for it

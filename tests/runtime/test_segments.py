@@ -271,40 +271,6 @@ def test_an_interrupt_checkpoints_the_chunks_running_in_threads(tmp_path, monkey
     assert same_frames(res.frame, one)
 
 
-def test_a_sigint_taken_by_a_chunks_thread_is_seen_while_the_chunk_runs():
-    """The kernel hands a process's SIGINT to any of its threads. One taken by the thread computing a chunk
-    (here sent to that thread alone, once the main thread waits for the chunk) is seen while the chunk runs,
-    so the chunk is told to stop (and checkpoints between two segments), not once it has finished (a
-    finished chunk was then neither kept nor checkpointed)."""
-    import linecache
-
-    from tabsim.runtime import executors
-
-    main, told, finished = threading.get_ident(), [], threading.Event()
-
-    def main_waits() -> bool:
-        f = sys._current_frames().get(main)
-        return (f is not None and f.f_code.co_name == "_threaded_map"
-                and "done.get(" in linecache.getline(f.f_code.co_filename, f.f_lineno))
-
-    def chunk(i):
-        while not main_waits():
-            time.sleep(0.005)
-        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
-        deadline = time.monotonic() + 60  # a bound only: told at once (within executors.WAKE_SECONDS)
-        while not executors.INTERRUPTED.is_set() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        told.append(executors.INTERRUPTED.is_set())
-        finished.set()
-        return i
-
-    chunk.interruptible = True  # computed in a helper thread, as a chunk in segments is
-    with pytest.raises(KeyboardInterrupt):
-        list(executors.LocalExecutor(threads=1).map(chunk, [0]))
-    assert finished.wait(120)
-    assert told == [True]
-
-
 def _waits_in(ident: int, function: str, text: str) -> bool:
     """Whether thread ``ident`` is in ``function`` at a line holding ``text`` (read from its frame)."""
     import linecache
@@ -329,6 +295,29 @@ def _wait_for(told: list) -> None:
     deadline = time.monotonic() + 120
     while not told and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_a_sigint_taken_by_a_chunks_thread_is_seen_while_the_chunk_runs():
+    """The kernel hands a process's SIGINT to any of its threads. One taken by the thread computing a chunk
+    (here sent to that thread alone, once the main thread waits for the chunk) is seen while the chunk runs,
+    so the chunk is told to stop (and checkpoints between two segments), not once it has finished (a
+    finished chunk was then neither kept nor checkpointed)."""
+    from tabsim.runtime import executors
+
+    main, told = threading.get_ident(), []
+
+    def chunk(i):
+        while not _waits_in(main, "_threaded_map", "done.get("):
+            time.sleep(0.005)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        told.append(_told_to_stop())  # at once: within executors.WAKE_SECONDS
+        return i
+
+    chunk.interruptible = True  # computed in a helper thread, as a chunk in segments is
+    with pytest.raises(KeyboardInterrupt):
+        list(executors.LocalExecutor(threads=1).map(chunk, [0]))
+    _wait_for(told)
+    assert told == [True]
 
 
 def test_ctrl_c_keeps_the_chunks_that_finished_out_of_order(tmp_path):
