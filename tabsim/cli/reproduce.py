@@ -13,7 +13,8 @@ from tabsim.base import clock
 from tabsim.cli.phases import Phases
 from tabsim.cli.study import complete_preset, parse_set, set_option, usage
 from tabsim.config.presets import PRESETS
-from tabsim.studies.reference.design import SCALES, settings
+from tabsim.plotting.figure_pool import prestart
+from tabsim.studies.reference.design import FIGURE_MODULE, SCALES, settings
 
 
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/reproduce"),
@@ -58,6 +59,8 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
         raise click.BadParameter(f"unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}",
                                  param_hint="--preset")
 
+    if not (no_figure or dry_run):  # the figure server loads matplotlib while this process loads the rest
+        prestart((FIGURE_MODULE,))
     say("tabsim reproduce: loading the engine and the statistics (JAX, statsmodels)")
     # lazy: `tabsim reproduce --help` loads only the light design module
     from tabsim.studies.reference import reproduce

@@ -13,7 +13,7 @@ from tabsim.cli.options import (MissingExtra, check_options, check_out, chosen, 
 from tabsim.cli.phases import Phases
 from tabsim.cli.reproduce import refuse_reproduce_config
 from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, estimate_seconds, study_options, usage
-from tabsim.plotting.figure_pool import LocalFigures, open_figures, warm_up
+from tabsim.plotting.figure_pool import LocalFigures, open_figures, prestart, warm_up
 
 # bounds of the run-size options, the same as train.seeds and train.steps in a config
 SEEDS = click.IntRange(1, 100_000)
@@ -22,6 +22,7 @@ SEEDS = click.IntRange(1, 100_000)
 STEPS = click.IntRange(1, 10_000_000)
 
 
+FIGURE_MODULE = "tabsim.plotting.figures"  # the pass@1 figure's functions, preloaded by the figure pool's server
 # conditions beyond which the pass@1 figure is one summary (final pass@1 against a swept factor, per arm)
 # instead of one panel of curves per condition
 CURVE_PANELS = 8
@@ -67,6 +68,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             return None
         # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
         from tabsim.files.atomic import write_json
+        from tabsim.files.provenance import provenance
         from tabsim.runtime.groups import run
         from tabsim.runtime.run import TERM_ARMS, ExpectedFlowNote, expected_note
         from tabsim.runtime.trackers import TrackerError, open_trackers
@@ -76,8 +78,9 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
                 click.echo(f"note: {note}", err=True)
 
         # the figure pool loads matplotlib, this process the Parquet writer, while the engine runs
-        with (open_figures(("tabsim.plotting.figures",)) if figure else LocalFigures()) as pool:
-            warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, LocalFigures))
+        with (open_figures((FIGURE_MODULE,)) if figure else LocalFigures()) as pool:
+            warm = warm_up("pyarrow.parquet", draw=figure and isinstance(pool, LocalFigures),
+                           also=(provenance,))  # its git state and versions, asked once training ends
             say(f"{_describe(cfg, n_cond)}: compiling, then training (the bar counts steps)")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
@@ -246,6 +249,8 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
     check_track(track, start=not dry_run)
+    if not (no_figure or dry_run):  # the figure server loads matplotlib while this process loads the rest
+        prestart((FIGURE_MODULE,))
     say = Phases(quiet)
     # lazy: `tabsim run --help` loads no config schema; the config is refused, if bad, before JAX loads
     from tabsim.config import ConfigError, read_config_file
@@ -308,6 +313,8 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
     check_track(track, start=not dry_run)
+    if not (no_figure or dry_run):  # the figure server loads matplotlib while this process loads the rest
+        prestart((FIGURE_MODULE,))
     say = Phases(quiet)
     # lazy: `tabsim sweep --help` loads no config schema; the config is refused, if bad, before JAX loads
     from tabsim.config import ConfigError, read_config_file

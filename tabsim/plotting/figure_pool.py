@@ -154,8 +154,7 @@ class FigurePool:
 
     def __init__(self, extra_imports: tuple[str, ...] = (), parallel: int | None = None, note=None):
         ctx = _context()
-        # tabsim's own figure modules start no thread; another module is imported where it draws
-        ctx.set_forkserver_preload([SERVER, *(m for m in extra_imports if m.split(".")[0] == "tabsim")])
+        ctx.set_forkserver_preload(_preload(extra_imports))
         self._executor = cf.ProcessPoolExecutor(parallel or cpu_count(), mp_context=ctx,
                                                 initializer=_exit_with_parent)
         self._note = note or (lambda line: print(f"note: {line}", file=sys.stderr, flush=True))
@@ -264,11 +263,40 @@ class FigurePool:
         self.close(kill=exc_type is not None)  # an error or Ctrl-C in the command: its figures are not wanted
 
 
+def _preload(extra_imports: tuple[str, ...]) -> list[str]:
+    """What the fork server imports before its first job: the plotting stack, then tabsim's own figure modules
+    among ``extra_imports`` (they start no thread; another module is imported where it draws)."""
+    return [SERVER, *(m for m in extra_imports if m.split(".")[0] == "tabsim")]
+
+
+def _in_process() -> bool:
+    """Figures are drawn in this process (``TABSIM_FIGURE_PROCESS=0``)."""
+    return defaults.figure_process_setting().lower() in ("0", "false", "no", "off")
+
+
+def prestart(extra_imports: tuple[str, ...] = ()) -> None:
+    """Start the fork server now, so that it loads the plotting stack (about a second of CPU) on another
+    core while the command loads its own modules, rather than beside the training; a later
+    :func:`open_figures` with the same ``extra_imports`` forks its workers from it. A command calls this
+    first thing when it will draw. Nothing is started where figures are drawn in this process, and a
+    server that cannot start is left to :func:`open_figures` (which then draws here)."""
+    if _in_process():
+        return
+    try:
+        _context().set_forkserver_preload(_preload(extra_imports))
+        from multiprocessing import forkserver  # lazy: POSIX only (_context refuses elsewhere first)
+
+        forkserver.ensure_running()
+    except (OSError, ValueError):
+        pass
+
+
 def open_figures(extra_imports: tuple[str, ...] = (), parallel: int | None = None) -> FigurePool | LocalFigures:
     """A :class:`FigurePool` drawing up to ``parallel`` figures at once (default: the cores this process may
     use), or :class:`LocalFigures` when ``TABSIM_FIGURE_PROCESS=0`` or no pool can be started.
-    ``extra_imports``: tabsim modules of the figure functions, loaded by the fork server before any job."""
-    if defaults.figure_process_setting().lower() in ("0", "false", "no", "off"):
+    ``extra_imports``: tabsim modules of the figure functions, loaded by the fork server before any job
+    (already loading where the command called :func:`prestart` with them)."""
+    if _in_process():
         return LocalFigures()
     try:
         return FigurePool(extra_imports, parallel)
@@ -292,20 +320,25 @@ def warm_figure() -> None:
     plt.close(fig)
 
 
-def _draw_once(modules: tuple[str, ...], draw: bool = True) -> None:
+def _draw_once(modules: tuple[str, ...], draw: bool = True, also: tuple = ()) -> None:
     for name in modules:
         importlib.import_module(name)
+    for fn in also:
+        fn()
     if draw:
         warm_figure()
 
 
-def warm_up(*modules: str, draw: bool = True) -> threading.Thread:
-    """Import ``modules`` and (``draw``) the plotting stack and draw one small figure, in a background thread.
+def warm_up(*modules: str, draw: bool = True, also: tuple = ()) -> threading.Thread:
+    """Import ``modules``, call each of ``also`` (answers the results will ask for, such as provenance's
+    versions and git state, which keep them) and (``draw``) load the plotting stack and draw one small
+    figure, in a background thread.
 
     Started before the engine compiles and trains (XLA releases the GIL meanwhile), so that the
     imports and the first draw (fonts, backend) are done when the results need them. The caller
     joins the returned thread before it touches matplotlib itself.
     """
-    thread = threading.Thread(target=_draw_once, args=(modules, draw), name="tabsim-warm-up", daemon=True)
+    thread = threading.Thread(target=_draw_once, args=(modules, draw, tuple(also)), name="tabsim-warm-up",
+                              daemon=True)
     thread.start()
     return thread

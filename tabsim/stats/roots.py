@@ -26,19 +26,30 @@ def first_roots(grid: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.where(has, root, np.nan), has
 
 
+COUNT_ROWS = 256  # resamples whose seed counts are formed at once (paired resampling)
+
+
 def resampled_roots(grid: np.ndarray, per_prior: list, n_resamples: int, rng, paired: bool):
     """``(roots, has_root, means [n_resamples, P])`` of the mean curves of seeds drawn with replacement.
 
     Unpaired, each prior draws ``rng.integers(0, n_p, size=(n_resamples, n_p))`` in turn. Paired, one draw
     serves every prior: each resample is then a count of each seed, and its means are ``counts @ values / n``
-    (one product for the grid instead of a gather of ``n_resamples x n`` values per prior).
+    (one product for the grid instead of a gather of ``n_resamples x n`` values per prior), formed
+    :data:`COUNT_ROWS` resamples at a time so that the counts stay in the caches (with thousands of seeds
+    the whole count matrix is hundreds of MB of fresh memory).
     """
     if paired:
         n = per_prior[0].size
-        idx = rng.integers(0, n, size=(n_resamples, n))
-        idx += n * np.arange(n_resamples)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=n_resamples * n).reshape(n_resamples, n)
-        boot = (counts.astype(float) @ np.stack(per_prior, axis=1)) / n
+        idx = rng.integers(0, n, size=(n_resamples, n))  # one draw, as the resamples' seeds were always drawn
+        values = np.stack(per_prior, axis=1)
+        boot = np.empty((n_resamples, values.shape[1]))
+        offsets = n * np.arange(min(COUNT_ROWS, n_resamples))[:, None]
+        for r0 in range(0, n_resamples, COUNT_ROWS):
+            rows = idx[r0:r0 + COUNT_ROWS]
+            m = rows.shape[0]
+            counts = np.bincount((rows + offsets[:m]).ravel(), minlength=m * n).reshape(m, n)
+            boot[r0:r0 + m] = counts.astype(float) @ values
+        boot /= n
     else:
         boot = np.stack([x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1) for x in per_prior],
                         axis=1)

@@ -276,3 +276,96 @@ def test_a_matplotlib_that_fails_to_import_is_one_line_naming_no_figure(tmp_path
     with pytest.raises(fp.FiguresUnavailable) as err:
         fp.LocalFigures().submit("tabsim.plotting.figures:plot_curves", None, stem=tmp_path / "p")
     assert "\n" not in str(err.value) and "figures cannot be drawn" in str(err.value) and "--no-figure" in str(err.value)
+
+
+PRESTARTED = """
+import os, sys, time
+from multiprocessing import forkserver
+from tabsim.plotting import figure_pool as fp
+
+fp.prestart(("tabsim.studies.reference.figures",))
+server = forkserver._forkserver._forkserver_pid
+print("server:", server)
+if server is None:
+    sys.exit(0)
+deadline = time.monotonic() + 120
+while "matplotlib" not in open(f"/proc/{server}/maps").read():  # the server loads the plotting stack...
+    assert time.monotonic() < deadline, "the fork server never loaded matplotlib"
+    time.sleep(0.05)
+print("loaded in this process:", "matplotlib" in sys.modules)  # ...while this process goes on without it
+import pandas as pd
+pc = pd.DataFrame({"term": ["d_elicit"] * 2, "n_seeds": [4, 8], "mean_half_width": [0.04, 0.03],
+                   "pilot_estimate": [0.1] * 2})
+mde = pd.DataFrame({"term": ["d_elicit"] * 2, "n_seeds": [4, 8], "mde": [0.09, 0.06], "pilot_sd": [0.03] * 2})
+with fp.open_figures(("tabsim.studies.reference.figures",)) as pool:
+    while not pool.pids:  # the pool starts its first worker at once
+        assert time.monotonic() < deadline, "the pool started no worker"
+        time.sleep(0.01)
+    parents = {int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) for pid in pool.pids}
+    pool.submit("tabsim.studies.reference.figures:figure_power", pc, mde, stem=sys.argv[1], formats=["png"])
+    print("written:", pool.wait())
+print("parents:", sorted(parents))
+"""
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_prestart_loads_the_plotting_stack_in_the_fork_server_that_later_draws(tmp_path, setting):
+    """A command that will draw starts the fork server first thing (``prestart``): the server loads matplotlib
+    while the command goes on without it, and the pool opened later forks its workers from that same server.
+    Where figures are drawn in the command's process, nothing is started."""
+    env = {**os.environ, "TABSIM_FIGURE_PROCESS": setting}
+    done = subprocess.run([sys.executable, "-c", PRESTARTED, str(tmp_path / "power")], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
+    if setting == "0":
+        assert lines == {"server": "None"}
+        return
+    server = int(lines["server"])
+    assert lines["loaded in this process"] == "False"
+    assert lines["written"] == repr([str(tmp_path / "power.png")])
+    assert lines["parents"] == repr([server])
+
+
+@pytest.mark.parametrize("command, args, starts", [
+    ("reproduce", (), True), ("reproduce", ("--no-figure",), False), ("reproduce", ("--dry-run",), False),
+    ("sweep", (), True), ("sweep", ("--no-figure",), False),
+    ("run", (), True), ("run", ("--no-figure",), False),
+])
+def test_commands_that_draw_prestart_the_figure_server_with_the_module_their_pool_preloads(
+        tmp_path, monkeypatch, command, args, starts):
+    """The commands stand in for their work here: what is tested is that ``prestart`` is asked for the same
+    module the command's pool preloads, before the work starts, and only when a figure will be drawn."""
+    from click.testing import CliRunner
+
+    import tabsim.cli.reproduce as reproduce_cmd
+    import tabsim.cli.run as run_cmd
+    import tabsim.studies.reference as reference
+    from tabsim.cli import main
+    from tabsim.studies.reference.design import FIGURE_MODULE
+
+    calls = []
+    for mod in (reproduce_cmd, run_cmd):
+        monkeypatch.setattr(mod, "prestart", lambda modules: calls.append(("prestart", modules)))
+    monkeypatch.setattr(reference, "reproduce", lambda out, **kw: calls.append(("work", None)) or {"wall_seconds": 1})
+    monkeypatch.setattr(run_cmd, "_run_and_write", lambda *a, **kw: calls.append(("work", None)))
+    extra = ()
+    if command == "run":
+        (tmp_path / "c.toml").write_text('preset = "paper"\n')
+        extra = (str(tmp_path / "c.toml"),)
+    res = CliRunner().invoke(main, [command, *extra, "--out", str(tmp_path / "o"), "-q", *args])
+    assert res.exit_code == 0, res.output
+    module = FIGURE_MODULE if command == "reproduce" else run_cmd.FIGURE_MODULE
+    if "--dry-run" in args:
+        assert calls == []
+    else:
+        assert calls == ([("prestart", (module,))] if starts else []) + [("work", None)]
+
+
+def test_warm_up_imports_then_asks_its_other_questions_in_its_own_thread():
+    import threading
+
+    seen = []
+    fp.warm_up("json", draw=False, also=(lambda: seen.append(threading.current_thread().name),
+                                         lambda: seen.append("json" in sys.modules))).join(60)
+    assert seen == ["tabsim-warm-up", True]

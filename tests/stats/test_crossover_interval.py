@@ -114,3 +114,25 @@ def test_paired_percentile_interval_matches_resampled_means_gathered_per_prior(n
     if has.all():
         lo, hi = np.quantile(roots, [0.025, 0.975])
         assert res.ci_low == pytest.approx(lo, rel=1e-12) and res.ci_high == pytest.approx(hi, rel=1e-12)
+
+
+@pytest.mark.parametrize("n_seeds, n_resamples", [(8, 100), (300, 1000), (37, 513)])
+def test_paired_resamples_counted_in_blocks_match_one_count_matrix(n_seeds, n_resamples):
+    """The paired bootstrap forms its seed counts a block of resamples at a time: the resampled means are
+    the one-matrix ``counts @ values / n`` of the same draws (the block size is crossed, and a last block
+    is partial), so the roots are those of the whole matrix."""
+    from tabsim.stats.roots import COUNT_ROWS, first_roots, resampled_roots
+
+    assert n_resamples < COUNT_ROWS or n_resamples % COUNT_ROWS  # several blocks, the last one partial
+    rng = np.random.default_rng(11)
+    grid = np.linspace(0.2, 0.8, 7)
+    values = (grid - 0.5) + rng.normal(0, 0.3, (n_seeds, grid.size))
+    per_prior = [values[:, j] for j in range(grid.size)]
+    roots, has, boot = resampled_roots(grid, per_prior, n_resamples, np.random.default_rng(5), paired=True)
+    idx = np.random.default_rng(5).integers(0, n_seeds, size=(n_resamples, n_seeds))
+    counts = np.stack([np.bincount(row, minlength=n_seeds) for row in idx])
+    whole = counts.astype(float) @ values / n_seeds
+    np.testing.assert_allclose(boot, whole, rtol=1e-12, atol=1e-15)
+    want_roots, want_has = first_roots(grid, whole)
+    np.testing.assert_array_equal(has, want_has)
+    np.testing.assert_allclose(roots, want_roots, rtol=1e-12, equal_nan=True)

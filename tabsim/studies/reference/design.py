@@ -12,6 +12,7 @@ import dataclasses
 from tabsim.config.presets import PRESETS
 
 SCALES = ("default", "heavy")  # the study sizes `tabsim reproduce --scale` offers
+FIGURE_MODULE = "tabsim.studies.reference.figures"  # the figures' functions, preloaded by the figure pool's server
 
 SWEEP_PRIORS = (0.20, 0.35, 0.50, 0.65, 0.80)
 GRID_PRIORS = tuple(round(0.20 + 0.05 * i, 2) for i in range(13))  # crossover grid, 0.20 .. 0.80

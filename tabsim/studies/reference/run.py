@@ -5,6 +5,7 @@ import dataclasses
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +24,7 @@ from tabsim.studies.reference.analysis import analyze
 from tabsim.studies.reference.design import (
     ADDITIVITY_THRESHOLD,
     CI_LEVEL,
+    FIGURE_MODULE,
     GATE_TOLERANCE,
     PAPER,
     SHARE_THRESHOLD,
@@ -124,11 +126,17 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
     # the figures are drawn by a process pool whose fork server loads matplotlib while the engine trains;
     # this process loads the statistics stack meanwhile (XLA releases the GIL while it computes). Without
     # figures neither the pool nor matplotlib is started.
-    with (open_figures((figures.__module__,)) if figure else LocalFigures()) as pool:
-        warm = warm_up("tabsim.stats",
-                       draw=figure and isinstance(pool, LocalFigures))
+    with (open_figures((FIGURE_MODULE,)) if figure else LocalFigures()) as pool:
+        warm = warm_up("tabsim.stats", draw=figure and isinstance(pool, LocalFigures),
+                       also=(provenance,))  # its git state and versions, asked once training ends
         return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm,
                                  pool if figure else None, device=device, formats=formats)
+
+
+def _write_data(folder: Path, frames: dict, fmt: str) -> None:
+    """Each study's frame as ``folder/<study>.<fmt>``."""
+    for name, fr in frames.items():
+        write_frame(folder / f"{name}.{fmt}", fr)
 
 
 def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say, t0: float,
@@ -143,14 +151,17 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
         f"{results[0].provenance['n_chunks_job']} chunks, "
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
-    with clock.timed("statistics"):
-        warm.join()
-        draw = ((lambda name, part: figures(part, dest, pool, which=(name,), formats=formats))
-                if pool is not None else None)
-        a = analyze(frames, s, cfg, on_section=draw)
-    with clock.timed("publish"):
-        for name, fr in frames.items():  # while the pool draws
-            write_frame(dest / "data" / f"{name}.{fmt}", fr)
+    # the data files are written by a thread while this one computes the statistics (Parquet's encoding
+    # releases the GIL; the statistics only read the frames)
+    with ThreadPoolExecutor(1, thread_name_prefix="tabsim-data") as writer:
+        data = writer.submit(_write_data, dest / "data", frames, fmt)
+        with clock.timed("statistics"):
+            warm.join()
+            draw = ((lambda name, part: figures(part, dest, pool, which=(name,), formats=formats))
+                    if pool is not None else None)
+            a = analyze(frames, s, cfg, on_section=draw)
+        with clock.timed("publish"):
+            data.result()
     with clock.timed("statistics"):
         cmp = compare_with_paper(a, s)
         reasons = difference_reasons(cmp, a, s, cfg)
