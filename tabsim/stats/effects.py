@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+
+from tabsim.stats import dist
 
 
 def holm(pvals) -> np.ndarray:
@@ -98,18 +99,18 @@ def balanced_fit(design: pd.DataFrame, response: str, factors, levels: dict, ci:
     rss = float(np.sum((y - means[inverse]) ** 2))
     se = np.full(beta.size, np.sqrt(rss / df_resid / n))
     t = beta / se
-    q = sps.t.ppf(1.0 - (1.0 - ci) / 2.0, df_resid)
+    q = dist.t_ppf(1.0 - (1.0 - ci) / 2.0, df_resid)
     codes = [[_code(factors[i]) for i in term] for term in terms]
     names = ["Intercept"] + [":".join(f"{_code(factors[i])}[S.{levels[factors[i]][0]}]" for i in term)
                              for term in terms[1:]]
     coefs = pd.DataFrame({"model_term": names, "order": [len(term) for term in terms], "estimate": beta,
                           "std_err": se, "ci_low": beta - q * se, "ci_high": beta + q * se,
-                          "p_value": sps.t.sf(np.abs(t), df_resid) * 2})
+                          "p_value": dist.t_sf(np.abs(t), df_resid) * 2})
     keep = slice(0 if anova_typ == 3 else 1, None)
     sources = ["Intercept"] + [":".join(c) for c in codes[1:]]
     ss = n * beta[keep] ** 2
     F = ss / (rss / df_resid)
     anova = pd.DataFrame({"sum_sq": np.append(ss, rss), "df": np.append(np.ones(ss.size), float(df_resid)),
-                          "F": np.append(F, np.nan), "PR(>F)": np.append(sps.f.sf(F, 1, df_resid), np.nan)},
+                          "F": np.append(F, np.nan), "PR(>F)": np.append(dist.f_sf(F, 1, df_resid), np.nan)},
                          index=sources[keep] + ["Residual"])
     return names, codes, coefs, anova

@@ -11,9 +11,9 @@ import warnings
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from tabsim.stats import checks as v
+from tabsim.stats import dist
 
 
 class Interval(NamedTuple):
@@ -57,7 +57,9 @@ def paired_bootstrap(
     n_resamples: int = 2000,
     random_state=0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Paired bootstrap over seeds of a vector of statistics, via ``scipy.stats.bootstrap``.
+    """Paired bootstrap over seeds of a vector of statistics: percentile intervals computed here as
+    ``scipy.stats.bootstrap`` computes them (the same draws, quantiles and standard errors), BCa intervals
+    by ``scipy.stats.bootstrap`` itself.
 
     The same resampled seed indices are applied to every array of ``data`` and to every output of
     ``statistic``, so the terms of one resample are computed on one set of seeds.
@@ -83,27 +85,56 @@ def paired_bootstrap(
     rng = v.make_rng(random_state)
     with np.errstate(divide="ignore", invalid="ignore"):
         estimate = np.atleast_1d(np.asarray(statistic(*arrays, axis=-1), dtype=float))
-        with warnings.catch_warnings():
-            # BCa is undefined for outputs with no spread; those are fixed up below.
-            warnings.simplefilter("ignore", sps.DegenerateDataWarning)
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = sps.bootstrap(
-                arrays,
-                lambda *a, axis=-1: np.atleast_1d(statistic(*a, axis=axis)),
-                n_resamples=n_resamples,
-                vectorized=True,
-                paired=True,
-                confidence_level=level,
-                method="BCa" if method == "bca" else "percentile",
-                rng=rng,
-            )
-    low = np.atleast_1d(np.asarray(res.confidence_interval.low, dtype=float)).copy()
-    high = np.atleast_1d(np.asarray(res.confidence_interval.high, dtype=float)).copy()
-    se = np.atleast_1d(np.asarray(res.standard_error, dtype=float)).copy()
-    dist = np.asarray(res.bootstrap_distribution, dtype=float).reshape(estimate.size, -1)
-    flat = np.all(dist == dist[:, :1], axis=1)
+        vector = lambda *a, axis=-1: np.atleast_1d(statistic(*a, axis=axis))  # noqa: E731
+        if method == "bca":
+            low, high, se, boot = _scipy_bca(arrays, vector, level, n_resamples, rng)
+        else:
+            low, high, se, boot = _percentile_bootstrap(arrays, vector, level, n_resamples, rng)
+    low, high, se = (np.atleast_1d(np.asarray(x, dtype=float)).copy() for x in (low, high, se))
+    boot = np.asarray(boot, dtype=float).reshape(estimate.size, -1)
+    flat = np.all(boot == boot[:, :1], axis=1)
     low[flat], high[flat], se[flat] = estimate[flat], estimate[flat], 0.0
     return estimate, se, low, high
+
+
+def _percentile_bootstrap(arrays: tuple, statistic, level: float, n_resamples: int, rng):
+    """``(low, high, se, distribution)`` of the paired percentile bootstrap, as ``scipy.stats.bootstrap``
+    computes it (``method="percentile"``, ``paired=True``, one batch): the seed indices of every resample
+    drawn at once with ``rng.integers(0, n, (n_resamples, n))``, the statistic over them, its
+    Hyndman-Fan type 7 (linear) quantiles and its standard deviation (``ddof=1``)."""
+    n = arrays[0].size
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    boot = statistic(*(a[idx] for a in arrays), axis=-1)
+    alpha = (1.0 - level) / 2.0
+    low, high = (_linear_quantile(boot, p) for p in (alpha, 1.0 - alpha))
+    return low, high, np.std(boot, ddof=1, axis=-1), boot
+
+
+def _linear_quantile(x: np.ndarray, p: float) -> np.ndarray:
+    """The ``p`` quantile of ``x`` along its last axis (Hyndman-Fan type 7, the arithmetic of
+    ``scipy.stats.quantile``'s ``"linear"``); NaN where a row holds NaN."""
+    y = np.sort(x, axis=-1)
+    n = y.shape[-1]
+    jg = p * n + (1.0 - p)
+    jp1 = jg // 1
+    j = jp1 - 1
+    g = 0.0 if j < 0 else jg % 1
+    lo, hi = (int(min(max(k, 0.0), n - 1.0)) for k in (j, jp1))
+    out = (1.0 - g) * y[..., lo] + g * y[..., hi]
+    return np.where(np.isnan(x).any(axis=-1), np.nan, out)
+
+
+def _scipy_bca(arrays: tuple, statistic, level: float, n_resamples: int, rng):
+    """``(low, high, se, distribution)`` of ``scipy.stats.bootstrap``'s paired BCa interval."""
+    from scipy import stats as sps  # lazy: only BCa intervals load scipy.stats (about 0.5 s of imports)
+
+    with warnings.catch_warnings():
+        # BCa is undefined for outputs with no spread; paired_bootstrap fixes those up.
+        warnings.simplefilter("ignore", sps.DegenerateDataWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = sps.bootstrap(arrays, statistic, n_resamples=n_resamples, vectorized=True, paired=True,
+                            confidence_level=level, method="BCa", rng=rng)
+    return res.confidence_interval.low, res.confidence_interval.high, res.standard_error, res.bootstrap_distribution
 
 
 def t_interval(x, *, ci: float = 0.95) -> Interval:
@@ -123,7 +154,7 @@ def t_interval(x, *, ci: float = 0.95) -> Interval:
     n = arr.size
     est = float(arr.mean())
     se = float(arr.std(ddof=1) / np.sqrt(n))
-    half = float(sps.t.ppf(0.5 + level / 2.0, n - 1)) * se
+    half = float(dist.t_ppf(0.5 + level / 2.0, n - 1)) * se
     return Interval(est, se, est - half, est + half)
 
 
@@ -176,7 +207,7 @@ def fieller_interval(num, den, ci: float = 0.95) -> FiellerInterval:
     mx, my = x.mean(), y.mean()
     cov = np.cov(x, y, ddof=1) / n
     vxx, vyy, vxy = cov[0, 0], cov[1, 1], cov[0, 1]
-    t2 = float(sps.t.ppf(0.5 + level / 2.0, n - 1)) ** 2
+    t2 = float(dist.t_ppf(0.5 + level / 2.0, n - 1)) ** 2
     estimate = float(mx / my) if my != 0 else float(np.copysign(np.inf, mx) if mx != 0 else np.nan)
     a = my * my - t2 * vyy
     b = -2.0 * (mx * my - t2 * vxy)
@@ -309,7 +340,7 @@ def root_t_interval(grid, values, *, ci: float = 0.95, paired: bool = True, esti
         var = np.array([c.var(ddof=1) / c.size for c in cols])
         cross = np.zeros(grid.size - 1)
         df = min(c.size for c in cols) - 1
-    c2 = float(sps.t.ppf(0.5 + level / 2.0, df)) ** 2
+    c2 = float(dist.t_ppf(0.5 + level / 2.0, df)) ** 2
     pieces = []
     for j in range(grid.size - 1):
         for lo, hi in _accepted_stretches(means[j], means[j + 1], var[j], cross[j], var[j + 1], c2):

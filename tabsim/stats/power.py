@@ -11,9 +11,9 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from tabsim.stats import checks as v
+from tabsim.stats import dist
 
 POWER_METHODS = ("t", "percentile")
 
@@ -23,7 +23,7 @@ def _intervals(samples: np.ndarray, level: float, method: str, n_resamples: int,
     s, n = samples.shape
     mean = samples.mean(axis=1)
     if method == "t":
-        half = sps.t.ppf(0.5 + level / 2.0, n - 1) * samples.std(axis=1, ddof=1) / np.sqrt(n)
+        half = dist.t_ppf(0.5 + level / 2.0, n - 1) * samples.std(axis=1, ddof=1) / np.sqrt(n)
         return mean - half, mean + half
     alpha = 1.0 - level
     lo, hi = np.empty(s), np.empty(s)

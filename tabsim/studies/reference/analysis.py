@@ -124,13 +124,13 @@ def minimum_detectable_effects(seed_df: pd.DataFrame, seeds_grid, *, power: floa
     ``mde(n) = (t_{n-1, (1+ci)/2} + t_{n-1, power}) * sd / sqrt(n)`` with ``sd`` the pilot's per-seed
     standard deviation of the term (normal approximation to the noncentral t).
     """
-    from scipy import stats as sps  # lazy: see analyze
+    from tabsim.stats import dist  # lazy: see analyze
 
     rows = []
     for term in ("d_elicit", "d_rd"):
         sd = float(seed_df[term].std(ddof=1))
         for n in seeds_grid:
-            q = sps.t.ppf(0.5 + CI_LEVEL / 2, n - 1) + sps.t.ppf(power, n - 1)
+            q = dist.t_ppf(0.5 + CI_LEVEL / 2, n - 1) + dist.t_ppf(power, n - 1)
             rows.append({"term": term, "n_seeds": int(n), "pilot_sd": sd, "power": power,
                          "mde": float(q * sd / math.sqrt(n)), "pilot_estimate": float(seed_df[term].mean())})
     return pd.DataFrame(rows)
@@ -157,6 +157,6 @@ def arm_intervals(sp: pd.DataFrame, arms=("frozen", "random", "majority", "true"
 
 
 def _t_quantile(n: int) -> float:
-    from scipy import stats as sps  # lazy: see analyze
+    from tabsim.stats import dist  # lazy: see analyze
 
-    return float(sps.t.ppf(0.5 + CI_LEVEL / 2, max(int(n) - 1, 1)))
+    return float(dist.t_ppf(0.5 + CI_LEVEL / 2, max(int(n) - 1, 1)))
