@@ -237,8 +237,8 @@ def summarize_partition(
       seed_df: output of :func:`seed_partition`.
       by: group columns of ``seed_df``; seeds must be unique within a group.
       ci: two-sided confidence level in (0, 1).
-      method: ``"bca"`` or ``"percentile"`` (paired bootstrap over seeds with
-        ``scipy.stats.bootstrap``; all terms of one resample share its seeds), or ``"t"`` (Student
+      method: ``"bca"`` or ``"percentile"`` (paired bootstrap over seeds,
+        :func:`tabsim.stats.intervals.paired_bootstrap`; all terms of one resample share its seeds), or ``"t"`` (Student
         t for the differences, :func:`tabsim.stats.fieller_interval` for the ratios, reported as
         ``(-inf, inf)`` when the denominator is not significant).
       n_resamples: bootstrap resamples (>= 100; ignored for ``"t"``).
