@@ -151,7 +151,10 @@ def _run_cli(cmd: str, where: str, xla_flags: str = "") -> None:
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("tabsim_cache")
+    """The session's cache folder (tests/conftest.py: shared by the workers, removed afterwards): an audit's
+    calibration sweep computed by another test is read from it, as a user's second audit reads it."""
+    shared = os.environ.get("TABSIM_CACHE")
+    return Path(shared) if shared else tmp_path_factory.mktemp("tabsim_cache")
 
 
 @pytest.fixture
