@@ -75,6 +75,11 @@ class _Writer:
         threading.Thread(target=self._send, daemon=True, name="tabsim-writer-send").start()
         threading.Thread(target=self._read, daemon=True, name="tabsim-writer-read").start()
 
+    def __del__(self):
+        log = getattr(self, "log", None)
+        if log is not None:
+            log.close()  # a writer replaced after it died: its log goes with it
+
     def send(self, message: tuple) -> None:
         self._queue.put(message)
 
@@ -178,8 +183,10 @@ def prestart(modules: tuple[str, ...]) -> None:
 
 
 def _end() -> None:
-    if _shared is not None and _shared.alive():
-        _shared.end()
+    if _shared is not None:
+        if _shared.alive():
+            _shared.end()
+        _shared.log.close()  # nothing reads it once this process exits
 
 
 class Remote:
