@@ -61,7 +61,7 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
 
     if not (no_figure or dry_run):  # the figure server loads matplotlib while this process loads the rest
         prestart((FIGURE_MODULE,))
-    say("tabsim reproduce: loading the engine and the statistics (JAX, statsmodels)")
+    say("tabsim reproduce: loading the engine and the statistics (JAX, pandas, SciPy)")
     # lazy: `tabsim reproduce --help` loads only the light design module
     from tabsim.studies.reference import reproduce
     from tabsim.studies.reference.design import check_overrides
