@@ -163,6 +163,7 @@ class FigurePool:
         self._futures: dict[int, cf.Future] = {}
         self._unsent: dict[int, BaseException] = {}
         self.processes: set = set()  # the workers (multiprocessing.Process), as they start
+        self._closed = False
         self._sender = threading.Thread(target=self._forward, daemon=True, name="tabsim-figures")
         self._sender.start()
         self._jobs.put((-1, None))  # a first worker now: the server loads the plotting stack during training
@@ -226,9 +227,10 @@ class FigurePool:
     def wait(self) -> list[str]:
         """Wait for every submitted figure; the written paths in submission order."""
         self._jobs.put(None)
-        failed = True
+        kill = True  # unless every job was answered: a Ctrl-C while waiting ends the pool at once
         try:
             stuck, written, said = self._settle(), [], False
+            kill = bool(stuck)  # answered (a figure's error included): the workers end as they do after success
             for i, job in enumerate(self._args):
                 paths, why = self._outcome(i, job[3], stuck)
                 if paths is None:
@@ -237,13 +239,18 @@ class FigurePool:
                         said = True
                     paths = draw(*job)
                 written += paths
-            failed = bool(stuck)
         finally:
-            self.close(kill=failed)
+            self.close(kill=kill)
         return written
 
     def close(self, kill: bool = False) -> None:
-        """End the pool (``kill``: at once, even while drawing or stopped)."""
+        """End the pool (``kill``: at once, even while drawing or stopped); a pool already ended stays so.
+
+        Workers that answered are let exit rather than killed: a killed worker of the fork server can leave
+        multiprocessing's resource tracker warning about semaphores on stderr when the command exits."""
+        if self._closed:
+            return
+        self._closed = True
         self._jobs.put(None)
         if not kill:
             self._executor.shutdown(wait=True)
