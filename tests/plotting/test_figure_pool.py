@@ -369,3 +369,15 @@ def test_warm_up_imports_then_asks_its_other_questions_in_its_own_thread():
     fp.warm_up("json", draw=False, also=(lambda: seen.append(threading.current_thread().name),
                                          lambda: seen.append("json" in sys.modules))).join(60)
     assert seen == ["tabsim-warm-up", True]
+
+
+def test_workers_that_answered_with_an_error_exit_rather_than_being_killed(tmp_path):
+    """A figure's own error leaves the workers healthy: they exit as after a success (a killed fork-server
+    worker can leave the resource tracker's semaphore warnings on the command's stderr)."""
+    with fp.open_figures() as pool:
+        pool.submit("tabsim.studies.reference.figures:figure_power", "not a frame", None, stem=tmp_path / "bad",
+                    formats=["png"])
+        with pytest.raises(fp.FigureError):
+            pool.wait()
+        workers = list(pool.processes)
+    assert workers and all(p.exitcode == 0 for p in workers), [p.exitcode for p in workers]

@@ -131,3 +131,13 @@ def test_the_commands_start_the_mlflow_writer_early_except_for_a_dry_run(monkeyp
     check_track(("mlflow",), start=not dry_run)
     assert bool(started) is not dry_run
     assert not started or "mlflow.tracking" in started[0]
+
+
+def test_the_writers_log_is_closed_when_the_process_exits():
+    code = ("from tabsim.runtime import writer_process as w\n"
+            "log = w.writer().log\n"
+            "w._end()\n"
+            "print(log.closed)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
