@@ -1,6 +1,7 @@
 """`tabsim reproduce`: a reduced run end to end, every promised file, the summary schema, safe writes."""
 import json
 import re
+import threading
 
 import numpy as np
 import pandas as pd
@@ -73,6 +74,76 @@ def test_summary_schema_and_identity(reduced):
         assert set(f) == {"name", "prior_strength", "elicitation_share", "rd_share", "verdict"}
         assert f["verdict"] in ("ELICITATION_DOMINATED", "REWARD_DESIGN_DOMINATED", "MIXED", "INCONCLUSIVE")
     assert {"interaction_ratio", "families", "prior_sweep"} <= set(s["intervals"])
+
+
+def test_figures_are_listed_in_the_reports_order(reduced):
+    s = json.loads((reduced / "summary.json").read_text())
+    assert s["figures"] == [f"figures/{stem}.{ext}" for stem in FIGURES for ext in ("png", "pdf")]
+
+
+def test_the_statistics_are_the_same_whichever_thread_finishes_first(reduced, monkeypatch):
+    """The factorial's statistics run in a second thread and are reported when done: before power when they
+    finish first (forced by an executor that runs them at once), after the gate and the families when they
+    finish last (forced by holding them until power is reported). Same mapping, same order, same numbers."""
+    from concurrent.futures import Future
+
+    from tabsim.config import resolve
+    from tabsim.studies.reference import analysis
+    from tabsim.studies.reference.report import summary_json
+
+    frames = {name: pd.read_parquet(reduced / "data" / f"{name}.parquet") for name in DATA}
+    s = settings(seeds=SEEDS, steps=STEPS)
+    cfg = resolve(s.base(s.steps))
+
+    class AtOnce:  # a one-thread executor that has finished each job when submit returns
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def submit(self, fn, *args):
+            f = Future()
+            f.set_result(fn(*args))
+            return f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    real_factorial = analysis._factorial
+    runs = {}
+    for order in ("factorial first", "factorial last"):
+        power_reported = threading.Event()
+
+        def held_factorial(*args):
+            assert power_reported.wait(60), "power was never reported"
+            return real_factorial(*args)
+
+        with monkeypatch.context() as mp:
+            if order == "factorial first":
+                mp.setattr(analysis, "ThreadPoolExecutor", AtOnce)
+            else:
+                mp.setattr(analysis, "_factorial", held_factorial)
+            calls = []
+
+            def on_section(name, part):
+                calls.append(name)
+                assert {"prior_sweep": "fieller", "factorial": "ratio", "power": "power_mde"}[name] in part
+                if name == "power":
+                    power_reported.set()
+
+            a = analysis.analyze(frames, s, cfg, on_section=on_section)
+        runs[order] = a, calls
+    (first, first_calls), (last, last_calls) = runs["factorial first"], runs["factorial last"]
+    assert first_calls == ["prior_sweep", "factorial", "power"]
+    assert last_calls == ["prior_sweep", "power", "factorial"]
+    assert list(first) == list(last)
+    assert list(first).index("fit") < list(first).index("power_curve") < list(first).index("verdicts")
+    for key in first:
+        if isinstance(first[key], pd.DataFrame):
+            pd.testing.assert_frame_equal(first[key], last[key], check_exact=True)
+    cmp = run.compare_with_paper(first, s)
+    assert summary_json(first, cmp, s) == summary_json(last, cmp, s)
 
 
 def test_report_sets_tabsim_beside_the_paper(reduced):

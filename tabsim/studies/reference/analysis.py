@@ -34,20 +34,29 @@ def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], No
     # imports this module through the figures, never needs it
     on_section = on_section or (lambda name, part: None)
     R = s.n_resamples
-    out: dict = {}
+    sweep, fact, power, rest = {}, {}, {}, {}
     # the factorial's resampling is numpy work that releases the GIL: a second thread does it while this one
-    # does the prior sweep (its results join ``out`` before the factorial's section is reported, as before)
+    # does the prior sweep, then power, the gate and the families. Its section is reported as soon as it is
+    # done and this thread is between sections (with many seeds, after the others: this thread does not sit
+    # idle waiting for it); the result is the same mapping in the same order whatever the timing.
     with ThreadPoolExecutor(1, thread_name_prefix="tabsim-factorial") as side:
         factorial = side.submit(_factorial, frames["factorial"], R)
-        _prior_sweep(frames, R, cfg, out)
-        on_section("prior_sweep", out)
-        out.update(factorial.result())
-    on_section("factorial", out)
-    # power before the gate and the families: its figure, the last, is drawn while they are computed
-    _power(frames, s, out)
-    on_section("power", out)
-    _gate_families(frames, s, R, out)
-    return out
+
+        def factorial_section(wait: bool) -> None:
+            if not fact and (wait or factorial.done()):
+                fact.update(factorial.result())
+                on_section("factorial", {**sweep, **fact, **power})
+
+        _prior_sweep(frames, R, cfg, sweep)
+        on_section("prior_sweep", sweep)
+        factorial_section(wait=False)
+        # power before the gate and the families: its figure, the last, is drawn while they are computed
+        _power(frames, s, power)
+        on_section("power", {**sweep, **fact, **power})
+        factorial_section(wait=False)
+        _gate_families(frames, s, R, rest)
+        factorial_section(wait=True)
+    return {**sweep, **fact, **power, **rest}
 
 
 def _prior_sweep(frames: dict, R: int, cfg, out: dict) -> None:

@@ -24,7 +24,10 @@ from tabsim.studies.reference.analysis import arm_intervals
 from tabsim.studies.reference.design import ADDITIVITY_THRESHOLD, PAPER, POWER_PRIOR, TARGET_HALF_WIDTH
 
 
-def figures(a: dict, out: Path, pool=None, which=("prior_sweep", "factorial", "power"), formats=None) -> list[str]:
+FIGURES = ("prior_sweep", "factorial", "power")  # the figures' stems, in the order the report lists them
+
+
+def figures(a: dict, out: Path, pool=None, which=FIGURES, formats=None) -> list[str]:
     """Three figures (PNG; PDF too with ``--pdf``: ``formats``, default the user's) the prior sweep, the factorial,
     power.
 

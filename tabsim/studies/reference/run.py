@@ -33,7 +33,7 @@ from tabsim.studies.reference.design import (
     build_designs,
     settings,
 )
-from tabsim.studies.reference.figures import figures
+from tabsim.studies.reference.figures import FIGURES, figures
 from tabsim.studies.reference.paper import compare_every_point, compare_with_paper, difference_reasons
 from tabsim.studies.reference.report import render_report, summary_json
 
@@ -134,7 +134,7 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
 
 
 def _write_data(folder: Path, frames: dict, fmt: str) -> None:
-    """Each study's frame as ``folder/<study>.<fmt>``."""
+    """Each frame of ``frames`` as ``folder/<name>.<fmt>`` (the studies' data, the tables)."""
     for name, fr in frames.items():
         write_frame(folder / f"{name}.{fmt}", fr)
 
@@ -151,8 +151,8 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
         f"{results[0].provenance['n_chunks_job']} chunks, "
         f"{results[0].provenance['n_programs_job']} compiled program(s)")
-    # the data files are written by a thread while this one computes the statistics (Parquet's encoding
-    # releases the GIL; the statistics only read the frames)
+    # the data files, then the tables, are written by a thread while this one computes the statistics and
+    # waits for the figures (Parquet's encoding releases the GIL; nothing here changes a frame once built)
     with ThreadPoolExecutor(1, thread_name_prefix="tabsim-data") as writer:
         data = writer.submit(_write_data, dest / "data", frames, fmt)
         with clock.timed("statistics"):
@@ -160,30 +160,28 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
             draw = ((lambda name, part: figures(part, dest, pool, which=(name,), formats=formats))
                     if pool is not None else None)
             a = analyze(frames, s, cfg, on_section=draw)
+            cmp = compare_with_paper(a, s)
+            reasons = difference_reasons(cmp, a, s, cfg)
+        t_stats = time.perf_counter() - t0
+        say(f"[{t_stats:5.1f}s] statistics done")
+        tables = {
+            "partition_summary": a["sweep_summary"], "rd_fraction_fieller": a["fieller"],
+            "crossover_curve": a["crossover"].curve, "factorial_coefficients": a["fit"].coefficients,
+            "factorial_anova": a["fit"].anova.reset_index().rename(columns={"index": "source"}),
+            "gate_pilot": a["gate_pilot"], "gate_stability": a["gate_stability"], "families": a["families_summary"],
+            "verdicts": a["verdicts"], "power_curve": a["power_curve"], "paper_comparison": cmp,
+            "paper_comparison_every_point": compare_every_point(a, s), "power_mde": a["power_mde"],
+            "partition_seeds": a["sweep_seeds"],
+        }
+        written = writer.submit(_write_data, dest / "tables", tables, "csv")
+        with clock.timed("figures"):
+            # in the order of FIGURES whatever order the statistics reached them in
+            figs = sorted(pool.wait(), key=lambda p: FIGURES.index(Path(p).stem)) if pool is not None else []
+        if pool is not None:
+            say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
         with clock.timed("publish"):
             data.result()
-    with clock.timed("statistics"):
-        cmp = compare_with_paper(a, s)
-        reasons = difference_reasons(cmp, a, s, cfg)
-    t_stats = time.perf_counter() - t0
-    say(f"[{t_stats:5.1f}s] statistics done")
-    tables = {
-        "partition_summary": a["sweep_summary"], "rd_fraction_fieller": a["fieller"],
-        "crossover_curve": a["crossover"].curve, "factorial_coefficients": a["fit"].coefficients,
-        "factorial_anova": a["fit"].anova.reset_index().rename(columns={"index": "source"}),
-        "gate_pilot": a["gate_pilot"], "gate_stability": a["gate_stability"], "families": a["families_summary"],
-        "verdicts": a["verdicts"], "power_curve": a["power_curve"], "paper_comparison": cmp,
-        "paper_comparison_every_point": compare_every_point(a, s), "power_mde": a["power_mde"],
-        "partition_seeds": a["sweep_seeds"],
-    }
-    t_written = time.perf_counter()
-    for name, tab in tables.items():
-        write_frame(dest / "tables" / f"{name}.csv", tab)
-    clock.add("publish", time.perf_counter() - t_written)
-    with clock.timed("figures"):
-        figs = pool.wait() if pool is not None else []
-    if pool is not None:
-        say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
+            written.result()
     wall = time.perf_counter() - t0
     t_written = time.perf_counter()
     prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
