@@ -154,7 +154,11 @@ def _paired_accuracies(rows, by, arms, metric, step) -> pd.DataFrame:
             f"seeds are not paired across arms: arm {loc[-1]!r} has no row for (by..., seed) = {loc[:-1]!r}; "
             f"every seed needs all of {list(arms)}"
         )
-    out = wide[list(arms)].rename(columns=arms).reset_index()
+    wide = wide[list(arms)]
+    # plain column labels: renaming the pivot's columns, a CategoricalIndex when the arm column is categorical,
+    # re-encodes them against the arm categories (a deprecated construction in pandas 3)
+    wide.columns = pd.Index([arms[a] for a in arms])
+    out = wide.reset_index()
     out.columns.name = None
     if step is not None:
         final = (rows[rows["arm"] != "frozen"].groupby([*by, "seed"], dropna=False)["step"].max()
