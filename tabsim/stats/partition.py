@@ -157,7 +157,7 @@ def _paired_accuracies(rows, by, arms, metric, step) -> pd.DataFrame:
     wide = wide[list(arms)]
     # plain column labels: renaming the pivot's columns, a CategoricalIndex when the arm column is categorical,
     # re-encodes them against the arm categories (a deprecated construction in pandas 3)
-    wide.columns = pd.Index([arms[a] for a in arms])
+    wide.columns = pd.Index(list(arms.values()))
     out = wide.reset_index()
     out.columns.name = None
     if step is not None:
