@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from tabsim.stats import checks as v
+from tabsim.stats.draws import resample_indices
 
 AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
 METHODS = ("rescaled", "percentile")
@@ -94,7 +95,7 @@ def stratified_resamples(scores: np.ndarray, n_resamples: int, rng: np.random.Ge
     done = 0
     while done < n_resamples:
         b = min(per_block, n_resamples - done)
-        idx = rng.integers(0, runs, size=(b, runs, tasks))
+        idx = resample_indices(rng, runs, (b, runs, tasks))
         yield np.take_along_axis(scores[None], idx, axis=1)
         done += b
 

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tabsim.stats import checks as v
+from tabsim.stats.draws import resample_indices
 from tabsim.stats.effects import balanced_fit, effect_matrix, holm, is_balanced_two_level
 from tabsim.stats.terms import native, quote, readable_term
 
@@ -323,12 +324,12 @@ def _resampled_coefficients(result: FactorialResult, n_resamples: int, rng) -> n
     if all(np.all(X[m] == X[m[:1]]) for m in groups):
         pinv = np.linalg.pinv(X)
         weights = np.stack([pinv[:, m[0]] for m in groups], axis=1)  # [p, cells]: equal columns within a cell
-        sums = np.stack([y[m][rng.integers(0, m.size, size=(n_resamples, m.size))].sum(axis=1) for m in groups],
+        sums = np.stack([y[m][resample_indices(rng, m.size, (n_resamples, m.size))].sum(axis=1) for m in groups],
                         axis=1)
         return sums @ weights.T
     idx = np.empty((n_resamples, y.size), dtype=np.int64)
     for m in groups:
-        idx[:, m] = m[rng.integers(0, m.size, size=(n_resamples, m.size))]
+        idx[:, m] = m[resample_indices(rng, m.size, (n_resamples, m.size))]
     Xb = X[idx]
     return np.linalg.solve(np.einsum("bnp,bnq->bpq", Xb, Xb), np.einsum("bnp,bn->bp", Xb, y[idx]))
 

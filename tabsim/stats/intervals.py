@@ -14,6 +14,7 @@ import numpy as np
 
 from tabsim.stats import checks as v
 from tabsim.stats import dist
+from tabsim.stats.draws import resample_indices
 
 
 class Interval(NamedTuple):
@@ -103,7 +104,7 @@ def _percentile_bootstrap(arrays: tuple, statistic, level: float, n_resamples: i
     drawn at once with ``rng.integers(0, n, (n_resamples, n))``, the statistic over them, its
     Hyndman-Fan type 7 (linear) quantiles and its standard deviation (``ddof=1``)."""
     n = arrays[0].size
-    idx = rng.integers(0, n, size=(n_resamples, n))
+    idx = resample_indices(rng, n, (n_resamples, n))
     boot = statistic(*(a[idx] for a in arrays), axis=-1)
     alpha = (1.0 - level) / 2.0
     low, high = (_linear_quantile(boot, p) for p in (alpha, 1.0 - alpha))

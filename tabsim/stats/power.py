@@ -14,6 +14,7 @@ import pandas as pd
 
 from tabsim.stats import checks as v
 from tabsim.stats import dist
+from tabsim.stats.draws import resample_indices
 
 POWER_METHODS = ("t", "percentile")
 
@@ -28,7 +29,7 @@ def _intervals(samples: np.ndarray, level: float, method: str, n_resamples: int,
     alpha = 1.0 - level
     lo, hi = np.empty(s), np.empty(s)
     for i in range(s):
-        boot = samples[i][rng.integers(0, n, size=(n_resamples, n))].mean(axis=1)
+        boot = samples[i][resample_indices(rng, n, (n_resamples, n))].mean(axis=1)
         lo[i], hi[i] = np.quantile(boot, [alpha / 2.0, 1.0 - alpha / 2.0])
     return lo, hi
 
@@ -90,7 +91,7 @@ def power_curve(
             raise ValueError(f"{v.describe_group(key)} has {x.size} pilot seed; at least 2 are needed")
         rng = v.make_rng(random_state)
         for n in grid:
-            samples = x[rng.integers(0, x.size, size=(n_sim, n))]
+            samples = x[resample_indices(rng, x.size, (n_sim, n))]
             lo, hi = _intervals(samples, level, method, n_resamples, rng)
             half = (hi - lo) / 2.0
             detect = (lo > 0) | (hi < 0)

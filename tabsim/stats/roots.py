@@ -7,6 +7,8 @@ from typing import Optional
 
 import numpy as np
 
+from tabsim.stats.draws import resample_indices
+
 
 def first_roots(grid: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First root of each row of ``means [B, P]`` by linear interpolation on ``grid [P]``."""
@@ -40,7 +42,7 @@ def resampled_roots(grid: np.ndarray, per_prior: list, n_resamples: int, rng, pa
     """
     if paired:
         n = per_prior[0].size
-        idx = rng.integers(0, n, size=(n_resamples, n))  # one draw, as the resamples' seeds were always drawn
+        idx = resample_indices(rng, n, (n_resamples, n))  # one draw, as the resamples' seeds were always drawn
         values = np.stack(per_prior, axis=1)
         boot = np.empty((n_resamples, values.shape[1]))
         offsets = n * np.arange(min(COUNT_ROWS, n_resamples))[:, None]
@@ -51,7 +53,7 @@ def resampled_roots(grid: np.ndarray, per_prior: list, n_resamples: int, rng, pa
             boot[r0:r0 + m] = counts.astype(float) @ values
         boot /= n
     else:
-        boot = np.stack([x[rng.integers(0, x.size, size=(n_resamples, x.size))].mean(axis=1) for x in per_prior],
+        boot = np.stack([x[resample_indices(rng, x.size, (n_resamples, x.size))].mean(axis=1) for x in per_prior],
                         axis=1)
     roots, has = first_roots(grid, boot)
     return roots, has, boot
