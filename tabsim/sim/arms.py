@@ -12,7 +12,6 @@ import jax.numpy as jnp
 from tabsim.base.choices import ARMS  # noqa: F401  (the names live without JAX, for the config)
 from tabsim.sim.envs.bandit import plurality
 from tabsim.sim import rng as R
-from tabsim.sim.ops import pick_last
 
 OFFLINE_ARMS = ("majority_offline", "incorrect")  # read the task's offline majority label
 NOISE_ARMS = ("random", "noisy")  # read the shared reward uniforms
@@ -45,7 +44,7 @@ def arm_rewards(name, seed, step, env, task_b, answers, params, u):
         off = (answers == task_b.offline_label[:, None]).astype(jnp.float32)
         if name == "majority_offline":
             return off
-        return off * (1.0 - pick_last(task_b.correct, task_b.offline_label)[:, None])
+        return off * (1.0 - jnp.take_along_axis(task_b.correct, task_b.offline_label[:, None], 1))
     if name == "format":
         return env.is_format(task_b, answers)
     correct = env.answer_correct(task_b, answers)

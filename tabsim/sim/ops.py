@@ -3,10 +3,7 @@
 XLA's CPU backend vectorises elementwise work along the minor axis well but reduces over a middle
 axis of a small array poorly, and each reduction is a kernel of its own to compile. For the small
 static sizes of a tabular policy (answers per prompt, answers per group) these helpers unroll the
-short axis into elementwise selects instead. A batch of distinct prompts is drawn, read and written
-back without a sort, a scatter or a gather's autodiff (:func:`top_k_indices`, :func:`distinct_rows`,
-:func:`put_rows`; the scatter runs as a loop over every index of every run). Each gives the bits of
-the XLA operation it replaces (``tests/core/test_ops.py``, ``tests/core/test_engine.py``).
+short axis into elementwise selects instead.
 """
 from __future__ import annotations
 
@@ -46,9 +43,10 @@ def weighted_counts(idx, weights, n: int):
     R, J = idx.shape
     shape = (R, n, J)  # the slot axis last: one compare/select kernel and one reduction over the minor axis
     hit = lax.eq(lax.broadcast_in_dim(idx, shape, (0, 2)), lax.broadcasted_iota(idx.dtype, shape, 1))
-    if weights is None:  # counted in integers (exact in any order), converted once
-        return lax.convert_element_type(lax.convert_element_type(hit, jnp.int32).sum(-1), dtype)
-    vals = lax.select(hit, lax.broadcast_in_dim(weights, shape, (0, 2)), lax.full(shape, 0, dtype))
+    if weights is None:
+        vals = lax.convert_element_type(hit, dtype)
+    else:
+        vals = lax.select(hit, lax.broadcast_in_dim(weights, shape, (0, 2)), lax.full(shape, 0, dtype))
     return vals.sum(-1)
 
 
@@ -152,14 +150,6 @@ def _take_last_bwd(n, idx, g):
 _take_last.defvjp(_take_last_fwd, _take_last_bwd)
 
 
-def pick_last(x, idx):
-    """``x[..., idx]`` for ``x [..., n]`` and integer ``idx [...]`` as a masked sum over the minor axis: one
-    fused compare/select/reduce where a gather is a loop of its own on a CPU (an exact pick: every other term
-    is a zero; only a ``-0.0`` entry comes back as ``+0.0``)."""
-    hit = lax.eq(_bcast_last(idx, x.shape), lax.broadcasted_iota(idx.dtype, x.shape, x.ndim - 1))
-    return jnp.where(hit, x, jnp.zeros((), x.dtype)).sum(-1)
-
-
 def log_softmax_transpose(g, logq):
     """The gradient with respect to the logits of ``logq = log_softmax(z)`` from ``g = dL/dlogq``:
     ``g - softmax sum_a g_a``, with the short minor axis unrolled."""
@@ -191,51 +181,3 @@ def ranks(u):
     i = jnp.arange(K)
     before = (u[..., None, :] < u[..., :, None]) | ((u[..., None, :] == u[..., :, None]) & (i < i[:, None]))
     return before.sum(-1, dtype=jnp.int32)
-
-
-TOP_BY_COMPARISON = 64  # entries up to which the top ``k`` are counted, not sorted
-
-
-def top_k_indices(u, k: int):
-    """``lax.top_k(u, k)[1]`` for a vector ``u [n]``: the indices of its ``k`` largest entries, largest first,
-    ties in index order. For ``n <= TOP_BY_COMPARISON`` counted with ``n^2`` comparisons (each entry's place
-    in the descending order) and one compare per place: the same integers, without a sort."""
-    n = u.shape[-1]
-    if n > TOP_BY_COMPARISON or u.ndim != 1:
-        return lax.top_k(u, k)[1]
-    i = jnp.arange(n)
-    ahead = (u[None, :] > u[:, None]) | ((u[None, :] == u[:, None]) & (i[None, :] < i[:, None]))
-    place = ahead.sum(-1, dtype=jnp.int32)  # [n] each entry's place, 0 = the largest
-    hit = place[None, :] == jnp.arange(k, dtype=jnp.int32)[:, None]  # [k, n]
-    return jnp.where(hit, i.astype(jnp.int32)[None, :], 0).sum(-1, dtype=jnp.int32)
-
-
-def put_rows(rows, idx, n: int):
-    """``zeros([n, ...]).at[idx].add(rows)`` for *distinct* row indices ``idx [B]``: each table row reads its
-    batch row (a zero row where none) through one gather, where XLA's CPU backend runs the scatter as a loop
-    over every index of every run. The same values: each row receives at most one batch row."""
-    B = idx.shape[0]
-    hit = lax.eq(lax.broadcast_in_dim(idx, (n, B), (1,)), lax.broadcasted_iota(idx.dtype, (n, B), 0))  # [n, B]
-    pos = jnp.where(hit, lax.broadcasted_iota(jnp.int32, (n, B), 1), B).min(-1)  # [n] the batch row, B: none
-    padded = jnp.concatenate([rows, jnp.zeros((1,) + rows.shape[1:], rows.dtype)])
-    return padded[pos]
-
-
-@jax.custom_vjp
-def distinct_rows(table, idx):
-    """``table[idx]`` for *distinct* row indices ``idx [B]``, differentiable: its gradient puts the batch's
-    rows back with :func:`put_rows` (autodiff of a gather scatter-adds, a loop on a CPU)."""
-    return table[idx]
-
-
-def _distinct_rows_fwd(table, idx):
-    return table[idx], (idx, table.shape[0])
-
-
-def _distinct_rows_bwd(res, g):
-    idx, n = res
-    return put_rows(g, idx, n), None
-
-
-distinct_rows.defvjp(_distinct_rows_fwd, _distinct_rows_bwd)
-

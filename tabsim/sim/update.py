@@ -22,8 +22,7 @@ import optax
 
 from tabsim.sim import arms as arms_mod
 from tabsim.sim import rng as R
-from tabsim.sim.ops import (distinct_rows, log_softmax_last, log_softmax_transpose, onehot_minus_softmax, put_rows,
-                            top_k_indices)
+from tabsim.sim.ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
 from tabsim.base.precision import real
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.sim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
@@ -83,7 +82,6 @@ class UpdatePlan:
     mb: int  # prompts per minibatch
     frozen: int  # position of the frozen arm (-1: none)
     every: bool  # the batch is the table, in order
-    distinct: bool  # a batch's prompts are distinct (drawn without replacement)
     full: bool  # ... and one minibatch: no gather/scatter
     closed: bool  # one node per prompt and a loss linear in log p: the gradient written out, no autodiff
     sparse: bool  # gradient with respect to the visited logit rows (multi-node tree)
@@ -103,8 +101,7 @@ def update_plan(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...], 
         sparse = getattr(env, "sparse_rows", False) and not closed
     return UpdatePlan(
         B=B, G=schedule.group_size, n_mb=n_mb, mb=B // n_mb, frozen=arms.index("frozen") if "frozen" in arms else -1,
-        every=every, distinct=not schedule.replacement, full=every and n_mb == 1, closed=closed,
-        sparse=bool(sparse) and not closed,
+        every=every, full=every and n_mb == 1, closed=closed, sparse=bool(sparse) and not closed,
         dense_grad=algo.optimizer != "sgd" or algo.grad_clip, single=algo.epochs * n_mb == 1,
         logp_only=reads_logp_only(algo),
         needs_old=not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward",
@@ -127,7 +124,7 @@ def sample_prompts(env, schedule: Schedule, seed, step):
         return jnp.minimum((u * n).astype(jnp.int32), n - 1)
     if B == n:
         return jnp.arange(n)
-    return top_k_indices(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), B)
+    return jax.lax.top_k(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), B)[1]
 
 
 def roll_out(env, algo: AlgoSpec, plan: UpdatePlan, logits, task, idx, seed, step):
@@ -192,16 +189,12 @@ def make_gradient(env, algo: AlgoSpec, plan: UpdatePlan):
             g, aux = closed_form.gradient(algo, logits_b.reshape(shape[0], -1), batch["rollout"].answers,
                                           batch["mask"], batch["adv"], batch["logp_old"], batch["logq_ref"], hp)
             g = g.reshape(shape)
-            if plan.full:
-                return g, aux
-            if plan.distinct:
-                return put_rows(g, idx, logits.shape[0]), aux
-            return jnp.zeros_like(logits).at[idx].add(g), aux
+            return (g if plan.full else jnp.zeros_like(logits).at[idx].add(g)), aux
 
         return closed_grad
 
     def loss_fn(logits, idx, batch, hp):
-        logits_b = logits if plan.full else distinct_rows(logits, idx) if plan.distinct else logits[idx]
+        logits_b = logits if plan.full else logits[idx]
         logq = env.token_logq(logits_b, batch["rollout"])
         return policy_loss(algo, logq, batch["rollout"].tokens, batch["mask"], batch["adv"],
                            batch["logp_old"], batch["logq_ref"], hp)

@@ -392,39 +392,3 @@ def test_train_metrics_selects_answer_level_metrics(env):
 def test_train_metrics_refuses_unknown_names(metrics, match):
     with pytest.raises(ts.ConfigError, match=match):
         ts.resolve({"train": {"metrics": metrics}})
-
-
-@pytest.mark.parametrize("closed", [True, False], ids=["closed-form", "autodiff"])
-def test_gather_free_batch_kernels_give_the_bits_of_xlas_gather_scatter_and_top_k(monkeypatch, closed):
-    """A batch of distinct prompts is drawn, read and written back without a sort, a gather's autodiff or a
-    scatter (``top_k_indices``, ``distinct_rows``, ``put_rows``): the same history, bit for bit, as the same
-    program built on ``lax.top_k``, ``table[idx]`` and ``zeros.at[idx].add``."""
-    from tabsim.runtime.run import algo_spec
-    from tabsim.sim import update
-    from tabsim.sim.algos import closed_form
-    from tabsim.sim.params import stack_hypers
-
-    cfg = ts.resolve({"preset": "paper", "task": {"n_prompts": 12},
-                      "arms": {"arms": ["random", "majority", "majority_offline", "true"]},
-                      "algo": {"epochs": 2, "minibatches": 2, "optimizer": "adam", "lr": 0.1},
-                      "train": {"steps": 6, "eval_every": 3, "batch_size": 6, "seeds": 3}})
-    if not closed:
-        monkeypatch.setattr(closed_form, "supports", lambda spec: False)
-    env, spec, sched = ts.make_env(cfg), algo_spec(cfg), schedule(cfg)
-    assert update.update_plan(env, spec, sched, tuple(cfg.arms.arms), None).closed is closed
-    seeds, hp = jnp.asarray(seed_array(range(3))), stack_hypers([cfg.hyper_values()])
-
-    def history():
-        train = ts.make_train(env, spec, sched, tuple(cfg.arms.arms))
-        return jax.device_get(train(seeds, hp))
-
-    got = history()
-    monkeypatch.setattr(update, "top_k_indices", lambda u, k: jax.lax.top_k(u, k)[1])
-    monkeypatch.setattr(update, "distinct_rows", lambda table, idx: table[idx])
-    monkeypatch.setattr(update, "put_rows", lambda rows, idx, n: jnp.zeros((n,) + rows.shape[1:], rows.dtype)
-                        .at[idx].add(rows))
-    want = history()
-    assert np.ptp(want["pass1"][..., -1]) > 0  # the runs trained and differ
-    for k in want:
-        np.testing.assert_array_equal(got[k].view(np.uint32) if got[k].dtype == np.float32 else got[k],
-                                      want[k].view(np.uint32) if want[k].dtype == np.float32 else want[k], err_msg=k)

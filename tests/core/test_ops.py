@@ -3,8 +3,7 @@ import jax
 import numpy as np
 import pytest
 
-from tabsim.sim.ops import (RANK_BY_COMPARISON, TOP_BY_COMPARISON, UNROLL, cumsum_last, pick_last, put_rows, ranks,
-                            take_rows, top_k_indices, weighted_counts)
+from tabsim.sim.ops import RANK_BY_COMPARISON, UNROLL, cumsum_last, ranks, take_rows, weighted_counts
 
 from f32_tolerance import f64_bound  # tests/core: the float error bounds
 
@@ -56,46 +55,3 @@ def test_ranks_are_numpys_stable_double_argsort(K):
     ref = np.argsort(np.argsort(u, axis=-1, kind="stable"), axis=-1, kind="stable")
     np.testing.assert_array_equal(np.asarray(ranks(u)), ref)
     np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(ranks))(u)), ref)
-
-
-@pytest.mark.parametrize("n,k", [(1, 1), (8, 3), (40, 16), (TOP_BY_COMPARISON, TOP_BY_COMPARISON),
-                                 (TOP_BY_COMPARISON + 1, 5)])
-def test_top_k_indices_are_lax_top_k_ties_in_index_order(n, k):
-    """Counted (n <= TOP_BY_COMPARISON) or sorted: the k largest, largest first, a tie to the lower index."""
-    rng = np.random.default_rng(n * 7 + k)
-    u = rng.random((6, n)).astype(np.float32)
-    u[:3] = rng.integers(0, 3, size=(3, n))  # many ties
-    ref = np.argsort(-u, axis=-1, kind="stable")[:, :k]
-    for row, want in zip(u, ref):
-        np.testing.assert_array_equal(np.asarray(top_k_indices(row, k)), want)
-    got = jax.jit(jax.vmap(lambda x: top_k_indices(x, k)))(u)
-    np.testing.assert_array_equal(np.asarray(got), ref)
-    assert got.dtype == jax.lax.top_k(u[0], k)[1].dtype
-
-
-@pytest.mark.parametrize("n", [3, UNROLL + 4])
-def test_pick_last_is_the_entry_itself(n):
-    """A masked sum with one term that is not a zero: the picked entry's bits, infinities and NaN included."""
-    rng = np.random.default_rng(n)
-    x = rng.normal(size=(5, 7, n)).astype(np.float32)
-    x[0, :3, 0] = [np.inf, -np.inf, np.nan]
-    idx = rng.integers(0, n, size=(5, 7))
-    idx[0, :3] = 0
-    ref = np.take_along_axis(x, idx[..., None], -1)[..., 0]
-    got = np.asarray(jax.jit(pick_last)(x, idx))
-    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
-
-
-def test_put_rows_is_a_scatter_add_into_zeros():
-    """Distinct rows: each table row gets its batch row (the same bits as XLA's scatter-add), others zero;
-    a NaN or an infinity in one batch row stays in its own table row."""
-    rng = np.random.default_rng(0)
-    for n, b in [(40, 16), (5, 5), (9, 1)]:
-        idx = rng.permutation(n)[:b].astype(np.int32)
-        rows = rng.normal(size=(b, 8)).astype(np.float32)
-        rows[0, :2] = [np.nan, np.inf]
-        ref = np.asarray(jax.numpy.zeros((n, 8), np.float32).at[idx].add(rows))
-        got = np.asarray(jax.jit(put_rows, static_argnums=2)(rows, idx, n))
-        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
-        assert np.isfinite(np.delete(got, idx, axis=0)).all() and (np.delete(got, idx, axis=0) == 0).all()
-

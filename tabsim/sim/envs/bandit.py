@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim.sim.ops import pick_last, ranks, take_rows, weighted_counts
+from tabsim.sim.ops import ranks, take_rows, weighted_counts
 from tabsim.base.precision import real
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
@@ -200,8 +200,8 @@ class BanditEnv:
         out = {  # per prompt, [N]
             "pass1": p_correct,
             "entropy": -(q * logq).sum(-1),
-            "mode_correct": pick_last(task.correct, jnp.argmax(logq, -1)),
-            "format_mass": pick_last(q, task.format_answer),
+            "mode_correct": jnp.take_along_axis(task.correct, jnp.argmax(logq, -1)[:, None], 1)[:, 0],
+            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1)[:, 0],
             "kl_ref": (q * (logq - task.prior_logits)).sum(-1),
         }
         out = select_metrics(out, self.metrics)

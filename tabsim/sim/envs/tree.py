@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tabsim.sim.ops import cumsum_last, log_softmax_last, pick_last, softmax_last
+from tabsim.sim.ops import cumsum_last, log_softmax_last, softmax_last
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_PAIRS, TREE_FIELDS, float_field, int_field, tree_styles
 from tabsim.sim import rng as R
@@ -376,8 +376,8 @@ class TreeEnv:
         out = {  # per prompt, [N]; the bandit's keys first and in its order, reduced as the bandit's
             "pass1": p_correct,
             "entropy": -(q * logq_ans).sum(-1),
-            "mode_correct": pick_last(corr, jnp.argmax(q, -1)),
-            "format_mass": pick_last(q, task.format_answer),
+            "mode_correct": jnp.take_along_axis(corr, jnp.argmax(q, -1)[:, None], 1)[:, 0],
+            "format_mass": jnp.take_along_axis(q, task.format_answer[:, None], 1)[:, 0],
             "kl_ref": (reach * node_kl).sum(-1),
         }
         out = select_metrics(out, self.metrics)
