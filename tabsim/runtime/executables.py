@@ -45,6 +45,7 @@ import threading
 from pathlib import Path
 
 import jax
+import numpy as np
 from jax import export
 
 from tabsim.base import clock
@@ -109,10 +110,25 @@ def key_text(key, args: tuple, xla_options: dict | None = None) -> str:
     """Everything program ``key`` called with ``args`` depends on, as the text an entry records."""
     leaves, tree = jax.tree_util.tree_flatten(args)
     dev = _device(leaves)
-    avals = tuple(str(jax.typeof(x)) for x in leaves)
+    avals = tuple(_aval_text(x) for x in leaves)
     opts = sorted((xla_options or {}).items())
     return repr((FORMAT, key, str(tree), avals, opts, repr(sorted(numerics().items())), _platform(dev),
                  dev.device_kind, dev.client.platform_version))
+
+
+_AVALS: dict = {}  # (dtype, shape, x64) -> the abstract value's text of a NumPy array of that dtype and shape
+
+
+def _aval_text(x) -> str:
+    """``str(jax.typeof(x))``; a NumPy array's is kept per dtype and shape (a chunked run asks for the same
+    few dozen every chunk)."""
+    if type(x) is not np.ndarray:
+        return str(jax.typeof(x))
+    at = (x.dtype, x.shape, jax.config.jax_enable_x64)  # 64-bit types are kept only with x64 on
+    text = _AVALS.get(at)
+    if text is None:
+        text = _AVALS.setdefault(at, str(jax.typeof(x)))
+    return text
 
 
 def fingerprint(key, args: tuple, xla_options: dict | None = None) -> str:

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import sys
 import threading
-
-from tqdm.auto import tqdm
+import warnings
 
 
 class NoProgress:
@@ -27,8 +26,23 @@ def progress_bar(total: int, enabled: bool, desc: str, unit: str = "chunk"):
     """A tqdm bar of ``total`` ``unit``s labelled ``desc``, or :class:`NoProgress` when not ``enabled``."""
     if not enabled:  # no bar at all (tqdm warns in notebooks without widgets)
         return NoProgress()
+    return _tqdm()(total=total, desc=desc, unit=unit, leave=False)
 
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)
+
+def write(line: str) -> None:
+    """Print ``line`` on stderr above any bar that is showing."""
+    _tqdm().write(line, file=sys.stderr)
+
+
+def _tqdm():
+    """tqdm's bar class for where this runs: the notebook's widget in Jupyter, else the terminal's (what
+    ``tqdm.auto`` picks, less its ``async for`` support, which loads asyncio: a tenth of a second)."""
+    from tqdm.std import TqdmExperimentalWarning  # lazy: loaded when a bar is shown
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=TqdmExperimentalWarning)
+        from tqdm.autonotebook import tqdm
+    return tqdm
 
 
 def watched() -> bool:

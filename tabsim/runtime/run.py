@@ -292,7 +292,7 @@ def _compute(cfg: Config, plan: planning.RunPlan, fn, chunks: list, job: str, st
             hooks = segments.Hooks(where.dir / "chunks" / "segments" if where is not None else None, job,
                                    tick=ticks.step, chunks=plan.chunks,
                                    parallel=min(plan.executor.threads, plan.chunks), announce=plan.shown, desc=desc,
-                                   say=lambda msg: bars.tqdm.write(msg, file=sys.stderr),  # above the bar
+                                   say=bars.write,  # above the bar
                                    done=segments.steps_done(segments.calls(steps, ev, plan.segment), ev))
             fn, ticks.hooks = functools.partial(fn, hooks=hooks), hooks
             fn.interruptible = True  # computed in a helper thread, so that Ctrl-C is seen at once

@@ -50,5 +50,8 @@ def stack_hypers(rows: list[dict], shared=()) -> Hyper:
     Fields named in ``shared`` (equal in every condition of a run) are kept as float32 scalars: the
     engine then holds one copy instead of one per run. A different set of shared fields compiles anew.
     """
+    distinct: dict = {}  # a chunk repeats one mapping for every seed of a condition: each is read once
+    at = np.asarray([distinct.setdefault(id(r), (len(distinct), r))[0] for r in rows], dtype=np.intp)
+    values = [r for _, r in distinct.values()]
     return Hyper(**{name: np.float32(rows[0][name]) if name in shared else
-                    np.asarray([float(r[name]) for r in rows], dtype=np.float32) for name in HYPER_FIELDS})
+                    np.asarray([float(r[name]) for r in values], dtype=np.float32)[at] for name in HYPER_FIELDS})

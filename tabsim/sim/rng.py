@@ -54,8 +54,27 @@ def seed_words(key):
 
 
 def seed_array(seeds) -> np.ndarray:
-    """``uint32[S, 2]`` seed words of integer seeds."""
+    """``uint32[S, 2]`` seed words of integer seeds (each row :func:`seed_words` of its seed)."""
+    seeds = list(seeds)
+    words = _plain_words(seeds)
+    if words is not None:
+        return words
     return np.stack([np.asarray(seed_words(int(s)), dtype=np.uint32) for s in seeds])
+
+
+def _plain_words(seeds: list) -> np.ndarray | None:
+    """The words of integer seeds all in ``[0, 2**32)`` at once (``[0, seed]`` each); None for any other list."""
+    if not seeds or not all(isinstance(s, (int, np.integer)) for s in seeds):
+        return None
+    try:
+        arr = np.asarray(seeds, dtype=np.int64)
+    except OverflowError:
+        return None
+    if arr.min() < 0 or arr.max() >= 2**32:
+        return None
+    out = np.zeros((arr.size, 2), dtype=np.uint32)
+    out[:, 1] = arr
+    return out
 
 
 def uniform(seed, shape, *, step=0, tag=0, rng: str = "fast"):

@@ -392,3 +392,23 @@ def test_train_metrics_selects_answer_level_metrics(env):
 def test_train_metrics_refuses_unknown_names(metrics, match):
     with pytest.raises(ts.ConfigError, match=match):
         ts.resolve({"train": {"metrics": metrics}})
+
+
+def test_stack_hypers_reads_each_rows_values_whether_rows_share_a_mapping_or_not():
+    """A chunk repeats one mapping per seed; the stacked values are each row's own, row for row, as if
+    every row were read, for rows that are one object, equal copies or different mappings."""
+    from tabsim.sim.params import HYPER_FIELDS, Hyper, stack_hypers
+
+    base = {name: 0.5 for name in HYPER_FIELDS}
+    a, b = {**base, "lr": 0.1, "prior_strength": 0.8}, {**base, "lr": 1 / 3, "prior_strength": "0.35"}
+    rows = [a, a, b, dict(a), b, a, {**b, "filter": 0}]
+    for shared in ((), ("gamma",)):
+        got = stack_hypers(rows, shared)
+        for name in HYPER_FIELDS:
+            value = getattr(got, name)
+            if name in shared:
+                assert value.shape == () and value == np.float32(rows[0][name])
+            else:
+                want = np.asarray([float(r[name]) for r in rows], dtype=np.float32)
+                assert value.dtype == np.float32 and value.tobytes() == want.tobytes(), name
+    assert isinstance(got, Hyper) and stack_hypers([], ()).lr.shape == (0,)

@@ -61,3 +61,22 @@ def test_beta_draws_are_independent_per_element_and_reproducible():
     assert stats.kstest(x[N // 2:], stats.beta(0.4, 0.4).cdf).statistic < crit
     for half in (x[: N // 2], x[N // 2:]):  # neighbours uncorrelated (within 4 standard errors)
         assert abs(np.corrcoef(half[:-1], half[1:])[0, 1]) < 4 / np.sqrt(N // 2)
+
+
+@pytest.mark.parametrize("seeds", [[0], [0, 1, 7], list(range(100, 612)), [2**32 - 1, 0, 5], (np.int64(3), 4, np.uint32(9)),
+                                   [True, 2], [2**32, 1], [-1, 3]])
+def test_seed_array_holds_each_seeds_words(seeds):
+    """The array of many seeds at once is the per-seed words, row for row (including seeds outside
+    ``[0, 2**32)``, whose words are those of their JAX key)."""
+    got = R.seed_array(seeds)
+    want = np.stack([np.asarray(R.seed_words(int(s)), dtype=np.uint32) for s in seeds])
+    assert got.dtype == np.uint32 and got.shape == (len(seeds), 2)
+    np.testing.assert_array_equal(got, want)
+    assert R.seed_array(iter(seeds)).tolist() == want.tolist()  # any iterable, read once
+
+
+def test_seed_array_refuses_a_seed_jax_cannot_key_as_seed_words_does():
+    with pytest.raises(OverflowError):
+        R.seed_words(2**70)
+    with pytest.raises(OverflowError):
+        R.seed_array([1, 2**70])

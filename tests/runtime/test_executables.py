@@ -345,3 +345,18 @@ def test_local_executor_keeps_chunks_in_flight_within_memory(monkeypatch):
     assert planning.local_executor(5 * 10**9).threads == 1
     assert planning.local_executor(None).threads == 4
     assert planning.local_executor(1).threads == 4
+
+
+def test_a_numpy_arrays_abstract_value_text_is_jaxs_own_in_either_x64_mode():
+    import jax.numpy as jnp
+
+    arrays = [np.zeros((512, 1, 2), np.uint32), np.zeros((512, 1), np.float32), np.zeros(3, np.float64),
+              np.zeros((), np.int64), np.zeros((0, 4), np.bool_), jnp.zeros((2, 3))]
+    x64 = jax.config.jax_enable_x64
+    try:
+        for mode in (False, True, False):
+            jax.config.update("jax_enable_x64", mode)
+            for x in arrays * 2:  # the second time from the kept texts
+                assert executables._aval_text(x) == str(jax.typeof(x))
+    finally:
+        jax.config.update("jax_enable_x64", x64)

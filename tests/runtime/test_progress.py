@@ -55,7 +55,7 @@ def test_steps_done_and_the_progress_cut():
 def test_a_one_chunk_run_shows_its_steps_in_one_unit_with_the_same_numbers(monkeypatch):
     """A watched run of one chunk moved its bar from 0 to the end in one jump (or said nothing); its unit
     was ``chunk`` or ``segment`` depending on the cut. Now it counts steps, in several ticks."""
-    monkeypatch.setattr(bars, "tqdm", Bar)
+    monkeypatch.setattr(bars, "_tqdm", lambda: Bar)
     monkeypatch.setattr(planning, "SEGMENT_UNITS", 100)  # this small run counts as long enough to watch
     Bar.made.clear()
     shown = ts.run(SMALL, progress=True)
@@ -71,7 +71,7 @@ def test_a_one_chunk_run_shows_its_steps_in_one_unit_with_the_same_numbers(monke
 
 
 def test_chunks_count_their_steps_too(monkeypatch):
-    monkeypatch.setattr(bars, "tqdm", Bar)
+    monkeypatch.setattr(bars, "_tqdm", lambda: Bar)
     Bar.made.clear()
     cfg = {**SMALL, "train": {**SMALL["train"], "chunk_conditions": 1}}  # two chunks, each in one call
     ts.run(cfg, progress=True)
