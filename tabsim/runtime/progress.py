@@ -41,7 +41,7 @@ def _tqdm():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=TqdmExperimentalWarning)
-        from tqdm.autonotebook import tqdm
+        from tqdm.autonotebook import tqdm  # lazy: as above
     return tqdm
 
 

@@ -75,12 +75,16 @@ def design_frame(d: Design, per: dict, outputs, skip_frozen: bool) -> pd.DataFra
     statics = [f for f in d.factors if f.kind == STATIC]
     traced = [f for f in d.factors if f.kind == TRACED]
     arm_f = next((f for f in d.factors if f.kind == ARM), None)
-    parts, arms_seen = [], []
+    parts, programs = [], []
     for static in static_combos(d):
         cfg = program_config(d, static)
         arms = list(cfg.arms.arms)
-        ran = list(run_config(cfg, skip_frozen=skip_frozen).arms.arms)
         keep = [arms.index(a) for a in arm_f.levels] if arm_f else list(range(len(arms)))
+        programs.append((static, cfg, arms, keep))
+    # the arm column's categories: every program's arms in their order of first appearance
+    all_arms = list(dict.fromkeys(arms[k] for _, _, arms, keep in programs for k in keep))
+    for static, cfg, arms, keep in programs:
+        ran = list(run_config(cfg, skip_frozen=skip_frozen).arms.arms)
         ev = cfg.train.eval_every or cfg.train.steps
         steps = np.arange(0, cfg.train.steps + 1, ev)
         tcombos = list(itertools.product(*(range(len(f.levels)) for f in traced)))
@@ -98,9 +102,8 @@ def design_frame(d: Design, per: dict, outputs, skip_frozen: bool) -> pd.DataFra
         if arm_f is not None:
             cols[arm_f.name] = np.asarray([arm_f.label(k) for k in range(A)], dtype=object)[ai]
         cols["seed"] = np.asarray(d.seeds, dtype=np.int64)[si]
-        arm_names = [arms[k] for k in keep]
-        arms_seen.append(arm_names)
-        cols["arm"] = np.asarray(arm_names, dtype=object)[ai]
+        codes = np.asarray([all_arms.index(arms[k]) for k in keep], dtype=np.int32)[ai]
+        cols["arm"] = pd.Categorical.from_codes(codes, categories=all_arms)  # from codes: no string per row
         cols["step"] = steps[ei]
         for m in metrics:
             cols[m] = arm_rows(outputs.gather(m, ids), arms, ran, keep).astype(np.float64).reshape(-1)
@@ -108,8 +111,6 @@ def design_frame(d: Design, per: dict, outputs, skip_frozen: bool) -> pd.DataFra
     frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     names = [f.name for f in d.factors]
     frame = frame[names + [c for c in frame.columns if c not in names]]
-    all_arms = list(dict.fromkeys(a for names_ in arms_seen for a in names_))  # their order of first appearance
-    frame["arm"] = pd.Categorical(frame["arm"], categories=all_arms)
     for f in statics:
         vals = [f.label(i) for i in range(len(f.levels))]
         if all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) for x in vals):
