@@ -155,11 +155,18 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
     # waits for the figures (Parquet's encoding releases the GIL; nothing here changes a frame once built)
     with ThreadPoolExecutor(1, thread_name_prefix="tabsim-data") as writer:
         data = writer.submit(_write_data, dest / "data", frames, fmt)
+        early = []  # the per-seed partition, the largest table, is written as soon as it is computed
+
+        def on_section(name: str, part: dict) -> None:
+            if name == "prior_sweep":
+                early.append(writer.submit(_write_data, dest / "tables", {"partition_seeds": part["sweep_seeds"]},
+                                           "csv"))
+            if pool is not None:
+                figures(part, dest, pool, which=(name,), formats=formats)
+
         with clock.timed("statistics"):
             warm.join()
-            draw = ((lambda name, part: figures(part, dest, pool, which=(name,), formats=formats))
-                    if pool is not None else None)
-            a = analyze(frames, s, cfg, on_section=draw)
+            a = analyze(frames, s, cfg, on_section=on_section)
             cmp = compare_with_paper(a, s)
             reasons = difference_reasons(cmp, a, s, cfg)
         t_stats = time.perf_counter() - t0
@@ -171,8 +178,7 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
             "gate_pilot": a["gate_pilot"], "gate_stability": a["gate_stability"], "families": a["families_summary"],
             "verdicts": a["verdicts"], "power_curve": a["power_curve"], "paper_comparison": cmp,
             "paper_comparison_every_point": compare_every_point(a, s), "power_mde": a["power_mde"],
-            "partition_seeds": a["sweep_seeds"],
-        }
+        }  # and partition_seeds (a["sweep_seeds"]), written above
         written = writer.submit(_write_data, dest / "tables", tables, "csv")
         with clock.timed("figures"):
             # in the order of FIGURES whatever order the statistics reached them in
@@ -180,8 +186,8 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
         if pool is not None:
             say(f"[{time.perf_counter() - t0:5.1f}s] figures written")
         with clock.timed("publish"):
-            data.result()
-            written.result()
+            for job in (data, *early, written):
+                job.result()
     wall = time.perf_counter() - t0
     t_written = time.perf_counter()
     prov = provenance(command="tabsim reproduce", wall_seconds=round(wall, 3), seconds_training=round(t_train, 3),
