@@ -17,3 +17,32 @@ def resample_indices(rng: np.random.Generator, n: int, size) -> np.ndarray:
     """``rng.integers(0, n, size=size)``: the same values, ``int32`` where ``n`` allows, and the generator
     left in the same state."""
     return rng.integers(0, n, size=size, dtype=np.int32 if n < INT32_BELOW else np.int64)
+
+
+GATHER_ROWS = 64  # resamples gathered at once by resampled_sums: a block that stays in the caches
+
+
+def resampled_sums(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``values[idx].sum(axis=1)`` for 1-D ``values`` and 2-D ``idx``, the same bits, gathered
+    :data:`GATHER_ROWS` resamples at a time into one reused buffer instead of one ``idx``-sized array of
+    fresh memory (each row is summed exactly as in the whole array: numpy sums a row on its own)."""
+    values = np.asarray(values)
+    if values.dtype != np.float64 or idx.ndim != 2:
+        return values[idx].sum(axis=1)
+    n_rows, width = idx.shape
+    out = np.empty(n_rows, dtype=values.dtype)
+    buf = np.empty((min(GATHER_ROWS, n_rows), width), dtype=values.dtype)
+    for r0 in range(0, n_rows, GATHER_ROWS):
+        m = min(GATHER_ROWS, n_rows - r0)
+        np.take(values, idx[r0:r0 + m], out=buf[:m])
+        np.sum(buf[:m], axis=1, out=out[r0:r0 + m])
+    return out
+
+
+def resampled_means(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``values[idx].mean(axis=1)``, the same bits, by :func:`resampled_sums` (float64 values: numpy's mean is
+    the sum divided by the count)."""
+    values = np.asarray(values)
+    if values.dtype != np.float64 or idx.ndim != 2:
+        return values[idx].mean(axis=1)
+    return resampled_sums(values, idx) / idx.shape[1]

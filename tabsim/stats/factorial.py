@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tabsim.stats import checks as v
-from tabsim.stats.draws import resample_indices
+from tabsim.stats.draws import resample_indices, resampled_sums
 from tabsim.stats.effects import balanced_fit, effect_matrix, holm, is_balanced_two_level
 from tabsim.stats.terms import native, quote, readable_term
 
@@ -324,7 +324,7 @@ def _resampled_coefficients(result: FactorialResult, n_resamples: int, rng) -> n
     if all(np.all(X[m] == X[m[:1]]) for m in groups):
         pinv = np.linalg.pinv(X)
         weights = np.stack([pinv[:, m[0]] for m in groups], axis=1)  # [p, cells]: equal columns within a cell
-        sums = np.stack([y[m][resample_indices(rng, m.size, (n_resamples, m.size))].sum(axis=1) for m in groups],
+        sums = np.stack([resampled_sums(y[m], resample_indices(rng, m.size, (n_resamples, m.size))) for m in groups],
                         axis=1)
         return sums @ weights.T
     idx = np.empty((n_resamples, y.size), dtype=np.int64)

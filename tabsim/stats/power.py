@@ -14,7 +14,7 @@ import pandas as pd
 
 from tabsim.stats import checks as v
 from tabsim.stats import dist
-from tabsim.stats.draws import resample_indices
+from tabsim.stats.draws import resample_indices, resampled_means
 
 POWER_METHODS = ("t", "percentile")
 
@@ -29,7 +29,7 @@ def _intervals(samples: np.ndarray, level: float, method: str, n_resamples: int,
     alpha = 1.0 - level
     lo, hi = np.empty(s), np.empty(s)
     for i in range(s):
-        boot = samples[i][resample_indices(rng, n, (n_resamples, n))].mean(axis=1)
+        boot = resampled_means(samples[i], resample_indices(rng, n, (n_resamples, n)))
         lo[i], hi[i] = np.quantile(boot, [alpha / 2.0, 1.0 - alpha / 2.0])
     return lo, hi
 

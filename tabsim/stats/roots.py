@@ -7,7 +7,7 @@ from typing import Optional
 
 import numpy as np
 
-from tabsim.stats.draws import resample_indices
+from tabsim.stats.draws import resample_indices, resampled_means
 
 
 def first_roots(grid: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +53,7 @@ def resampled_roots(grid: np.ndarray, per_prior: list, n_resamples: int, rng, pa
             boot[r0:r0 + m] = counts.astype(float) @ values
         boot /= n
     else:
-        boot = np.stack([x[resample_indices(rng, x.size, (n_resamples, x.size))].mean(axis=1) for x in per_prior],
+        boot = np.stack([resampled_means(x, resample_indices(rng, x.size, (n_resamples, x.size))) for x in per_prior],
                         axis=1)
     roots, has = first_roots(grid, boot)
     return roots, has, boot
