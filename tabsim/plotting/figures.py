@@ -12,6 +12,9 @@ from tabsim.plotting.palette import ARM_STYLES, color_of
 from tabsim.plotting.formats import figure_formats
 
 
+SAVE_DPI = 130  # the resolution every figure file is written at
+
+
 def save_figure(fig, path_stem: str | Path, formats=None) -> list[Path]:
     """Save ``fig`` as ``<stem>.png`` (and ``.pdf`` / ``.svg`` when asked: ``formats`` or
     ``$TABSIM_FIGURE_FORMATS``, see :func:`figure_formats`), each atomically, and close it."""
@@ -19,7 +22,7 @@ def save_figure(fig, path_stem: str | Path, formats=None) -> list[Path]:
     out = []
     for ext in figure_formats(formats):
         buf = io.BytesIO()
-        fig.savefig(buf, format=ext, dpi=130, bbox_inches="tight")
+        fig.savefig(buf, format=ext, dpi=SAVE_DPI, bbox_inches="tight")
         out.append(atomic_write_bytes(stem.with_suffix(f".{ext}"), buf.getvalue()))
     plt.close(fig)
     return out
