@@ -63,8 +63,8 @@ def test_beta_draws_are_independent_per_element_and_reproducible():
         assert abs(np.corrcoef(half[:-1], half[1:])[0, 1]) < 4 / np.sqrt(N // 2)
 
 
-@pytest.mark.parametrize("seeds", [[0], [0, 1, 7], list(range(100, 612)), [2**32 - 1, 0, 5], (np.int64(3), 4, np.uint32(9)),
-                                   [True, 2], [2**32, 1], [-1, 3]])
+@pytest.mark.parametrize("seeds", [[0], [0, 1, 7], list(range(100, 612)), [2**32 - 1, 0, 5],
+                                   (np.int64(3), 4, np.uint32(9)), [True, 2], [2**32, 1], [-1, 3]])
 def test_seed_array_holds_each_seeds_words(seeds):
     """The array of many seeds at once is the per-seed words, row for row (including seeds outside
     ``[0, 2**32)``, whose words are those of their JAX key)."""

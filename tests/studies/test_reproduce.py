@@ -41,6 +41,9 @@ def test_reduced_reproduce_writes_every_promised_file(reduced):
     for name in ("partition_summary", "factorial_coefficients", "factorial_anova", "gate_pilot", "gate_stability",
                  "verdicts", "power_curve", "paper_comparison"):
         assert len(pd.read_csv(reduced / "tables" / f"{name}.csv")) > 0
+    seeds = pd.read_csv(reduced / "tables" / "partition_seeds.csv")  # written as soon as the prior sweep is computed
+    assert len(seeds) == SEEDS * len(SWEEP_PRIORS)
+    assert {"prior_strength", "seed", "d_null", "d_elicit", "d_rd"} <= set(seeds.columns)
     prov = json.loads((reduced / "provenance.json").read_text())
     assert prov["n_programs"] == 1 and prov["config_hash"] and "jax" in prov
     assert json.loads((reduced / "config.json").read_text())["settings"]["seeds"] == SEEDS
@@ -144,6 +147,19 @@ def test_the_statistics_are_the_same_whichever_thread_finishes_first(reduced, mo
             pd.testing.assert_frame_equal(first[key], last[key], check_exact=True)
     cmp = run.compare_with_paper(first, s)
     assert summary_json(first, cmp, s) == summary_json(last, cmp, s)
+
+
+def test_the_per_seed_table_is_written_when_the_sweep_is_never_reported(reduced, tmp_path, monkeypatch):
+    """The per-seed partition is written when the prior sweep's section is reported; an analysis that reports
+    no section still gets it, with the other tables, and the same bytes."""
+    real = run.analyze
+    monkeypatch.setattr(run, "analyze", lambda frames, s, cfg, on_section=None: real(frames, s, cfg))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["reproduce", "--out", str(out), "--seeds", str(SEEDS), "--steps", str(STEPS), "-q",
+                                  "--no-figure"])
+    assert r.exit_code == 0, r.output + repr(r.exception)
+    name = "tables/partition_seeds.csv"
+    assert (out / name).read_bytes() == (reduced / name).read_bytes()
 
 
 def test_report_sets_tabsim_beside_the_paper(reduced):

@@ -178,7 +178,9 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
             "gate_pilot": a["gate_pilot"], "gate_stability": a["gate_stability"], "families": a["families_summary"],
             "verdicts": a["verdicts"], "power_curve": a["power_curve"], "paper_comparison": cmp,
             "paper_comparison_every_point": compare_every_point(a, s), "power_mde": a["power_mde"],
-        }  # and partition_seeds (a["sweep_seeds"]), written above
+        }
+        if not early:  # written above as soon as the prior sweep was reported, else here
+            tables["partition_seeds"] = a["sweep_seeds"]
         written = writer.submit(_write_data, dest / "tables", tables, "csv")
         with clock.timed("figures"):
             # in the order of FIGURES whatever order the statistics reached them in
