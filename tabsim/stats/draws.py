@@ -27,7 +27,7 @@ def resampled_sums(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     :data:`GATHER_ROWS` resamples at a time into one reused buffer instead of one ``idx``-sized array of
     fresh memory (each row is summed exactly as in the whole array: numpy sums a row on its own)."""
     values = np.asarray(values)
-    if values.dtype != np.float64 or idx.ndim != 2:
+    if not _in_blocks(values, idx):
         return values[idx].sum(axis=1)
     n_rows, width = idx.shape
     out = np.empty(n_rows, dtype=values.dtype)
@@ -43,6 +43,12 @@ def resampled_means(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``values[idx].mean(axis=1)``, the same bits, by :func:`resampled_sums` (float64 values: numpy's mean is
     the sum divided by the count)."""
     values = np.asarray(values)
-    if values.dtype != np.float64 or idx.ndim != 2:
+    if not _in_blocks(values, idx):
         return values[idx].mean(axis=1)
     return resampled_sums(values, idx) / idx.shape[1]
+
+
+def _in_blocks(values: np.ndarray, idx: np.ndarray) -> bool:
+    """Whether the block-wise gather applies: float64 values (other types are summed, and averaged, in other
+    types by numpy) and a 2-D index."""
+    return values.dtype == np.float64 and idx.ndim == 2
