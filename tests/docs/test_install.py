@@ -2,6 +2,7 @@
 version is written once; the sdist and wheel build, and the wheel installs and runs in a fresh virtualenv."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 import tabsim
 
@@ -37,6 +39,38 @@ def test_every_extra_the_docs_name_exists():
     assert {"dask", "notebook", "test"} <= named
 
 
+def _floor(requirement: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in requirement.split(">=", 1)[1].split(".") if x.isdigit())
+
+
+def test_release_metadata_and_citation():
+    """The metadata a release shows (an SPDX license with its file, authors, classifiers, links) in the form
+    setuptools builds without deprecation, and a citation file that cites this version and the reference
+    study."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        pyproject = tomllib.load(f)
+    project = pyproject["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert project["authors"] and all(a.get("name") for a in project["authors"])
+    classifiers = project["classifiers"]
+    assert "Intended Audience :: Science/Research" in classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")], "PEP 639: the license expression says it"
+    assert project["urls"] and all(url.startswith("https://") for url in project["urls"].values())
+    # setuptools reads an SPDX string and license-files from 77.0.3 on; the test extra builds with the same floor
+    backend = next(r for r in pyproject["build-system"]["requires"] if r.startswith("setuptools"))
+    extra = next(r for r in project["optional-dependencies"]["test"] if r.startswith("setuptools"))
+    assert _floor(backend) >= (77, 0, 3) and _floor(extra) == _floor(backend), (backend, extra)
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "software" and cff["license"] == project["license"]
+    assert cff["version"] == tabsim.__version__
+    assert isinstance(cff["date-released"], datetime.date)  # YAML reads an ISO date as a date, not a string
+    (study,) = [r for r in cff["references"] if "2606.05932" in r.get("url", "")]
+    assert study["title"] and study["authors"] and study["year"] == 2026
+    assert "arXiv:2606.05932" in [i["value"] for i in study["identifiers"]]
+
+
 # -- a package that installs like a release ------------------------------------------------------------------
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "CITATION.cff", "tabsim")
 TWO_STEPS = ["run", "CONFIG", "--set", "train.steps=2", "--set", "train.eval_every=1", "--seeds", "2", "-q", "--json",
@@ -44,7 +78,9 @@ TWO_STEPS = ["run", "CONFIG", "--set", "train.steps=2", "--set", "train.eval_eve
 
 
 def _build(tmp_path, *, isolated: bool):
-    """The sdist and the wheel built from it (``python -m build``), from a copy of the sources."""
+    """The sdist and the wheel built from it (``python -m build``), from a copy of the sources. Built here
+    (not isolated), every warning is an error: a metadata form setuptools deprecates fails this build before
+    it fails a release."""
     src = tmp_path / "src"
     src.mkdir()
     for name in SOURCES:
@@ -53,8 +89,13 @@ def _build(tmp_path, *, isolated: bool):
         else:
             shutil.copy(ROOT / name, src / name)
     flags = [] if isolated else ["--no-isolation"]  # the build-system's requirements are in the test extra
-    subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path / "dist"), *flags, str(src)], check=True,
-                   capture_output=True, text=True)
+    env = None if isolated else {**os.environ, "PYTHONWARNINGS": "error"}  # reaches the build backend
+    got = subprocess.run([sys.executable, "-m", "build", "--outdir", str(tmp_path / "dist"), *flags, str(src)],
+                         capture_output=True, text=True, env=env)
+    assert got.returncode == 0, (got.stdout + got.stderr)[-3000:]
+    if not isolated:
+        warned = [ln for ln in (got.stdout + got.stderr).splitlines() if "Warning" in ln or "WARNING" in ln]
+        assert not warned, warned
     (sdist,), (wheel,) = (tmp_path / "dist").glob("*.tar.gz"), (tmp_path / "dist").glob("*.whl")
     return sdist, wheel
 
@@ -91,6 +132,8 @@ def test_wheel_holds_every_module_and_runs_from_a_fresh_virtualenv(tmp_path):
         meta = z.read(f"tabsim-{tabsim.__version__}.dist-info/METADATA").decode()
     assert package - names == set(), "files of the package missing from the wheel"
     assert f"Version: {tabsim.__version__}" in meta
+    assert "License-Expression: MIT" in meta.splitlines() and "License-File: LICENSE" in meta.splitlines()
+    assert f"tabsim-{tabsim.__version__}.dist-info/licenses/LICENSE" in names
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
