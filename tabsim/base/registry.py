@@ -7,6 +7,7 @@ one-line message, :func:`unknown`.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 
 
 def suggest(name, allowed) -> str:
@@ -27,7 +28,11 @@ class UnknownName(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-class Registry(dict):
+class ReadOnly(TypeError):
+    """A registry written to other than through ``register``."""
+
+
+class Registry(Mapping):
     """Components of one ``kind`` (the config field that names them: ``"estimator"``, ``"env"``) by name, in
     the order they were registered.
 
@@ -35,8 +40,10 @@ class Registry(dict):
     naming the kind and the allowed names, for a name never registered. A name taken by one of tabsim's own
     components is refused; a name a user registered is replaced when registered again (a notebook cell run
     twice), and :meth:`version` counts its registrations, so the programs compiled for the earlier one are
-    not reused (:func:`tabsim.config.static.static_key`).
-    A registry is a ``dict``, so ``name in reg``, ``sorted(reg)`` and ``dict(reg)`` work as for one.
+    not reused (:func:`tabsim.config.static.static_key`); :meth:`unregister` removes a user's name.
+    A registry is a read-only mapping: ``name in reg``, ``sorted(reg)`` and ``dict(reg)`` work as for a
+    ``dict``, and writing to it any other way (``reg[name] = f``, ``del reg[name]``, ``update``, ``pop``,
+    ``|=``, ...) raises :class:`ReadOnly`, pointing to ``register``.
 
     Example::
 
@@ -47,10 +54,28 @@ class Registry(dict):
     """
 
     def __init__(self, kind: str, own: str = "tabsim."):
-        super().__init__()
         self.kind, self.own = kind, own
+        self._items: dict[str, object] = {}
         self._meta: dict[str, dict] = {}
         self._versions: dict[str, int] = {}
+
+    def __getitem__(self, name):
+        try:
+            return self._items[name]
+        except (KeyError, TypeError):  # TypeError: an unhashable name
+            raise UnknownName(unknown(self.kind, name, self._items)) from None
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name) -> bool:
+        try:
+            return name in self._items
+        except TypeError:
+            return False
 
     def is_own(self, name: str) -> bool:
         """Whether ``name`` is one of the package's own components (defined in a module under ``own``)."""
@@ -65,29 +90,39 @@ class Registry(dict):
                              f"under another name (taken: {', '.join(self)})")
 
         def deco(obj):
-            self[name] = obj
+            self._items[name] = obj
             self._meta[name] = dict(meta)
             self._versions[name] = self._versions.get(name, 0) + 1
             return obj
 
         return deco
 
+    def unregister(self, name: str) -> None:
+        """Remove a name a user registered (tabsim's own are refused); its registration count is kept, so a
+        later registration under the name is not answered by the programs compiled for this one."""
+        if self.is_own(name):  # an unknown name raises UnknownName
+            raise ValueError(f"{self.kind} {name!r} is one of tabsim's own and cannot be unregistered")
+        del self._items[name], self._meta[name]
+
     def version(self, name: str) -> int:
-        """How many times ``name`` was registered (a name only set as a dict entry counts 0)."""
+        """How many times ``name`` was registered."""
         self[name]  # an unknown name raises UnknownName
         return self._versions.get(name, 0)
 
     def names(self) -> tuple[str, ...]:
         """The registered names, in registration order."""
-        return tuple(self)
+        return tuple(self._items)
 
     def meta(self, name: str) -> dict:
-        """The keywords ``name`` was registered with (``{}`` for one only set as a dict entry)."""
+        """The keywords ``name`` was registered with."""
         self[name]  # an unknown name raises UnknownName
         return dict(self._meta.get(name, {}))
 
-    def __missing__(self, name):
-        raise UnknownName(unknown(self.kind, name, self))
+    def _read_only(self, *args, **kwargs):
+        raise ReadOnly(f"the {self.kind} registry is read-only; add or replace a component with "
+                       f"`@register_{self.kind}(name)` (`.register(name)`), remove yours with `.unregister(name)`")
+
+    __setitem__ = __delitem__ = __ior__ = update = pop = popitem = setdefault = clear = _read_only
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {', '.join(self)})"

@@ -2,6 +2,9 @@
 counted, an unknown one named."""
 from __future__ import annotations
 
+import re
+import warnings
+
 import pytest
 
 from tabsim.base.registry import Registry, UnknownName
@@ -57,7 +60,7 @@ def test_an_estimator_registered_again_runs_its_new_code_not_the_earlier_program
         assert not np.array_equal(finals[0], finals[1])  # a zero advantage never moves the policy
         assert static_key(ts.resolve({"preset": "paper"}))[-1] != "user"  # tabsim's own: the key is unchanged
     finally:
-        algos.ESTIMATORS.pop("rescaled_grpo", None)
+        algos.ESTIMATORS.unregister("rescaled_grpo")
 
 
 def test_an_unknown_name_is_a_key_error_and_a_value_error_naming_kind_and_allowed_names():
@@ -94,3 +97,124 @@ def test_the_clipped_keyword_of_a_surrogate_is_kept():
 
     assert {n for n in algos.SURROGATES if not algos.SURROGATES.meta(n)["clipped"]} == {
         "cispo", "sapo", "importance", "reinforce"}
+
+
+# -- a registry is written only through register ----------------------------------------------------------
+WRITES = {"item": lambda r: r.__setitem__("grpo", len), "del": lambda r: r.__delitem__(next(iter(r))),
+          "update": lambda r: r.update({"x": len}), "pop": lambda r: r.pop(next(iter(r))),
+          "setdefault": lambda r: r.setdefault("x", len), "clear": lambda r: r.clear(), "popitem": lambda r: r.popitem()}
+
+
+def _ior(reg):
+    reg |= {"x": len}
+
+
+def test_every_engine_registry_refuses_a_write_other_than_register_with_one_line_pointing_to_it():
+    """``ESTIMATORS["grpo"] = f`` used to replace the built-in silently; every write but ``register`` is refused."""
+    from tabsim.base.registry import ReadOnly
+    from tabsim.sim import algos
+    from tabsim.sim.envs import ENVS
+
+    for reg in (algos.ESTIMATORS, algos.RATIOS, algos.SURROGATES, algos.AGGREGATIONS, algos.KL_ESTIMATORS, ENVS):
+        before = dict(reg)
+        for what, write in {**WRITES, "|=": _ior}.items():
+            with pytest.raises(TypeError, match=rf"^the {reg.kind} registry is read-only; .*`@register_{reg.kind}\(name\)`") as err:
+                write(reg)
+            assert isinstance(err.value, ReadOnly) and "\n" not in str(err.value), (reg.kind, what)
+        assert dict(reg) == before and list(reg) == list(before), reg.kind
+        assert next(iter(reg)) in reg and sorted(reg) == sorted(before) and len(reg) == len(before)
+    with pytest.raises(TypeError):
+        algos.TOKEN_RETURNS["reinforce_pp"] = len
+
+
+def test_a_users_name_can_be_unregistered_and_registered_again_but_not_an_own_one():
+    reg = _fruit()
+    reg.unregister("apple")
+    assert "apple" not in reg and reg.names() == ("pear", "fig")
+    reg.register("apple")("RED")
+    assert reg["apple"] == "RED" and reg.version("apple") == 2  # the count goes on: no earlier program is reused
+    own = Registry("tool", own="builtins")
+    own.register("size")(len)
+    with pytest.raises(ValueError, match="tool 'size' is one of tabsim's own and cannot be unregistered"):
+        own.unregister("size")
+    with pytest.raises(KeyError, match="unknown fruit 'plum'"):
+        reg.unregister("plum")
+
+
+# -- what a user's estimator returns is checked where it enters ------------------------------------------
+def _adv(name, rewards, **hp):
+    """``advantages`` of estimator ``name`` in a compiled function, the hyperparameters traced as in the engine."""
+    import jax
+    import jax.numpy as jnp
+
+    import tabsim as ts
+    from tabsim.sim import algos
+
+    spec = algos.AlgoSpec(estimator=name)
+    r = jnp.asarray(rewards, jnp.float32)
+    fn = jax.jit(lambda r, hp: algos.advantages(spec, r, lengths=jnp.ones(r.shape, jnp.int32),
+                                                valid=jnp.ones(r.shape[:1], r.dtype), hp=hp))
+    return fn(r, ts.Hyper(**hp))
+
+
+@pytest.fixture
+def user_estimator():
+    from tabsim.sim import algos
+
+    names = []
+
+    def register(name, fn):
+        names.append(name)
+        return algos.register_estimator(name)(fn)
+
+    yield register
+    for name in names:
+        algos.ESTIMATORS.unregister(name)
+
+
+REWARDS = [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0]]
+
+
+@pytest.mark.parametrize("out, shape", [(lambda r: r.mean(-1, keepdims=True), "(2, 1)"),
+                                        (lambda r: r.reshape(-1), "(8,)"),
+                                        (lambda r: (r > 0.5).astype("int32"), "(2, 4), dtype int32"),
+                                        (lambda r: None, None)])
+def test_an_estimators_output_of_another_shape_or_dtype_is_refused_naming_it_and_the_contract(user_estimator, out,
+                                                                                              shape):
+    """A ``[B, 1]`` output used to broadcast silently over the answers, and a ``[B G]`` one failed deep in the loss."""
+    user_estimator("odd_shape", lambda rewards, **kw: out(rewards))
+    got = "NoneType, not an array" if shape is None else f"shape {shape}"
+    with pytest.raises(ValueError, match=rf"^estimator 'odd_shape' returned (advantages of )?{re.escape(got)}.*"
+                                         rf"shape \[B, G\] = \(2, 4\), dtype float32"):
+        _adv("odd_shape", REWARDS)
+
+
+def test_an_estimator_not_finite_on_a_homogeneous_group_is_refused_when_first_traced(user_estimator):
+    """A z-score with no epsilon divides 0 by 0 on a group whose answers all score alike; it used to train on."""
+    import jax.numpy as jnp
+
+    def no_eps(rewards, **kw):
+        c = rewards - rewards.mean(-1, keepdims=True)
+        return c / jnp.sqrt((c**2).mean(-1, keepdims=True))
+
+    user_estimator("no_eps", no_eps)
+    with pytest.raises(ValueError) as err:
+        _adv("no_eps", REWARDS)
+    assert str(err.value).splitlines()[0] == ("estimator 'no_eps' returned 8 non-finite advantages on the probe groups "
+                                              "all wrong, all right (G = 4, default hyperparameters); advantages must "
+                                              "be finite")  # (JAX adds lines about its traceback below the message)
+
+
+def test_a_non_finite_advantage_of_a_users_estimator_in_a_run_is_warned_and_a_finite_one_is_not(user_estimator):
+    """Finite on the probe (default epsilon), NaN with the run's ``std_eps = 0``: flagged from the compiled program."""
+    import jax.numpy as jnp
+
+    user_estimator("nan_without_eps", lambda rewards, *, hp, **kw: jnp.where(hp.std_eps == 0, jnp.nan, rewards - 0.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jnp.isfinite(_adv("nan_without_eps", REWARDS, std_eps=1e-8)).all()
+    with pytest.warns(RuntimeWarning, match=r"estimator 'nan_without_eps' returned 8 non-finite advantages of 8 in "
+                                            r"one batch"):
+        adv = _adv("nan_without_eps", REWARDS, std_eps=0.0)
+        adv.block_until_ready()
+    assert jnp.isnan(adv).all()

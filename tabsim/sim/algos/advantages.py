@@ -20,6 +20,8 @@ Register a new estimator with :func:`register_estimator`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Callable
 
 import jax
@@ -130,7 +132,7 @@ def reinforce_pp_token_returns(rewards, kl_penalty, *, mask, valid):
 
 
 # estimators whose advantage with the KL in the reward is per token: ``fn(rewards, kl_penalty, mask=, valid=)``
-TOKEN_RETURNS: dict[str, Callable] = {"reinforce_pp": reinforce_pp_token_returns}
+TOKEN_RETURNS: Mapping[str, Callable] = MappingProxyType({"reinforce_pp": reinforce_pp_token_returns})
 
 
 @register_estimator("reinforce_pp_baseline")

@@ -3,9 +3,11 @@ surrogate with its KL and entropy terms (:func:`policy_loss`)."""
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from tabsim.sim.ops import UNROLL, take_last, take_rows, weighted_counts
 from tabsim.sim.algos.advantages import ESTIMATORS
@@ -17,8 +19,84 @@ from tabsim.sim.algos.surrogates import SURROGATES, clip_fraction
 
 
 def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp):
-    """Advantages ``[B, G]`` from the named estimator."""
-    return ESTIMATORS[spec.estimator](rewards, lengths=lengths, valid=valid, hp=hp)
+    """Advantages ``[B, G]`` from the named estimator, checked where they leave it.
+
+    Every estimator's output must have the rewards' shape ``[B, G]`` and float dtype (checked when the
+    program is traced, so at no cost to it). An estimator a user registered is also called once, when
+    traced, on a probe batch (see :func:`probe_estimator`), and a non-finite advantage there is refused;
+    in the compiled program its advantages are counted for non-finite values, and a batch with any
+    raises a ``RuntimeWarning`` naming the estimator (:func:`flag_nonfinite`). tabsim's own estimators
+    are finite by construction and their programs are unchanged.
+    """
+    name = spec.estimator
+    adv = ESTIMATORS[name](rewards, lengths=lengths, valid=valid, hp=hp)
+    check_advantages(name, adv, rewards)
+    if ESTIMATORS.is_own(name):
+        return adv
+    probe_estimator(name, rewards.shape[-1], rewards.dtype, lengths.dtype)
+    return flag_nonfinite(name, adv)
+
+
+def check_advantages(name: str, adv, rewards) -> None:
+    """Refuse an estimator's output that is not a float array of the rewards' shape ``[B, G]`` (one line)."""
+    shape, dtype = getattr(adv, "shape", None), getattr(adv, "dtype", None)
+    if shape is None or dtype is None:
+        raise ValueError(f"estimator {name!r} returned {type(adv).__name__}, not an array; an estimator returns "
+                         f"advantages of shape [B, G] = {tuple(rewards.shape)}, dtype {rewards.dtype}")
+    if tuple(shape) != tuple(rewards.shape) or dtype != rewards.dtype:
+        raise ValueError(f"estimator {name!r} returned advantages of shape {tuple(shape)}, dtype {dtype}; an "
+                         f"estimator returns one per answer, shape [B, G] = {tuple(rewards.shape)}, dtype "
+                         f"{rewards.dtype} (the rewards')")
+
+
+PROBE_GROUPS = ("all wrong", "all right", "one right", "half right")  # the rows of probe_rewards
+
+
+def probe_rewards(G: int, dtype):
+    """``[4, G]`` 0/1 rewards (NumPy) that cover the cases an estimator must handle: a group all wrong, one all
+    right, one with a single success and one half right (the homogeneous groups are where a std divides
+    0 by 0)."""
+    r = np.zeros((4, G))
+    r[1] = 1.0
+    r[2, 0] = 1.0
+    r[3, : max(G // 2, 1)] = 1.0
+    return r.astype(dtype)
+
+
+def probe_estimator(name: str, G: int, dtype, lengths_dtype) -> None:
+    """Call estimator ``name`` on :func:`probe_rewards` with one-token answers, every group kept and the
+    default hyperparameters (eagerly, also while a program is traced); refuse a non-finite advantage."""
+    from tabsim.sim.params import Hyper  # (the params module imports the algorithms' registries)
+
+    r = probe_rewards(G, dtype)
+    with jax.ensure_compile_time_eval():
+        adv = ESTIMATORS[name](jnp.asarray(r), lengths=jnp.ones(r.shape, lengths_dtype),
+                               valid=jnp.ones(r.shape[:1], dtype), hp=Hyper())
+        check_advantages(name, adv, r)
+        bad = ~np.isfinite(np.asarray(adv))
+    if bad.any():
+        groups = ", ".join(PROBE_GROUPS[b] for b in np.flatnonzero(bad.any(-1)))
+        raise ValueError(f"estimator {name!r} returned {int(bad.sum())} non-finite advantages on the probe groups "
+                         f"{groups} (G = {G}, default hyperparameters); advantages must be finite")
+
+
+_WARNED: set = set()  # (estimator, registration) already warned about in this process
+
+
+def _warn_nonfinite(name, count, total):
+    key = (name, ESTIMATORS.version(name) if name in ESTIMATORS else 0)
+    if int(count) > 0 and key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(f"estimator {name!r} returned {int(count)} non-finite advantages of {int(total)} in one "
+                      f"batch; the policy it updates is no longer finite", RuntimeWarning, stacklevel=2)
+
+
+def flag_nonfinite(name: str, adv):
+    """``adv`` unchanged, with a host callback that warns (once per registration of ``name`` in a process)
+    when any of it is not finite (a user's estimator)."""
+    count = (~jnp.isfinite(adv)).sum()
+    jax.debug.callback(functools.partial(_warn_nonfinite, name), count, adv.size)
+    return adv
 
 
 def zero_variance(rewards):
