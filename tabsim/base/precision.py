@@ -11,6 +11,9 @@ is entered inside the traced function: a user's own JAX code keeps its own setti
 ``precision="float64"`` (:func:`scope`) runs a program in double precision: JAX's 64-bit mode is
 switched on for the tracing and the execution of that call only (a thread-local context), and the
 programs build their floating arrays with :func:`real`, the floating type of the program being traced.
+``"float32"`` switches it off in the same way, so a float32 program computes in float32 whatever the
+process says (``JAX_ENABLE_X64=1``, or ``jax.config.update("jax_enable_x64", True)`` in a notebook):
+the precision a result records is the one it was computed in.
 """
 from __future__ import annotations
 
@@ -51,31 +54,29 @@ def full(fn):
     return traced
 
 
-def _x64():
-    """JAX's 64-bit mode as a context manager: ``jax.enable_x64(True)`` (jax >= 0.7), else the older
-    ``jax.experimental.enable_x64()``."""
+def _x64(on: bool):
+    """JAX's 64-bit mode on or off (this thread) as a context manager: ``jax.enable_x64(on)`` (jax >= 0.7),
+    else the older ``jax.experimental.enable_x64()`` / ``disable_x64()``."""
     if hasattr(jax, "enable_x64"):
-        return jax.enable_x64(True)
+        return jax.enable_x64(on)
     from jax import experimental  # lazy: only older JAX lacks jax.enable_x64
 
-    return experimental.enable_x64()
+    return experimental.enable_x64() if on else experimental.disable_x64()
 
 
 @contextlib.contextmanager
 def scope(precision: str = DEFAULT):
     """Trace and run the programs called inside in ``precision`` (this thread only).
 
-    ``"float32"`` changes nothing; ``"float64"`` switches JAX's 64-bit mode on until the block ends
-    (its results stay float64 arrays afterwards)."""
-    if check(precision) == "float64":
-        with _x64():
-            yield
-    else:
+    ``"float64"`` switches JAX's 64-bit mode on until the block ends (its results stay float64 arrays
+    afterwards); ``"float32"`` switches it off, whatever the process's own setting (``JAX_ENABLE_X64``)."""
+    with _x64(check(precision) == "float64"):
         yield
 
 
 def real():
-    """The floating dtype of the program being traced: float64 inside ``scope("float64")``, else float32."""
+    """The floating dtype of the program being traced: float64 inside ``scope("float64")``, float32 inside
+    ``scope("float32")`` (outside a scope: the process's JAX setting)."""
     return jax.dtypes.canonicalize_dtype(np.float64)
 
 

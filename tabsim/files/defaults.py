@@ -144,3 +144,15 @@ def jax_compilation_cache_dir() -> str:
 def xla_flags() -> str:
     """``$XLA_FLAGS`` as this process started with them (they decide the bits a program computes)."""
     return os.environ.get("XLA_FLAGS", "")
+
+
+# JAX's variables that can change the numbers a program computes (JAX reads them when it loads; tabsim
+# neutralises what it can per program, e.g. JAX_ENABLE_X64 by tabsim.base.precision, and records them all)
+NUMERIC_JAX = ("JAX_ENABLE_X64", "JAX_DEFAULT_DTYPE_BITS", "JAX_DEFAULT_MATMUL_PRECISION", "JAX_DEFAULT_PRNG_IMPL",
+               "JAX_THREEFRY_PARTITIONABLE", "JAX_NUMPY_DTYPE_PROMOTION", "JAX_NUMPY_RANK_PROMOTION",
+               "JAX_DISABLE_JIT", "JAX_PLATFORMS", "JAX_PLATFORM_NAME", "XLA_FLAGS")
+
+
+def numeric_environment() -> dict[str, str]:
+    """The variables of :data:`NUMERIC_JAX` that are set in this process, as they are set."""
+    return {name: os.environ[name] for name in NUMERIC_JAX if name in os.environ}

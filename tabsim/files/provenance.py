@@ -1,7 +1,7 @@
-"""Provenance of a result: what computed it (tabsim, its dependencies' versions, the device and XLA's
-settings), from which code (the git commit of the working folder, and whether it had uncommitted
-changes; the package's own commit, and whether its code differs from it), on which command line, where
-and when."""
+"""Provenance of a result: what computed it (tabsim, its dependencies' versions, the device, XLA's
+settings and the variables of the environment that can change the numbers), from which code (the git
+commit of the working folder, and whether it had uncommitted changes; the package's own commit, and
+whether its code differs from it), on which command line, where and when."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -121,7 +121,9 @@ def versions() -> dict:
 
 def provenance(**extra) -> dict:
     """Versions, the working folder's git commit and dirty flag, the package's own commit (where it is a
-    checkout), the command line, ``XLA_FLAGS``, the platform and UTC time, plus ``extra``.
+    checkout), the command line, ``XLA_FLAGS`` and JAX's other variables that can change a result's numbers
+    (``environment``: :func:`tabsim.files.defaults.numeric_environment`), the platform and UTC time, plus
+    ``extra``.
 
     ``git_commit`` is the commit of the folder the run was started in (None outside a git checkout: the
     package's own commit is ``tabsim_commit``, never passed off as the user's); ``tabsim_dirty`` says
@@ -140,6 +142,7 @@ def provenance(**extra) -> dict:
         "versions": dict(versions()),
         "backend": jax.default_backend(),
         "xla_flags": defaults.xla_flags(),
+        "environment": defaults.numeric_environment(),
         "xla_options_dropped": xla.dropped(),
         "argv": list(sys.argv),
         "platform": platform.platform(),

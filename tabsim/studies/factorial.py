@@ -33,7 +33,7 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from tabsim.base import clock
+from tabsim.base import clock, precision
 from tabsim.config import Config
 from tabsim.files.provenance import provenance
 from tabsim.sim.params import stack_hypers
@@ -69,12 +69,14 @@ def unit_program(cfg: Config):
 
 
 def run_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
-    """Run one chunk; returns metric -> ``[n_real, A, E + 1]`` (units, arms, eval points)."""
+    """Run one chunk; returns metric -> ``[n_real, A, E + 1]`` (units, arms, eval points). Computed in float32
+    whatever the process's ``JAX_ENABLE_X64`` (:func:`tabsim.base.precision.scope`)."""
     cfg = Config.model_validate(chunk.config)
     program = unit_program(cfg)
-    seeds = seed_array(chunk.seeds)[:, None, :]
-    hp = jax.tree_util.tree_map(lambda x: x[:, None], stack_hypers(list(chunk.hypers)))
-    out = jax.device_get(call_program(("units", static_key(cfg)), program, seeds, hp))
+    with precision.scope():
+        seeds = seed_array(chunk.seeds)[:, None, :]
+        hp = jax.tree_util.tree_map(lambda x: x[:, None], stack_hypers(list(chunk.hypers)))
+        out = jax.device_get(call_program(("units", static_key(cfg)), program, seeds, hp))
     return {k: np.asarray(v)[: chunk.n_real, 0, 0] for k, v in out.items()}
 
 

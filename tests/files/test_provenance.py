@@ -83,3 +83,15 @@ def test_a_removed_working_folder_is_recorded_as_unknown(tmp_path, monkeypatch):
     gone.rmdir()
     prov = pv.provenance()
     assert prov["git_commit"] is None and prov["git_dirty"] is None
+
+
+def test_the_variables_that_can_change_the_numbers_are_recorded(tmp_path, monkeypatch):
+    """``JAX_ENABLE_X64=1`` and JAX's other numeric variables left no trace in ``provenance.json``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JAX_ENABLE_X64", "1")
+    monkeypatch.setenv("JAX_DEFAULT_MATMUL_PRECISION", "bfloat16")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "cache"))  # a machine path, no numbers
+    env = pv.provenance()["environment"]
+    assert env == {"JAX_ENABLE_X64": "1", "JAX_DEFAULT_MATMUL_PRECISION": "bfloat16",
+                   "XLA_FLAGS": "--xla_cpu_enable_fast_math=true"}
