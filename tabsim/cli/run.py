@@ -235,16 +235,19 @@ def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, ex
 @output_options
 @executor_options
 @track_options
-def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_figure, as_json, overwrite, resume,
+def run_cmd(config, overrides, preset, vary, arms, sets, multirun, out, fmt, seeds, steps, quiet, no_figure, as_json, overwrite, resume,
             executor, workers, scheduler, track, track_dir, dry_run):
     """Run the study described by CONFIG (a TOML, YAML or a run's config.json file).
 
     Writes a tidy results frame, the resolved config, provenance and a figure of pass@1 per arm
     (against step, one panel per condition; final pass@1 against a swept factor beyond 8 conditions).
+    KEY=VALUE arguments override the file's values (as --set); with --multirun a comma list,
+    range(start,stop[,step]) or glob(PATTERN) sweeps the field (as --vary).
 
     \b
     Example:
       tabsim run experiments/configs/paper_sweep.toml --out results/paper
+      tabsim run my_study.toml --multirun algo.lr=0.05,0.1 train.steps=100
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
@@ -261,7 +264,8 @@ def run_cmd(config, preset, vary, arms, sets, out, fmt, seeds, steps, quiet, no_
         data = read_config_file(config)
         refuse_reproduce_config(data, config)
         _note_seed(data, seeds)
-        cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps)
+        cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps,
+                           overrides=overrides, multirun=multirun)
         say("tabsim run: loading the engine (JAX)")
         _check(cfg)
     except ConfigError as err:
@@ -299,16 +303,20 @@ def _note_seed(data: dict, seeds_option) -> None:
 @output_options
 @executor_options
 @track_options
-def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, no_figure, as_json, overwrite, resume,
+def sweep_cmd(config, overrides, preset, vary, arms, sets, multirun, seeds, steps, out, fmt, quiet, no_figure, as_json, overwrite, resume,
               executor, workers, scheduler, track, track_dir, dry_run):
     """Sweep numeric fields of a preset without writing a config file.
 
     Without --vary (and no sweep in --config) it sweeps prior_strength=0.2,0.35,0.5,0.65,0.8; without
     --preset (and no preset in --config) it starts from paper.
 
+    KEY=VALUE arguments, Hydra style: one value sets the field, a comma list, range(start,stop[,step]) or
+    glob(PATTERN) sweeps it (algo.lr=0.05,0.1 is --vary algo.lr=0.05,0.1).
+
     \b
     Example (the reference prior sweep):
       tabsim sweep --preset paper --vary prior_strength=0.2,0.35,0.5,0.65,0.8 --out results/prior
+      tabsim sweep task.prior_strength='range(0.2,0.9,0.15)' algo.estimator='glob(*grpo*)' train.steps=50
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
     check_out(out)
@@ -329,7 +337,8 @@ def sweep_cmd(config, preset, vary, arms, sets, seeds, steps, out, fmt, quiet, n
     _note_seed(data, seeds)
     try:
         cfg = build_config(data, preset=preset, vary=vary, arms=arms, sets=sets, seeds=seeds, steps=steps,
-                           default_preset="paper", default_sweep=DEFAULT_SWEEP)
+                           default_preset="paper", default_sweep=DEFAULT_SWEEP, overrides=overrides,
+                           multirun=True, command="tabsim sweep")
         say("tabsim sweep: loading the engine (JAX)")
         _check(cfg)
     except ConfigError as err:

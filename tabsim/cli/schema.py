@@ -16,13 +16,58 @@ ENUMS = {("algo", "estimator"): choices.ESTIMATORS, ("algo", "ratio"): choices.R
          ("algo", "kl"): choices.KL_ESTIMATORS, ("algo", "kl_placement"): choices.KL_PLACEMENTS,
          ("algo", "optimizer"): choices.OPTIMIZERS, ("train", "rng"): choices.RNGS}
 # A sweep's levels: numbers for numeric fields, names, whole numbers or true/false for static ones, and a
-# table per section (`[sweep.task]`); tabsim checks each level against its field when the file is read.
+# table per section (`[sweep.task]`); each level is checked as a value of its field, and a name that is no
+# field a sweep varies is refused (an editor marks `lrr` or a level "nope" of prior_strength).
 _LEVEL = {"type": ["number", "string", "boolean"]}
-SWEEP = {"type": "object", "title": "Sweep",
-         "description": "field (dotted for a static one, e.g. task.n_prompts) -> its levels; or a table per section",
-         "additionalProperties": {"anyOf": [{"type": "array", "items": _LEVEL, "minItems": 1},
-                                            {"type": "object", "additionalProperties": {
-                                                "type": "array", "items": _LEVEL, "minItems": 1}}]}}
+_KEEP = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _levels(item: dict) -> dict:
+    return {"type": "array", "items": item, "minItems": 1, "uniqueItems": True}
+
+
+def _level_of(prop: dict, traced: bool) -> dict | None:
+    """The schema of one level of a field whose own schema is ``prop`` (None: the field cannot be swept)."""
+    if "anyOf" in prop:  # number or null: a level is a number
+        prop = next((p for p in prop["anyOf"] if p.get("type") in ("number", "integer")), {})
+    kind = prop.get("type")
+    if kind in ("array", "object", None):
+        return None
+    if traced and kind in ("boolean", "integer") and set(prop.get("enum", [0, 1])) <= {0, 1}:
+        return {"enum": [0, 1]}  # the switches filter and std_ddof: levels 0 and 1
+    return {k: v for k, v in prop.items() if k in _KEEP}
+
+
+def sweep_schema(defs: dict, sections: dict) -> dict:
+    """The ``sweep`` table: each field a sweep varies (numeric ones bare or dotted, static ones dotted,
+    ``preset``, ``task.tree.*``) with its levels checked as values of the field, as a dotted name or in a
+    table per section; nothing else."""
+    from tabsim.base.choices import TREE_FIELDS
+    from tabsim.config import SWEEPABLE
+    from tabsim.runtime.grouping import NOT_SWEPT
+
+    flat: dict = {"preset": _levels({"enum": list(PRESETS)})}
+    tables: dict = {}
+    for section, ref in sections.items():
+        table: dict = {}
+        for field, prop in defs[ref]["properties"].items():
+            traced = SWEEPABLE.get(field) == (section, field)
+            item = _level_of(prop, traced)
+            if item is None or f"{section}.{field}" in NOT_SWEPT:
+                continue
+            table[field] = _levels(item)
+            flat[f"{section}.{field}"] = table[field]
+            if traced:
+                flat[field] = table[field]
+        if section == "task":
+            tree = {f: _levels(_LEVEL) for f in TREE_FIELDS}
+            flat.update({f"task.tree.{f}": v for f, v in tree.items()})
+            table["tree"] = {"type": "object", "properties": tree, "additionalProperties": False}
+        tables[section] = {"type": "object", "properties": table, "additionalProperties": False}
+    return {"type": "object", "title": "Sweep",
+            "description": "field (a numeric one bare or dotted, e.g. lr or algo.lr; a static one dotted, e.g. "
+                           "task.n_prompts) -> its levels; or a table per section",
+            "properties": {**flat, **tables}, "additionalProperties": False}
 
 
 def config_schema() -> dict:
@@ -39,7 +84,8 @@ def config_schema() -> dict:
     arms["items"] = {"enum": list(choices.ARMS)}
     schema["properties"]["preset"] = {"anyOf": [{"enum": list(PRESETS)}, {"type": "null"}], "default": None,
                                       "title": "Preset", "description": "the preset the file starts from"}
-    schema["properties"]["sweep"] = SWEEP
+    sections = {sec: schema["properties"][sec]["$ref"].rsplit("/", 1)[-1] for sec in ("task", "arms", "algo", "train")}
+    schema["properties"]["sweep"] = sweep_schema(defs, sections)
     return {"$schema": DIALECT, **schema,
             "title": "tabsim config", "description": "A tabsim config file: tabsim run CONFIG"}
 

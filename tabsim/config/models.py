@@ -239,8 +239,9 @@ class Config(Section):
                 static = static_field(name)
                 if static is not None:
                     raise ValueError(f"sweep.{name}: {static_hint(static)}")
-                raise ValueError(f"sweep.{name}: not a numeric field{suggest(name, SWEEPABLE)}; sweepable: "
-                                 f"{', '.join(sorted(SWEEPABLE))}")
+                raise ValueError(f"sweep.{name}: unknown field{suggest(name, field_names())}; a sweep varies the "
+                                 f"numeric fields ({', '.join(sorted(SWEEPABLE))}, bare or dotted: algo.lr) "
+                                 "and, in groups, the static ones (task.n_prompts, algo.estimator, preset, ...)")
             if not levels:
                 raise ValueError(f"sweep.{name}: needs at least one level")
             if len(set(levels)) != len(levels):
@@ -288,6 +289,39 @@ SWEEPABLE = {
     **{n: ("algo", n) for n in HYPER_FIELDS if n not in ("prior_strength", "format_boost", "heterogeneity",
                                                           "gamma", "fpr", "fnr")},
 }
+
+
+EVAL_POINTS = (20, 50)  # the evaluation intervals a default eval_every aims at (so 21-51 points per curve)
+
+
+def default_eval_every(steps: int) -> int:
+    """An ``eval_every`` for a run of ``steps`` steps that gives its curves 20 to 50 intervals: the largest
+    divisor of ``steps`` that leaves at least 20 (every step below 20 steps); where no divisor gives 20 to 50
+    (``steps`` prime, say) the one whose count of intervals is nearest the range, by ratio."""
+    lo, hi = EVAL_POINTS
+    if steps <= lo:
+        return 1
+    divisors = sorted({x for d in range(1, math.isqrt(steps) + 1) if steps % d == 0 for x in (d, steps // d)})
+    inside = [d for d in divisors if lo <= steps // d <= hi]
+    if inside:
+        return max(inside)
+    return min(divisors, key=lambda d: max(lo / (steps // d), (steps // d) / hi))
+
+
+def traced_name(name: str) -> str | None:
+    """The sweep's name of a numeric field (``lr`` for ``lr`` or ``algo.lr``, ``gamma`` for ``arms.gamma``),
+    or None for a static or unknown field."""
+    if name in SWEEPABLE:
+        return name
+    section, _, field = str(name).partition(".")
+    return field if SWEEPABLE.get(field) == (section, field) else None
+
+
+def field_names() -> list[str]:
+    """Every name a sweep, ``--vary`` or ``--set`` may give a field by: the numeric fields bare and dotted
+    (``lr``, ``algo.lr``), the static ones dotted (``task.n_prompts``), and ``preset``."""
+    dotted = [f"{sec}.{f}" for sec, model in SECTION_MODELS.items() if sec for f in model.model_fields]
+    return ["preset", *sorted(SWEEPABLE), *dotted]
 
 
 def static_field(name: str) -> str | None:

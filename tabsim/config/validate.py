@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tabsim.config.base import ConfigError, suggest
-from tabsim.config.models import SECTION_MODELS, SWEEPABLE, Config
+from tabsim.config.models import SECTION_MODELS, SWEEPABLE, Config, traced_name
 from tabsim.config.presets import PRESETS
 
 
@@ -121,6 +121,29 @@ def sweep_level_problems(cfg: "Config") -> list[str]:
     return problems
 
 
+def flat_sweep(sweep: dict, prefix: str = "") -> dict:
+    """A sweep with a table per section (TOML ``[sweep.algo]``) as dotted names: ``{"algo.lr": [..]}``."""
+    out: dict = {}
+    for k, v in sweep.items():
+        if isinstance(v, dict):
+            out.update(flat_sweep(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def canonical_sweep(sweep: dict) -> dict:
+    """``sweep`` with each numeric field under its bare name (``algo.lr`` -> ``lr``), in the given order;
+    other names are kept (validation names them)."""
+    out: dict = {}
+    for name, levels in flat_sweep(sweep).items():
+        canon = traced_name(name) or name
+        if canon in out:
+            raise ConfigError(f"sweep.{name}: {canon} is given twice (as {canon} and as {name}); list its levels once")
+        out[canon] = levels
+    return out
+
+
 def resolve(data: dict | None = None, **overrides) -> Config:
     """Build a validated :class:`Config` from a mapping (and a preset it names).
 
@@ -144,6 +167,8 @@ def resolve(data: dict | None = None, **overrides) -> Config:
         data = deep_merge(PRESETS[name], data)
     if not isinstance(data.get("sweep", {}), dict):
         raise ConfigError("sweep: must be a table of field = [levels]")
+    if data.get("sweep"):
+        data["sweep"] = canonical_sweep(data["sweep"])
     try:
         cfg = Config.model_validate(data)
     except ValidationError as err:

@@ -11,6 +11,7 @@ import json
 
 from tabsim.base.choices import TREE_FIELDS
 from tabsim.config import Config, ConfigError, deep_merge, resolve, static_field
+from tabsim.config.models import traced_name
 from tabsim.config.presets import PRESETS
 
 # static fields a sweep may not vary, and why
@@ -48,8 +49,9 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """A sweep that varies static fields: the config mapping (its ``sweep`` holds every varied field,
-    the static ones under their dotted names), the static levels, and the groups in sweep order."""
+    """A sweep that varies static fields: the config mapping (:func:`resolved`: every field the groups share,
+    its ``sweep`` every varied field, the static ones under their dotted names), the static levels, and the
+    groups in sweep order."""
 
     data: dict
     static: dict
@@ -68,6 +70,35 @@ class Plan:
         blob = json.dumps([self.data, [g.config.digest() for g in self.groups]], sort_keys=True,
                           separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _common(dumps: list):
+    """The part of the mappings ``dumps`` that they all hold with one value (tables compared field by field,
+    empty ones left out), or ``_DIFFER``."""
+    first = dumps[0]
+    if all(isinstance(d, dict) for d in dumps):
+        out = {}
+        for k in first:
+            if all(k in d for d in dumps):
+                v = _common([d[k] for d in dumps])
+                if v is not _DIFFER and v != {}:
+                    out[k] = v
+        return out
+    return first if all(d == first for d in dumps) else _DIFFER
+
+
+_DIFFER = object()
+
+
+def resolved(groups, sweep: dict) -> dict:
+    """A sweep's config as a file: every field with one value in all the groups' resolved configs (a field
+    they differ in is in ``sweep``, or set by a swept preset) and ``sweep`` with the traced levels as
+    validated. Read back (``tabsim run config.json``), it gives the same groups and writes itself again."""
+    dumps = [g.config.model_dump(mode="json") for g in groups]
+    out = _common([{k: v for k, v in d.items() if k != "sweep"} for d in dumps])
+    traced = groups[0].config.sweep
+    out["sweep"] = {n: list(traced.get(n, levels)) for n, levels in sweep.items()}
+    return out
 
 
 def _flatten(sweep: dict, prefix: str = "") -> dict:
@@ -140,7 +171,7 @@ def plan(config: Config | dict | None = None, **overrides) -> Plan | None:
             raise ConfigError(f"sweep.{name}: not a field a sweep varies: {NOT_SWEPT[canon]}")
         if canon is not None:
             static[canon] = _levels(canon, levels)
-        order.append((canon or name, levels))
+        order.append((canon or traced_name(name) or name, levels))
     if not static:
         return None
     traced = {n: v for n, v in order if n not in static}
@@ -159,4 +190,4 @@ def plan(config: Config | dict | None = None, **overrides) -> Plan | None:
         except ConfigError as err:
             raise ConfigError(f"{err}\n  (in the sweep's group {Group(values, None).label})") from None
         groups.append(Group(values, cfg))
-    return Plan(data={**rest, "sweep": {n: list(v) for n, v in order}}, static=static, groups=tuple(groups))
+    return Plan(data=resolved(groups, {n: list(v) for n, v in order}), static=static, groups=tuple(groups))

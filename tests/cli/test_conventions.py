@@ -182,13 +182,18 @@ def test_presets_and_config_show(tmp_path):
     res = cli("presets")
     assert res.exit_code == 0 and all(name in res.stdout for name in PRESETS), res.output
     assert set(one_object(cli("presets", "--json"))["presets"]) == set(PRESETS)
+    from tabsim.config.models import default_eval_every
+
     shown = json.loads(cli("config", "show", "dapo", "--format", "json").stdout)
-    assert shown == ts.resolve({"preset": "dapo"}).model_dump(mode="json")
+    # what tabsim run runs: the preset with the command line's evaluation cadence filled in
+    every = default_eval_every(PRESETS["dapo"].get("train", {}).get("steps", 200))
+    assert shown == ts.resolve({"preset": "dapo", "train": {"eval_every": every}}).model_dump(mode="json")
     res = cli("config", "show", "dapo", "--set", "train.steps=100")
     assert res.exit_code == 0, res.output
     (tmp_path / "dapo.toml").write_text(res.stdout)  # the TOML is a config file that resolves to the same
     from tabsim.config import load_config
 
-    assert load_config(tmp_path / "dapo.toml").digest() == ts.resolve({"preset": "dapo", "train": {"steps": 100}}).digest()
+    assert load_config(tmp_path / "dapo.toml").digest() == ts.resolve(
+        {"preset": "dapo", "train": {"steps": 100, "eval_every": default_eval_every(100)}}).digest()
     res = cli("config", "show", "nope")
     assert res.exit_code == 2 and "paper" in res.output

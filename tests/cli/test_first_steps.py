@@ -45,7 +45,11 @@ def test_config_show_json_prints_one_object():
     res = cli("config", "show", "paper", "--json")
     assert res.exit_code == 0, res.output
     got = json.loads(res.stdout)  # the whole of stdout is one object
-    assert got["config"] == ts.resolve({"preset": "paper"}).model_dump(mode="json")
+    from tabsim.config.models import default_eval_every
+
+    # what tabsim run runs: the preset with the command line's evaluation cadence filled in
+    every = default_eval_every(ts.resolve({"preset": "paper"}).train.steps)
+    assert got["config"] == ts.resolve({"preset": "paper", "train": {"eval_every": every}}).model_dump(mode="json")
 
 
 # -- a reproduce run's config.json ----------------------------------------------------------------------

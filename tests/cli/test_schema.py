@@ -33,6 +33,9 @@ def test_accepts_every_resolved_preset_and_shipped_config(validator):
         validator.validate(read_config_file(path))
     validator.validate({"preset": "paper", "sweep": {"algo.estimator": ["grpo", "rloo"], "task": {"n_prompts": [10, 20]},
                                                      "prior_strength": [0.2, 0.8]}})
+    # numeric fields bare or dotted, a table per section, the tree's fields, the switches' 0 and 1
+    validator.validate({"sweep": {"algo.lr": [0.05, 0.1], "arms": {"gamma": [0.3]}, "filter": [0, 1],
+                                  "task": {"tree": {"depth": [2, 3]}}, "preset": ["paper", "dapo"]}})
 
 
 @pytest.mark.parametrize("config, where", [
@@ -41,6 +44,12 @@ def test_accepts_every_resolved_preset_and_shipped_config(validator):
     ({"preset": "ppo"}, "ppo"),
     ({"arms": {"arms": ["frozen", "truth"]}}, "truth"),
     ({"sweep": {"lr": []}}, "[]"),
+    ({"sweep": {"lrr": [0.1, 0.2]}}, "lrr"),  # a misspelt sweep field
+    ({"sweep": {"prior_strength": ["nope"]}}, "nope"),  # a name as a numeric field's level
+    ({"sweep": {"prior_strength": [0.5, 1.5]}}, "1.5"),  # out of the field's range
+    ({"sweep": {"algo.estimator": ["grpo", "nope"]}}, "nope"),
+    ({"sweep": {"train.seeds": [1, 2]}}, "train.seeds"),  # not a field a sweep varies
+    ({"sweep": {"algo": {"lrr": [0.1]}}}, "lrr"),
 ])
 def test_refuses_what_tabsim_refuses(validator, config, where):
     errors = list(validator.iter_errors(config))
