@@ -13,6 +13,7 @@
 * :mod:`tabsim.audit.verdict` -- the three-term verdict (the reference rule is ``tabsim.stats``).
 * :mod:`tabsim.audit.measured` -- the registry of published null-reward (random, format, incorrect) runs.
 * :mod:`tabsim.audit.checks` -- format-repair notes and simulator bounds contradicted by measurements.
+* :mod:`tabsim.audit.claims` -- what the notes state about a row's numbers, each bounded by its interval.
 * :mod:`tabsim.audit.core` -- :func:`audit`: one row per model x benchmark x training set, with verdicts.
 * :mod:`tabsim.audit.report`, :mod:`tabsim.audit.figure` -- CSVs, report, figure, provenance.
 

@@ -15,14 +15,14 @@ import math
 import re
 
 from tabsim.audit import benchmarks as bm
+from tabsim.audit.claims import Claim, Note
 from tabsim.audit.entry import Entry
-from tabsim.audit.estimate import binomial_var
+from tabsim.audit.estimate import binomial_var, fieller, z_value
 
 # A format arm whose gain is at least this share of the true arm's gain could be most of the story.
 FORMAT_SHARE = 0.5
 # A base this many points (and 3 standard errors) below the model's known level is a format failure.
 BASE_GAP = 10.0
-Z = 1.96
 
 
 def model_key(name: str) -> str:
@@ -35,33 +35,62 @@ def bench_key(name: str) -> str:
     return b.name if b is not None else model_key(name)
 
 
-def format_note(entry: Entry, mean: dict, var: dict) -> str:
-    """Why format repair could explain the entry's gain ("" when nothing points to it)."""
-    notes = []
+def format_note(entry: Entry, mean: dict, var: dict, *, ci: float = 0.95) -> str:
+    """Why format repair could explain the entry's gain ("" when nothing points to it); every number in it
+    carries its interval at level ``ci``, the ratio of the two gains its Fieller interval."""
+    return "; ".join(n.text for n in format_notes(entry, mean, var, ci=ci))
+
+
+def format_notes(entry: Entry, mean: dict, var: dict, *, ci: float = 0.95) -> list:
+    """The :class:`~tabsim.audit.claims.Note` records of :func:`format_note`.
+
+    A format arm is named when its gain is at least ``FORMAT_SHARE`` of the true arm's (at the
+    estimates) or not distinguishable from it; the gains share the base, so the ratio's Fieller
+    interval takes their covariance ``var(FROZEN)``. A base is named when it lies ``BASE_GAP`` points
+    (and 3 standard errors) below the model's known level.
+    """
+    notes, z = [], z_value(ci)
     base = mean.get("frozen")
     if base is not None and "format" in entry.arms and "true" in mean:
         g_t = mean["true"] - base
         g_f = entry.arms["format"].mean - base
-        se = math.sqrt(var["true"] + float(binomial_var(entry.arms["format"].mean, entry.n_items)))
-        close = abs(mean["true"] - entry.arms["format"].mean) <= Z * se
+        v_f = float(binomial_var(entry.arms["format"].mean, entry.n_items))
+        se = math.sqrt(var["true"] + v_f)
+        close = abs(mean["true"] - entry.arms["format"].mean) <= z * se
         if g_t > 0 and g_f > 0 and (g_f >= FORMAT_SHARE * g_t or close):
-            notes.append(f"the format arm gains {g_f:+.1f}, {g_f / g_t:.0%} of the true arm's {g_t:+.1f}"
-                         + (" (not distinguishable from it)" if close else "")
-                         + ": format repair can explain much of the gain")
+            vb = var["frozen"]
+            gf = _diff("format gain", g_f, v_f + vb, z)
+            gt = _diff("true gain", g_t, var["true"] + vb, z)
+            r, lo, hi = (float(x) for x in fieller(g_f, g_t, v_f + vb, var["true"] + vb, vb, z))
+            ratio = Claim("format gain / true gain", r, lo, hi, percent=True)
+            notes.append(Note(f"the format arm's gain {gf.quoted(signed=True)} is {ratio.quoted()} of the true arm's "
+                              f"{gt.quoted(signed=True)}" + (" (not distinguishable from it)" if close else "")
+                              + ": format repair can explain much of the gain", (gf, ratio, gt)))
     if base is not None and entry.known_base is not None:
         gap = entry.known_base - base
         if gap > max(BASE_GAP, 3.0 * math.sqrt(var["frozen"])):
-            notes.append(f"the base {base:g} is {gap:.1f} points below the model's known {entry.known_base:g} on "
-                         "this benchmark: format failures at evaluation can explain the gain")
-    return "; ".join(notes)
+            c = _diff("known base - base", gap, var["frozen"], z)
+            notes.append(Note(f"the base {base:g} is {c.quoted()} points below the model's known {entry.known_base:g} "
+                              "on this benchmark: format failures at evaluation can explain the gain", (c,)))
+    return notes
 
 
-def format_across(entries: list) -> dict:
-    """Index -> note for bases far below the same model's base on a harder benchmark of the same source."""
+def _diff(name: str, est: float, v: float, z: float) -> Claim:
+    """A difference with its Wald interval, compared with 0."""
+    half = z * math.sqrt(v)
+    return Claim(name, est, est - half, est + half, 0.0, 1)
+
+
+def format_across(entries: list, *, ci: float = 0.95) -> dict:
+    """Index -> note for bases far below the same model's base on a harder benchmark of the same source.
+
+    A base is far below when it lies ``BASE_GAP`` points under the other (at the estimates) and the
+    difference's interval excludes 0; the note quotes that interval.
+    """
     groups: dict = {}
     for i, e in enumerate(entries):
         groups.setdefault((e.source["id"], model_key(e.model), e.train_set), []).append(i)
-    out = {}
+    out, z = {}, z_value(ci)
     for idx in groups.values():
         for i in idx:
             reg = bm.lookup(entries[i].benchmark)
@@ -71,10 +100,12 @@ def format_across(entries: list) -> dict:
             for j in idx:
                 if j != i and bench_key(entries[j].benchmark) in reg.easier_than:
                     b_j = entries[j].arms["frozen"].mean
-                    if b_i < b_j - BASE_GAP:
-                        out[i] = (f"the base {b_i:g} on {entries[i].benchmark} is far below the same model's "
-                                  f"{b_j:g} on the harder {entries[j].benchmark}: answer-format failures can "
-                                  "explain the gain")
+                    v = sum(float(binomial_var(entries[k].arms["frozen"].mean, entries[k].n_items)) for k in (i, j))
+                    c = _diff("base gap", b_j - b_i, v, z)
+                    if b_i < b_j - BASE_GAP and c.side == "above":
+                        out[i] = (f"the base {b_i:g} on {entries[i].benchmark} is {c.quoted()} points below the "
+                                  f"same model's {b_j:g} on the harder {entries[j].benchmark}: answer-format failures "
+                                  "can explain the gain")
     return out
 
 

@@ -87,12 +87,13 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
     point = term_intervals(fill_m, fill_v, ci=ci, cov=cov)
     log_m, log_v = logical_completions(entry, seed_sd=seed_sd, unit=unit)
     logical = term_intervals(log_m, log_v, ci=ci, cov=cov)
-    primary, source, calib, alt = logical, "logical", None, None
+    primary, source, calib, alt, sim_u = logical, "logical", None, None, None
     if entry.missing and structs is not None:
         calib = cal.calibrate_entry(entry, structs, grid=grid, ci=ci, seed_sd=seed_sd, unit=unit)
         widen = null_envelope is not None and "random" in entry.missing
         if calib.n_consistent:
             cm, cv = calib.means, calib.variances
+            sim_u = term_unions(term_intervals(cm, cv, ci=ci, cov=cov))  # the simulated candidates alone
             if widen:  # the simulator's own d_null reach is a few points; real models moved much further
                 cm, cv = with_null_envelope(cm, cv, null_envelope, seed_sd=seed_sd)
             primary, source = term_intervals(cm, cv, ci=ci, cov=cov), "simulator"
@@ -120,7 +121,8 @@ def _side(entry: Entry, unit: str, *, ci, seed_sd, structs, grid, null_envelope=
                        "set_low": l_slo, "set_high": l_shi, "bound_source": "logical"}
             lo, hi, s_lo, s_hi = primary_u[t]
             rec.update(identified="bounds", estimate=math.nan, low=lo, high=hi, set_low=s_lo, set_high=s_hi,
-                       bound_source=source)
+                       bound_source=source, sim_low=sim_u[t][2] if sim_u else math.nan,
+                       sim_high=sim_u[t][3] if sim_u else math.nan)
         if alt_u is not None and t not in ident:
             a_lo, a_hi, _, _ = alt_u[t]
             rec.update(alt_majority_kind=alt[0], alt_low=a_lo, alt_high=a_hi)
@@ -182,7 +184,7 @@ def audit_entry(entry: Entry, *, ci: float = 0.95, seed_sd: float = 0.0, thresho
         if opt is not None:
             row[f"{t}_low_trials"], row[f"{t}_high_trials"] = opt["by"][t]["low"], opt["by"][t]["high"]
     _add_verdicts(row, side, opt, rule=rule, dominance=dominance, threshold=threshold)
-    _add_notes(row, entry, side, null_envelope)
+    _add_notes(row, entry, side, null_envelope, ci=ci)
     calib, cand = side["calib"], None
     if calib is not None and calib.n_consistent:
         cand = calib.candidates[calib.candidates["consistent"]].assign(**base)
@@ -232,7 +234,7 @@ def _add_verdicts(row: dict, side: dict, opt: Optional[dict], *, rule: str, domi
                                  f"the simulated family (model-free bounds give {free}); " + row["verdict_reason"])
 
 
-def _add_notes(row: dict, entry: Entry, side: dict, null_envelope: Optional[tuple]):
+def _add_notes(row: dict, entry: Entry, side: dict, null_envelope: Optional[tuple], *, ci: float):
     """What the bounds rest on, the calibration's counts, and the notes on variances, format and inputs."""
     source, calib = side["source"], side["calib"]
     row["verdict_basis"] = "interval" if not entry.missing else f"{source} bounds"
@@ -247,7 +249,7 @@ def _add_notes(row: dict, entry: Entry, side: dict, null_envelope: Optional[tupl
     row["n_consistent"] = calib.n_consistent if calib is not None else 0
     row["n_candidates"] = calib.n_candidates if calib is not None else 0
     row["variance_note"] = "; ".join(f"{a}: {n}" for a, n in side["note"].items())
-    row["format_note"] = checks.format_note(entry, side["mean"], side["var"])
+    row["format_note"] = checks.format_note(entry, side["mean"], side["var"], ci=ci)
     row["input_flags"] = " | ".join(entry.flags)
 
 
@@ -392,7 +394,7 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
         + f": {_estimate(entries, 1 + len(info['fragile_seed_sd']), structs=structs, seed_sd=seed_sd, **kw)}")
     outs = _audit_rows(entries, structs, reach, registry, seed_sd=seed_sd, **kw)
     _mark_fragile(outs, entries, structs, reach, registry, info["fragile_seed_sd"], say, **kw)
-    for i, note in checks.format_across(entries).items():
+    for i, note in checks.format_across(entries, ci=ci).items():
         r = outs[i]["row"]
         r["format_note"] = "; ".join(x for x in (r["format_note"], note) if x)
     rows = [o["row"] for o in outs]

@@ -147,7 +147,8 @@ def paired_cov(entry: Entry) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _z(ci: float) -> float:
+def z_value(ci: float) -> float:
+    """The normal quantile of a two-sided level ``ci`` (1.96 at 0.95)."""
     # one scipy quantile per level, not per call: an audit asks for it for every row and pass
     return float(sps.norm.ppf(0.5 + ci / 2.0))
 
@@ -197,7 +198,7 @@ def term_intervals(means, variances, *, ci: float = 0.95, cov=None) -> dict:
     """
     m = np.atleast_2d(np.asarray(means, dtype=float))
     v = np.atleast_2d(np.asarray(variances, dtype=float))
-    z = _z(float(ci))
+    z = z_value(float(ci))
     c, ca, cb = _C_MATRIX, _C_MATRIX[:, _RATIO_A], _C_MATRIX[:, _RATIO_B]
     # every term at once: estimates m c, variances v c^2 (+ c' cov c), one column per term
     est = m @ c

@@ -98,7 +98,8 @@ def plot_models(res: AuditResult):
     A horizontal interval chart that stays readable from a handful of entries to a few dozen (the
     figure grows with the number of models). Point-identified terms: a dot with its interval.
     Bounded terms are drawn as bounds, not as values: a bracket ``[ ]`` from the lower to the upper
-    bound with no dot (solid for simulator bounds, with the simulated range as a pale band inside;
+    bound with no dot (solid for simulator bounds, with the simulated range as a pale band inside and,
+    paler, the range with RANDOM also over the measured d_null range where that widened it;
     dotted for logical bounds); an arrow marks a bound that runs off the panel. Simulator bounds are
     model-based: the legend and the title say so, and each such bracket carries a small "sim" tag.
     """
@@ -143,8 +144,8 @@ def plot_models(res: AuditResult):
             lo, hi = r["low"], r["high"]
             a, b = max(lo, lo_ax) if np.isfinite(lo) else lo_ax, min(hi, hi_ax) if np.isfinite(hi) else hi_ax
             ls = "-" if r["bound_source"] == "simulator" else ":"
-            if r["bound_source"] == "simulator" and np.isfinite(r["set_low"]) and np.isfinite(r["set_high"]):
-                ax.plot([r["set_low"], r["set_high"]], [y, y], color=c, lw=5, alpha=0.25, solid_capstyle="butt")
+            if r["bound_source"] == "simulator":
+                _ranges(ax, r, y, c)
             ax.plot([a, b], [y, y], color=c, lw=1.2, ls=ls)
             if r["bound_source"] == "simulator":
                 ax.text(b, y, " sim", fontsize=5.5, color=c, va="center", ha="left")
@@ -171,6 +172,19 @@ def plot_models(res: AuditResult):
     return fig
 
 
+def _ranges(ax, r: dict, y: float, c) -> None:
+    """The pale bands inside a simulator bound: the simulated candidates' range of point values, and, paler,
+    the range with RANDOM also over the measured d_null range where that widened it."""
+    sim = (r.get("sim_low", np.nan), r.get("sim_high", np.nan))
+    both = (r["set_low"], r["set_high"])
+    if not np.all(np.isfinite(sim)):  # an older result: one range
+        sim = both
+    if np.all(np.isfinite(both)) and tuple(both) != tuple(sim):
+        ax.plot(both, [y, y], color=c, lw=5, alpha=0.1, solid_capstyle="butt")
+    if np.all(np.isfinite(sim)):
+        ax.plot(sim, [y, y], color=c, lw=5, alpha=0.3, solid_capstyle="butt")
+
+
 SHORT = {"RANDOM_REWARD_DOMINATED": "random-reward dom.", "ELICITATION_DOMINATED": "elicitation dom.",
          "REWARD_DESIGN_DOMINATED": "reward-design dom.", "MIXED": "mixed", "INCONCLUSIVE": "inconclusive"}
 
@@ -189,6 +203,7 @@ def _legend_handles() -> list:
     return handles + [
         Line2D([], [], color="k", marker="o", ls="-", label="identified: estimate and interval"),
         Line2D([], [], color="k", marker="|", ms=8, ls="-", label="simulator bound (model-based, 'sim')"),
-        Line2D([], [], color="k", lw=5, alpha=0.25, label="simulated range"),
+        Line2D([], [], color="k", lw=5, alpha=0.3, label="simulated range"),
+        Line2D([], [], color="k", lw=5, alpha=0.1, label="with RANDOM over measured d_null"),
         Line2D([], [], color="k", marker="|", ms=8, ls=":", label="logical bound (model-free)"),
         Line2D([], [], color="k", marker=">", ls="", label="bound beyond the panel")]

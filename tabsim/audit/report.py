@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from tabsim.audit.claims import SHARE_TERMS, range_text, share_notes, term_claim
 from tabsim.audit.core import AuditResult
 from tabsim.audit.estimate import TERM_HELP
 from tabsim.audit.figure import MAX_MODEL_ROWS, PLOT_TERMS, TERM_COLORS, figure_note, plot_terms
@@ -44,9 +45,9 @@ def formula_led(text: str) -> bool:
         head = head[1:].lstrip()
     if not head:
         return False
-    c = head[0]
-    return (c in FORMULA_LOOKALIKES or unicodedata.normalize("NFKC", c)[:1] in "=+-@"
-            or unicodedata.category(c) == "Pd")
+    # the character as a spreadsheet may read it: NFKC first (superscript minus -> U+2212), then the lookalikes
+    c = unicodedata.normalize("NFKC", head[0])[:1] or head[0]
+    return c in "=+-@" or c in FORMULA_LOOKALIKES or unicodedata.category(c) == "Pd"
 TAGS = {"simulator": " (simulator: model-based)", "logical": " (logical)"}
 
 
@@ -197,9 +198,6 @@ def _bounds_used(a: pd.DataFrame) -> list:
 
 def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
     g, reach = cal_info["grid"], cal_info["reach"]
-    lo_d, hi_d = cal_info["sim_d_null_range"]
-    out = [(r["source"], r["model"], r["benchmark"], r["d_null"]) for _, r in a.iterrows()
-           if isinstance(r["d_null"], float) and math.isfinite(r["d_null"]) and not lo_d <= r["d_null"] <= hi_d]
     fams = ", ".join(f"`{n}` (lr {', '.join(f'{x:g}' for x in lrs)})" for n, lrs in g["families"])
     when = (f"computed in {cal_info['seconds']} s" if cal_info["cache"] == "computed"
             else f"from the {cal_info['cache']} cache")
@@ -218,12 +216,7 @@ def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
          "structure of the simulated family. What each family can produce (its reach, points):"]
     for fam, terms in reach.items():
         L.append(f"  - `{fam}`: " + ", ".join(f"{t} [{v[0]:g}, {v[1]:g}]" for t, v in terms.items()))
-    if out:
-        L.append("  **Reported d_null outside every simulated family's reach**: "
-                 + ", ".join(f"{md(s_)} {md(m_)} {md(b_)} {d:+.1f}" for s_, m_, b_, d in out)
-                 + ". Simulator bounds on d_null cannot contain such values; rows whose bound contradicts a d_null "
-                 "measured for the same model and benchmark, or whose model was measured outside every family's "
-                 "reach, fall back to logical bounds (see `bound_note`).")
+    L += _outside_reach(a, *cal_info["sim_d_null_range"])
     if not {"reuse", "reuse8"} & {n for n, _ in g["families"]}:
         L.append("  The `paper` family has no clipping, so it produces no random-reward gain from clipping under "
                  "off-policy reuse; `--family reuse` adds a clipped-reuse family.")
@@ -236,6 +229,31 @@ def _calibration_text(cal_info: dict, a: pd.DataFrame) -> list:
                  "nothing for that row (`bound_note`).")
     L.append("  The logical bounds in `terms.csv` make no model assumption.")
     return L
+
+
+def _outside_reach(a: pd.DataFrame, lo_d: float, hi_d: float) -> list:
+    """The reported d_null whose estimate lies outside the families' reach ``[lo_d, hi_d]``: outside it only
+    when the interval is too, else named as reaching into it."""
+    out, near = [], []
+    for _, r in a.iterrows():
+        d = r["d_null"]
+        if not (isinstance(d, float) and math.isfinite(d)) or lo_d <= d <= hi_d:
+            continue
+        c = term_claim({"estimate": d, "low": r["d_null_low"], "high": r["d_null_high"]}, "d_null")
+        named = f"{md(r['source'])} {md(r['model'])} {md(r['benchmark'])} {c.quoted(signed=True)}"
+        (out if c.high < lo_d or c.low > hi_d else near).append(named)
+    if not (out or near):
+        return []
+    reach = f"[{lo_d:g}, {hi_d:g}]"
+    text = "  "
+    if out:
+        text += (f"**Reported d_null outside every simulated family's reach** {reach}, interval and all: "
+                 f"{', '.join(out)}. ")
+    if near:
+        text += f"Outside the reach at the estimate only, the interval reaching into it: {', '.join(near)}. "
+    return [text + "Simulator bounds on d_null cannot contain values outside the reach; rows whose bound contradicts a "
+            "d_null measured for the same model and benchmark, or whose model was measured outside every family's "
+            "reach, fall back to logical bounds (see `bound_note`)."]
 
 
 def _rule_text(info: dict) -> list:
@@ -294,32 +312,13 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
     L += ["", "## Files", "",
           "- `audit.csv`: one row per model x benchmark x training set (accuracies, terms with interval or bound "
           "columns `<term>_low/_high`, both verdicts, notes).",
-          "- `terms.csv`: one row per row x term (estimate or bounds, simulated range, logical bounds).",
+          "- `terms.csv`: one row per row x term (estimate or bounds, the range of the completions' values "
+          "(`set_low`/`set_high`) and of the simulated candidates' alone (`sim_low`/`sim_high`), logical bounds).",
           "- `entries.csv`: the normalised inputs (absolute accuracies, standard errors, seeds).",
           "- `calibration.csv`: every consistent simulator candidate of the rows with missing arms.",
           f"- `terms.png` (and `terms.pdf` with `--pdf`): {figure_note(len(a)).removeprefix('terms.png shows ')}; "
           "`provenance.json`: versions, options, input hashes.", ""]
     return "\n".join(L)
-
-
-SHARE_TERMS = {"null_share": "d_null", "elicit_share": "d_elicit", "rd_share": "d_rd"}
-
-
-def _odd_shares(r, term) -> str:
-    """A sentence for each identified share outside [0, 1]: which term is negative, or larger than the total."""
-    out = []
-    for s, d in SHARE_TERMS.items():
-        t = term(r, s)
-        v = t["estimate"]
-        if t["identified"] != "point" or not math.isfinite(v) or 0.0 <= v <= 1.0:
-            continue
-        if v < 0:
-            out.append(f"{s} {v:.2f} is below 0: {d} is negative (that step of the partition cost accuracy), so "
-                       "the other shares add up to more than 1.")
-        else:
-            out.append(f"{s} {v:.2f} is above 1: {d} alone is larger than the total gain, which the other terms' "
-                       "losses bring back down.")
-    return " ".join(out)
 
 
 def _source_section(src, sub, term) -> list:
@@ -348,9 +347,9 @@ def _source_section(src, sub, term) -> list:
         head = (f"- **{_what(r)}**: {_verdict_tag(r)} (reference rule: {r['reference_verdict']}); sampling unit "
                 f"{r['sampling_unit']}")
         follow = []
-        odd = _odd_shares(r, term)
+        odd = share_notes({t: term(r, t) for t in (*SHARE_TERMS, *SHARE_TERMS.values())})
         if odd:
-            follow.append(f"  {odd}")
+            follow.append("  " + " ".join(n.text for n in odd))
         if _flag(r, "verdict_model_based"):
             follow.append(f"  The verdict rests on the simulator's model-based bounds: with model-free bounds it "
                           f"would be {r['verdict_if_model_free']}.")
@@ -370,12 +369,7 @@ def _source_section(src, sub, term) -> list:
                             f"{shown or 'nothing but the base'}. Shares: {shares}.")
             L += follow
             if r["bound_source"] == "simulator":
-                sets = []
-                for t in PLOT_TERMS:
-                    tr = term(r, t)
-                    if tr["identified"] == "bounds":
-                        sets.append(f"{t} in [{_num(tr['low'])}, {_num(tr['high'])}] (simulated range "
-                                    f"[{_num(tr['set_low'])}, {_num(tr['set_high'])}])")
+                sets = [range_text(term(r, t)) for t in PLOT_TERMS if term(r, t)["identified"] == "bounds"]
                 L.append(f"  Simulator bounds (model-based) from {r['n_consistent']} of {r['n_candidates']} calibrated "
                          "candidates: " + "; ".join(sets) + ".")
                 alt = term(r, "d_elicit")

@@ -37,7 +37,7 @@ def test_a_cell_with_two_signs_is_refused_naming_line_and_column(tmp_path, cell)
 
 
 LOOKALIKES = ["\uff1d1+1", "\uff0bx", "\uff0dx", "\uff20SUM(A1)", "\ufe66x", "\ufe62x", "\ufe63x", "\u207ax",
-              "\u2212x", "\u2013x", "\u200b=x", "\ufeff@x"]
+              "\u2212x", "\u2013x", "\u200b=x", "\ufeff@x", "\u207bx", "\u208bx"]
 
 
 def test_names_led_by_a_lookalike_of_a_formula_character_are_escaped(tmp_path):
@@ -52,6 +52,32 @@ def test_names_led_by_a_lookalike_of_a_formula_character_are_escaped(tmp_path):
             got = {row["model"] for row in csv.DictReader(fh)}
         assert {"'" + m for m in LOOKALIKES} <= got, (name, got)
         assert {"Qwen2.5-7B", "a=b"} <= got  # ordinary names stay as they are
+
+
+def test_every_character_that_normalises_to_a_formula_lead_is_escaped():
+    """The whole class: any first character whose compatibility form (NFKC, as a spreadsheet may fold it)
+    starts with ``= + - @``, a minus sign or a dash, and a tab or carriage return first."""
+    import sys
+    import unicodedata
+
+    import pandas as pd
+
+    from tabsim.audit.report import csv_safe, formula_led
+
+    def lead(c):
+        n = unicodedata.normalize("NFKC", c)[:1]
+        return n in ("=", "+", "-", "@", "\u2212") or (n != "" and unicodedata.category(n) == "Pd")
+
+    # only a character with a compatibility decomposition changes under NFKC (Hangul syllables aside)
+    maybe = (c for c in map(chr, range(sys.maxunicode + 1))
+             if unicodedata.decomposition(c) or unicodedata.category(c) == "Pd" or c in "=+-@\u2212")
+    leads = [c for c in maybe if lead(c)]
+    assert {"\uff0b", "\uff0d", "\uff20", "\uff1d", "\u207b", "\u208b"} <= set(leads)
+    assert [c for c in leads if not formula_led(c + "SUM(A1)")] == []
+    cells = [c + "x" for c in leads] + ["\tx", "\rx", " \t=x"]
+    got = csv_safe(pd.DataFrame({"model": cells, "d_null": -1.0}))
+    assert (got["model"] == ["'" + c for c in cells]).all() and (got["d_null"] == -1.0).all()
+    assert not formula_led("Qwen2.5-7B") and not formula_led("a=b") and not formula_led("\u00b1x")
 
 
 def test_names_the_font_cannot_draw_draw_without_warnings(tmp_path, caplog):

@@ -2,8 +2,10 @@
 of d_null that published random-reward runs measured, and families whose reach excludes what the
 row's model was measured to do set aside."""
 import math
+import re
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pytest
 
@@ -13,6 +15,7 @@ from tabsim.audit import measured as ms
 from tabsim.audit.checks import families_excluded, model_key
 from tabsim.audit.core import audit
 from tabsim.audit.entry import ArmValue, Entry
+from tabsim.audit.report import render_report
 
 AUDITS = Path(__file__).resolve().parents[2] / "experiments" / "audits"
 SMALL = cal.CalibrationGrid(families=(("paper", (0.1, 0.3, 1.0)),), prior_strength=(0.2, 0.4, 0.6, 0.8),
@@ -90,3 +93,66 @@ def test_the_measured_range_widens_the_bound_and_takes_the_dominance_away(hidden
     # the simulator alone names a term; with what other models did under a random reward it cannot
     assert narrow["verdict"] in DOMINANCE and wide["verdict"] not in DOMINANCE
     assert "measured d_null range" in wide["null_envelope"]
+
+
+@pytest.fixture(scope="module")
+def shipped_small():
+    """Spurious Rewards' table and a TTRL row without RANDOM (simulator-bounded) audited on the small grid (the
+    sweep of ``hidden_qwen_math``, from memory); the notes on every shipped table are test_notes.py's."""
+    files = [AUDITS / "spurious_rewards.yaml", AUDITS / "ttrl.yaml"]
+    entries = [e for e in load_entries(files) if e.source["id"] != "ttrl" or (e.model, e.benchmark) == (
+        "LLaMA-3.1-8B-Instruct", "AMC")]
+    res = audit(entries, grid=SMALL)
+    return res, render_report(res, files=files, command="tabsim audit experiments/audits")
+
+
+def test_a_range_is_called_simulated_only_where_the_simulator_made_it(shipped_small):
+    res, report = shipped_small
+    lo_r, hi_r = res.info["calibration"]["sim_d_null_range"]
+    quoted = re.findall(r"d_null in \[[^]]+\] \(simulated range \[(-?[\d.]+), (-?[\d.]+)\]"
+                        r"(; \[[^]]+\] with RANDOM also over the measured d_null range)?", report)
+    assert quoted
+    for lo, hi, _ in quoted:  # within what the simulated families reach (printed to 0.1)
+        assert lo_r - 0.05 <= float(lo) <= float(hi) <= hi_r + 0.05, (lo, hi, lo_r, hi_r)
+    # the rows whose RANDOM was also filled over the measured range name that range beside the simulated one
+    widened = res.audit[(res.audit["null_envelope"] != "") & res.audit["bounded_terms"].str.contains("d_null")]
+    assert sum(bool(m) for *_, m in quoted) == len(widened) > 0
+
+
+def test_the_figure_draws_the_simulated_range_apart_from_the_measured_one(shipped_small):
+    from tabsim.audit.core import AuditResult
+    from tabsim.audit.figure import TERM_COLORS, plot_terms
+
+    res, _ = shipped_small
+    lo_r, hi_r = res.info["calibration"]["sim_d_null_range"]
+    keep = res.audit.index[(res.audit["null_envelope"] != "")][:1]
+    key = res.audit.loc[keep[0], ["source", "model", "benchmark", "train_set"]]
+    terms = res.terms[(res.terms[list(key.index)] == key.to_numpy()).all(axis=1)]
+    one = AuditResult(audit=res.audit.loc[keep], terms=terms, entries=res.entries, calibration=res.calibration,
+                      info=res.info)
+    fig = plot_terms(one)
+    bands = sorted(((ln.get_alpha(), tuple(ln.get_xdata())) for ax in fig.axes for ln in ax.lines
+                    if ln.get_linewidth() == 5 and ln.get_color() == TERM_COLORS["d_null"]), reverse=True)
+    (_, sim), (_, both) = bands  # the simulated range drawn darker, the measured-widened one paler
+    assert lo_r - 1e-9 <= min(sim) <= max(sim) <= hi_r + 1e-9
+    assert max(both) > hi_r and min(both) <= min(sim)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "simulated range" in labels and "with RANDOM over measured d_null" in labels
+    matplotlib.pyplot.close(fig)
+
+
+def test_d_null_outside_the_reach_is_named_so_only_when_its_interval_is(shipped_small):
+    res, report = shipped_small
+    lo_r, hi_r = res.info["calibration"]["sim_d_null_range"]
+    text = next(ln for ln in report.splitlines() if "estimate only, the interval reaching into it" in ln)
+    firm, loose = text.split("Outside the reach at the estimate only")
+    n = 0
+    for _, r in res.audit[res.audit["d_null"].notna()].iterrows():
+        if lo_r <= r["d_null"] <= hi_r:
+            continue
+        named = f"{r['source']} {r['model']} {r['benchmark']} {r['d_null']:+.1f} [{r['d_null_low']:.1f}, " \
+                f"{r['d_null_high']:.1f}]"
+        outside = r["d_null_high"] < lo_r or r["d_null_low"] > hi_r
+        assert named in (firm if outside else loose), (named, text)
+        n += 1
+    assert n >= 3 and "interval and all" in firm
