@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option
-from tabsim.cli.options import check_options, executor_options, open_executor, output_options
+from tabsim.cli.options import check_options, check_out, executor_options, open_executor, output_options
 from tabsim.cli.phases import Phases
+from tabsim.files.defaults import cache_home
 
 
 @click.command("audit")
@@ -52,6 +53,9 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
     """
     _check_numbers(ci, seed_sd, threshold, dominance)  # usage errors first, before any line
     check_options(executor, workers, scheduler)
+    reads = [*(("table (or folder of tables) it reads", f) for f in files),
+             ("calibration cache it reads and writes", None if no_cache else (cache_dir or cache_home()))]
+    check_out(out, reads=reads)
     say = Phases(quiet)
     say("tabsim audit: loading the engine (JAX, pandas)")
     # lazy: `tabsim audit --help` loads none of the audit's stack; the engine first, then the audit's
@@ -76,7 +80,8 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
     key = job_key("audit", [file_sha256(f) for f in inputs], seed_sd, ci, threshold, dominance, rule, list(families),
                   no_calibration)
     with open_executor(executor, workers, scheduler, quiet=quiet) as ex, \
-            open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit") as store:
+            open_store(out, overwrite=overwrite, resume=resume, key=key, description="tabsim audit",
+                       reads=reads) as store:
         if store.complete:
             click.echo(f"nothing to resume: {out} already holds this audit, complete", err=as_json)
             if as_json:

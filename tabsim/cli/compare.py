@@ -8,7 +8,12 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option, say
-from tabsim.cli.options import fail, open_store
+from tabsim.cli.options import check_out, fail, open_store
+from tabsim.cli.phases import Phases
+from tabsim.cli.completion import complete_factor
+
+# the bounds of --reps, as tabsim.studies.compare has them (that module loads pandas: not for --help)
+MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000
 
 STATISTICS = ("mean", "median", "iqm", "optimality_gap")
 
@@ -19,8 +24,8 @@ def _check(threshold: float, ci: float, reps: int) -> None:
         problems.append(f"--threshold: {threshold!r} must be a finite number (the metric's best value)")
     if not (0.0 < ci < 1.0):
         problems.append(f"--ci: {ci!r} must be in (0, 1)")
-    if reps < 100:
-        problems.append(f"--reps: {reps!r} must be an integer >= 100")
+    if not MIN_RESAMPLES <= reps <= MAX_RESAMPLES:
+        problems.append(f"--reps: {reps!r} must be an integer in [{MIN_RESAMPLES}, {MAX_RESAMPLES}]")
     if problems:
         raise click.UsageError("; ".join(problems))
 
@@ -37,9 +42,17 @@ def _summary(frame) -> str:
     return "\n".join(lines)
 
 
+def _seeds(n_seeds: dict) -> str:
+    """``6 seed(s)`` when every group has as many, else each group's: ``seeds grpo 6, rloo 4``."""
+    counts = set(n_seeds.values())
+    if len(counts) == 1:
+        return f"{counts.pop()} seed(s)"
+    return "seeds " + ", ".join(f"{g} {n}" for g, n in n_seeds.items())
+
+
 @click.command("compare")
 @click.argument("source", metavar="RUN_OR_SWEEP", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--by", required=True, metavar="FIELD",
+@click.option("--by", required=True, metavar="FIELD", shell_complete=complete_factor,
               help="The swept field whose levels are compared (algo.estimator, preset, arm, ...).")
 @click.option("--metric", default="pass1", show_default=True,
               help="A metric column at each run's final step, or a partition term per seed (d_null, d_elicit, d_rd, "
@@ -48,13 +61,16 @@ def _summary(frame) -> str:
 @click.option("--threshold", type=float, default=1.0, show_default=True,
               help="The optimality gap's target: the best value the metric can reach.")
 @click.option("--ci", type=float, default=0.95, show_default=True, help="Two-sided interval level.")
-@click.option("--reps", type=int, default=2000, show_default=True, help="Bootstrap resamples.")
+@click.option("--reps", type=int, default=2000, show_default=True,
+              help=f"Bootstrap resamples, {MIN_RESAMPLES} to {MAX_RESAMPLES:,}; a line says the time left while they "
+                   "take more than a few seconds.")
 @click.option("--method", type=click.Choice(["rescaled", "percentile"]), default="rescaled", show_default=True,
               help="Interval: percentile bounds stretched by sqrt(n/(n-1)) for n seeds (covers at the nominal rate "
                    "with few seeds), or rliable's plain percentile interval.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The bootstrap's random seed.")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
-              show_default=True, help="Output folder, published whole (a non-empty one is refused without --overwrite).")
+              show_default=True, help="Output folder, published whole (a non-empty one is refused without --overwrite); never the run "
+                   "folder, inside it or holding it.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty --out.")
 @click.option("--no-figure", is_flag=True, help="Write no figure.")
 @click.option("--pdf", is_flag=True, help="Also write the figure as PDF beside its PNG.")
@@ -72,23 +88,25 @@ def command(source, by, metric, arm, threshold, ci, reps, method, seed, out, ove
       tabsim compare results/estimators --by algo.estimator --out results/estimators_compare
     """
     _check(threshold, ci, reps)
+    check_out(out, reads=[("run or sweep it reads", source)])  # before anything is read or computed
     # lazy: `tabsim compare --help` loads no pandas, scipy or matplotlib
     from tabsim.studies.compare import CompareError, compare
 
     try:
         cmp = compare(source, by=by, metric=metric, arm=arm, threshold=threshold, ci=ci, n_resamples=reps,
-                      method=method, random_state=seed)
+                      method=method, random_state=seed, log=Phases(quiet))
     except CompareError as err:
         fail(str(err))
     cmd = " ".join(["tabsim compare", shlex.quote(str(source)), "--by", shlex.quote(by), "--metric",
                     shlex.quote(metric), *(["--arm", shlex.quote(arm)] if arm else [])])
-    with open_store(out, overwrite=overwrite, resume=False, key=None, description="tabsim compare") as store:
+    with open_store(out, overwrite=overwrite, resume=False, key=None, description="tabsim compare",
+                    reads=[("run or sweep it reads", source)]) as store:
         paths = cmp.write(store.dir, figure=not no_figure, formats=("png", "pdf") if pdf else ("png",),
                           source=str(source), command=cmd)
     files = [p.name for p in paths]
     if not quiet:
         s = cmp.settings
-        say(f"{s['label']} by {by}: {s['n_conditions']} condition(s) x {s['n_seeds']} seed(s), "
+        say(f"{s['label']} by {by}: {s['n_conditions']} condition(s) x {_seeds(s['n_seeds'])}, "
             f"{ci:.0%} stratified bootstrap intervals ({reps} resamples)", as_json)
         say(_summary(cmp.frame), as_json)
         say(f"wrote {out}/{', '.join(files)}", as_json)

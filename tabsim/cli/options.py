@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from tabsim.base.host import cpu_count
-from tabsim.files.defaults import given
+from tabsim.files.defaults import compilation_cache, given
+from tabsim.files.overlap import OverlapError, check_apart
 from tabsim.runtime.executors import ExecutorError, check_address
 
 # Nothing heavy at import: every command's options are defined from here, and ``tabsim CMD --help``
@@ -69,10 +70,25 @@ def output_options(fn):
     return fn
 
 
-def check_out(out) -> None:
+class OverlappingOutput(click.ClickException):
+    """An ``--out`` that is, holds or lies inside an input of the command: one line, exit code 2."""
+
+    exit_code = 2
+
+
+def _compile_cache() -> Path | None:
+    """The compiled programs' folder this command reads (None: off), ``--compile-cache`` first."""
+    value = chosen("compilation_cache")
+    if value is not None:
+        return None if value == "0" else Path(value)
+    return compilation_cache()
+
+
+def check_out(out, reads=()) -> None:
     """Refuse an ``--out`` that names no folder of its own: empty (``--out ''`` reads as the current folder),
     ``.``, ``..`` or a root, which a run cannot be published into (its staging folder would sit beside it
-    as ``..staging``)."""
+    as ``..staging``); and one that is, holds or lies inside anything the command reads: ``reads`` (pairs of
+    what it is and its path) and the compilation cache (:func:`tabsim.files.overlap.check_apart`)."""
     if out is None:
         return
     text = str(out)
@@ -80,10 +96,14 @@ def check_out(out) -> None:
         shown = "''" if not text.strip() else repr(text)
         raise click.UsageError(f"--out {shown}: not an output folder; give the name of a folder to publish into "
                                "(created if missing), e.g. --out results/run1")
+    try:
+        check_apart(out, [*reads, ("compilation cache it reads and writes", _compile_cache())])
+    except OverlapError as err:
+        raise OverlappingOutput(str(err)) from None
 
 
 @contextlib.contextmanager
-def guarded(out: Path):
+def guarded(out: Path, reads=()):
     """Turn output errors, OS errors and Ctrl-C inside the block into one-line messages and exit codes.
 
     Ctrl-C (SIGINT) exits with 130 after one line saying what was kept; the staging folder's finished
@@ -94,7 +114,7 @@ def guarded(out: Path):
     from tabsim.plotting.figure_pool import FiguresUnavailable
     from tabsim.runtime.store import OutputError, staging_path
 
-    check_out(out)
+    check_out(out, reads)
     try:
         yield
     except (OutputError, ConfigError, FiguresUnavailable) as err:
@@ -117,12 +137,13 @@ def guarded(out: Path):
 
 
 @contextlib.contextmanager
-def open_store(out: Path, *, overwrite: bool, resume: bool, key: str | None, description: str):
-    """``guarded`` around an open :class:`RunStore`: yields the store, publishes when the block succeeds."""
+def open_store(out: Path, *, overwrite: bool, resume: bool, key: str | None, description: str, reads=()):
+    """``guarded`` around an open :class:`RunStore`: yields the store, publishes when the block succeeds.
+    ``reads``: what the command reads, which ``out`` must stay apart from (:func:`check_out`)."""
     # lazy: every command imports this module; its `--help` loads no JAX or pyarrow
     from tabsim.runtime.store import RunStore
 
-    with guarded(out):
+    with guarded(out, reads):
         with RunStore(out, overwrite=overwrite, resume=resume, key=key, description=description) as store:
             yield store
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option
-from tabsim.cli.options import check_options, executor_options, guarded, open_executor, output_options
+from tabsim.cli.options import check_options, check_out, executor_options, guarded, open_executor, output_options
 from tabsim.cli.phases import Phases
 from tabsim.prereg.errors import PreregError
 
@@ -242,6 +242,9 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, a
       tabsim prereg run preregistration/clipping_null/plan.yaml --out preregistration/clipping_null/results
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
+    reads = [("plan it reads", file), ("key it reads", key),
+             ("public key it reads", public_key if public_key and Path(public_key).exists() else None)]
+    check_out(out, reads=reads)  # the plan's lock and amendments, beside it, once their module is loaded
     say = Phases(quiet)
     say("tabsim prereg run: loading the engine (JAX, pandas)")
     # lazy: `tabsim prereg ... --help` loads none of the prereg stack; the engine first, then the statistics,
@@ -250,10 +253,12 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, a
     from tabsim.config import ConfigError
 
     say("loading the statistics (scipy, statsmodels)")
-    from tabsim.prereg.runner import run_study  # lazy: as above
+    from tabsim.prereg.locking import amendments_path, lock_path  # lazy: as above
+    from tabsim.prereg.runner import run_study
 
+    reads += [("plan's lock it reads", lock_path(file)), ("plan's amendments it reads", amendments_path(file))]
     try:
-        with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
+        with guarded(out, reads), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             # results.json's wall time is the command's, from the process's start
             res = run_study(file, out, confirmatory=not exploratory, overwrite=overwrite, progress=not quiet,
                             resume=resume, executor=ex, key=key, public_key=public_key,

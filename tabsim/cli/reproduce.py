@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option
-from tabsim.cli.options import check_options, chosen, executor_options, guarded, open_executor, output_options
+from tabsim.cli.options import (check_options, check_out, chosen, executor_options, guarded, open_executor,
+                                output_options)
 from tabsim.base import clock
 from tabsim.cli.phases import Phases
 from tabsim.cli.study import complete_preset, parse_set, set_option, usage
@@ -58,6 +59,8 @@ def _reproduce_cmd(out, seeds, steps, preset, scale, fmt, sets, quiet, no_figure
     if preset not in PRESETS:
         raise click.BadParameter(f"unknown preset {preset!r}; allowed: {', '.join(sorted(PRESETS))}",
                                  param_hint="--preset")
+    if not dry_run:
+        check_out(out)  # before anything loads: an --out that overlaps what it reads (the compilation cache)
 
     if not (no_figure or dry_run):  # the figure server loads matplotlib while this process loads the rest
         prestart((FIGURE_MODULE,))

@@ -250,7 +250,7 @@ def run_cmd(config, overrides, preset, vary, arms, sets, multirun, out, fmt, see
       tabsim run my_study.toml --multirun algo.lr=0.05,0.1 train.steps=100
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
-    check_out(out)
+    check_out(out or Path("results") / config.stem, reads=_reads(config, track_dir))
     check_track(track, start=not dry_run)
     if not (no_figure or dry_run):  # the figure server loads matplotlib while this process loads the rest
         prestart((FIGURE_MODULE,))
@@ -275,6 +275,12 @@ def run_cmd(config, overrides, preset, vary, arms, sets, multirun, out, fmt, see
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
                    executor=(executor, workers, scheduler), figure=not no_figure, say=say, as_json=as_json,
                    track=track, track_dir=track_dir)
+
+
+def _reads(config, track_dir) -> list:
+    """What ``--out`` must stay apart from (:func:`tabsim.cli.options.check_out`): the config file and the
+    trackers' folder."""
+    return [("config file it reads", config), ("tracker folder it writes (--track-dir)", track_dir)]
 
 
 def _note_seed(data: dict, seeds_option) -> None:
@@ -319,7 +325,7 @@ def sweep_cmd(config, overrides, preset, vary, arms, sets, multirun, seeds, step
       tabsim sweep task.prior_strength='range(0.2,0.9,0.15)' algo.estimator='glob(*grpo*)' train.steps=50
     """
     check_options(executor, workers, scheduler)  # usage errors first, before any line
-    check_out(out)
+    check_out(out, reads=_reads(config, track_dir))
     check_track(track, start=not dry_run)
     if not (no_figure or dry_run):  # the figure server loads matplotlib while this process loads the rest
         prestart((FIGURE_MODULE,))

@@ -149,6 +149,28 @@ def check_folder(folder: str | Path) -> dict:
                                for k in odd})}
 
 
+def check_unchanged(folder: str | Path, reads: tuple[str, ...] = ()) -> dict:
+    """The marker of a published folder whose files are all as published (:func:`check_folder`): what a
+    command checks before it reads a published run.
+
+    Args:
+      reads: the files the caller reads (relative paths); one of them added since publishing is refused
+        too (other additions are not read, and ``tabsim verify`` names them).
+
+    Raises:
+      ManifestError: not a published folder, or one naming each file changed, missing or read but added.
+    """
+    got = check_folder(folder)
+    bad = ([f"changed {p}" for p in got["changed"]] + [f"missing {p}" for p in got["missing"]]
+           + [f"added {p}" for p in got["added"] if p in reads])
+    if bad:
+        more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+        raise ManifestError(f"{folder}: differs from the run published at {got['marker'].get('published_utc', '?')} "
+                            f"({MARKER}): {', '.join(bad[:4])}{more}; refusing to read it (`tabsim verify "
+                            f"{folder}` lists every difference)")
+    return got["marker"]
+
+
 __all__ = ["MARKER", "SCHEMA", "CHUNK_MANIFEST", "ManifestError", "UntrustedFile", "open_regular", "read_regular",
            "pread_all", "file_sha256", "tree_digests", "read_marker",
-           "check_folder"]
+           "check_folder", "check_unchanged"]

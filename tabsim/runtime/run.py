@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import sys
 import time
 import warnings
@@ -25,7 +24,7 @@ from tabsim.sim.engine import make_segments, make_train
 from tabsim.sim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
 from tabsim.sim.expected import check as expected_check
 from tabsim.files import defaults
-from tabsim.files.atomic import read_frame, write_frame, write_json
+from tabsim.files.atomic import write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.sim.params import HYPER_FIELDS, stack_hypers
 from tabsim.sim.rng import seed_array
@@ -34,6 +33,7 @@ from tabsim.runtime import executables, planning, segments
 from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.executors import Executor, LocalExecutor
+from tabsim.runtime.loading import read_run_folder
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
 
 _CACHE: dict = {}
@@ -134,13 +134,14 @@ class Result:
         return folder
 
     @classmethod
-    def load(cls, out_dir: str | Path) -> "Result":
-        out = Path(out_dir)
-        files = [p for p in (out / "results.parquet", out / "results.csv") if p.exists()]
-        if not files:
-            raise FileNotFoundError(f"{out}: no results.parquet or results.csv")
-        return cls(frame=read_frame(files[0]), config=json.loads((out / "config.json").read_text()),
-                   provenance=json.loads((out / "provenance.json").read_text()))
+    def load(cls, out_dir: str | Path, *, verify: bool = True) -> "Result":
+        """The run saved in ``out_dir`` (:func:`tabsim.runtime.loading.read_run_folder`).
+
+        ``verify`` (default) refuses a folder that tabsim did not publish or whose files changed since, as
+        ``tabsim verify`` reports them; False reads the files unchecked. Raises
+        :class:`tabsim.runtime.loading.ResultFolderError` (a ``ValueError``) naming the file."""
+        frame, config, prov = read_run_folder(out_dir, verify=verify)
+        return cls(frame=frame, config=config, provenance=prov)
 
 
 def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps: list[int]) -> pd.DataFrame:

@@ -3,6 +3,7 @@ outputs, and the refusals (synthetic run folders: no engine runs)."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,7 @@ def _frame(seed: int = 0) -> pd.DataFrame:
     f["algo.estimator"] = pd.Categorical(f["algo.estimator"], categories=ESTIMATORS, ordered=True)
     f["arm"] = pd.Categorical(f["arm"], categories=ARMS)
     base = f["prior_strength"] + 0.05 * f["algo.estimator"].cat.codes + 0.1 * f["arm"].cat.codes
-    f["pass1"] = (base + rng.normal(0, 0.05, len(f))).round(3)  # rounded: ties between groups
+    f["pass1"] = (base + rng.normal(0, 0.05, len(f))).round(3).clip(0, 1)  # rounded: ties between groups
     f["reward_mean"] = np.where(f["step"] == 10, np.nan, 0.5)
     return f
 
@@ -36,8 +37,7 @@ def run_dir(tmp_path):
     from tabsim.runtime.run import Result
 
     folder = tmp_path / "sweep"
-    folder.mkdir()
-    Result(frame=_frame(), config={"preset": "paper"}, provenance={}).write(folder, "csv")
+    Result(frame=_frame(), config={"preset": "paper"}, provenance={}).save(folder, "csv")
     return folder
 
 
@@ -52,7 +52,8 @@ def test_command_writes_the_aggregates_of_each_group(run_dir, tmp_path):
                                     "--reps", "200"])
     assert got.exit_code == 0, got.output
     summary = json.loads(got.stdout)
-    assert summary["groups"] == ESTIMATORS and summary["n_conditions"] == 3 and summary["n_seeds"] == SEEDS
+    assert summary["groups"] == ESTIMATORS and summary["n_conditions"] == 3
+    assert summary["n_seeds"] == dict.fromkeys(ESTIMATORS, SEEDS)
     assert {p.name for p in out.iterdir()} >= {"compare.csv", "profile.csv", "scores.csv", "provenance.json",
                                                "profile.png"}
     table = pd.read_csv(out / "compare.csv", keep_default_na=False)
@@ -102,7 +103,181 @@ def test_groups_must_share_conditions_and_be_two(tmp_path):
         ts.compare(ragged, by="algo.estimator")
     with pytest.raises(ValueError, match="has one level"):
         ts.compare(frame[frame["algo.estimator"] == "grpo"], by="algo.estimator")
-    got = CliRunner().invoke(main, ["compare", str(tmp_path), "--by", "arm", "--out", str(tmp_path / "o")])
-    assert got.exit_code == 1 and "not a run or sweep folder" in got.output
+    (tmp_path / "empty").mkdir()
+    got = CliRunner().invoke(main, ["compare", str(tmp_path / "empty"), "--by", "arm", "--out", str(tmp_path / "o")])
+    assert got.exit_code == 1 and "not a folder published by tabsim" in got.output
     got = CliRunner().invoke(main, ["compare", str(tmp_path), "--by", "arm", "--ci", "1.5"])
     assert got.exit_code == 2 and "--ci: 1.5 must be in (0, 1)" in got.output
+
+
+def _published(tmp_path, frame, name="run"):
+    from tabsim.runtime.run import Result
+
+    Result(frame=frame, config={"preset": "paper"}, provenance={}).save(tmp_path / name)
+    return tmp_path / name
+
+
+def _one_line_error(got, code=1):
+    lines = got.output.strip().splitlines()
+    assert got.exit_code == code and len(lines) == 1 and lines[0].startswith("Error: "), got.output
+    return lines[0]
+
+
+def test_levels_that_print_alike_stay_distinct_groups(tmp_path):
+    """A sweep over prior_strength=0.3000001,0.3000002,0.5 compared as two groups: keyed by ``f"{v:g}"``."""
+    frame = _frame()
+    frame["prior_strength"] = frame["prior_strength"].map({0.2: 0.3000001, 0.5: 0.3000002, 0.8: 0.5})
+    cmp = ts.compare(frame, by="prior_strength", n_resamples=100)
+    assert cmp.settings["groups"] == ["0.3000001", "0.3000002", "0.5"]
+    means = cmp.frame.query("statistic == 'mean'").set_index("group")["estimate"]
+    for value, label in [(0.3000001, "0.3000001"), (0.3000002, "0.3000002")]:
+        rows = frame[(frame["prior_strength"] == value) & (frame["arm"] == "true") & (frame["step"] == 10)]
+        m = rows.pivot(index="seed", columns="algo.estimator", values="pass1").to_numpy()
+        assert means[label] == pytest.approx(agg.aggregate_mean(m))
+    assert set(cmp.scores["group"]) == set(cmp.settings["groups"])
+    # conditions too are keyed by value: two priors that print alike are two conditions
+    by_est = ts.compare(frame, by="algo.estimator", n_resamples=100)
+    assert by_est.settings["n_conditions"] == 3
+
+
+def test_labels_print_more_digits_only_where_needed():
+    from tabsim.studies.compare import labels
+
+    assert list(labels([0.2, 1.0, 1e-3]).values()) == ["0.2", "1", "0.001"]
+    assert list(labels([0.3000001, 0.3000002]).values()) == ["0.3000001", "0.3000002"]
+    x = 0.1 + 0.2
+    assert len(set(labels([x, 0.3]).values())) == 2  # 17 digits where 16 print alike
+    assert list(labels(["grpo", "rloo"]).values()) == ["grpo", "rloo"]
+
+
+def test_a_changed_published_run_is_refused_naming_the_file(run_dir, tmp_path):
+    """compare read a results file that `tabsim verify` reported as changed and published its numbers."""
+    table = run_dir / "results.csv"
+    table.write_text(table.read_text().replace("0.5", "0.9", 1))
+    with pytest.raises(CompareError, match=r"differs from the run published .*: changed results.csv"):
+        ts.compare(run_dir, by="algo.estimator", n_resamples=100)
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "algo.estimator", "--out", str(tmp_path / "o")])
+    assert "changed results.csv" in _one_line_error(got) and not (tmp_path / "o").exists()
+    (run_dir / "results.csv").unlink()
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "algo.estimator", "--out", str(tmp_path / "o")])
+    assert "missing results.csv" in _one_line_error(got)
+
+
+def _garbage(folder):
+    (folder / "results.parquet").write_bytes(b"not parquet at all")
+
+
+def _empty(folder):
+    (folder / "results.parquet").write_bytes(b"")
+
+
+def _no_rows(folder):
+    pd.read_parquet(folder / "results.parquet").iloc[:0].to_parquet(folder / "results.parquet")
+
+
+def _bad_config(folder):
+    (folder / "config.json").write_text("{")
+
+
+def _list_provenance(folder):
+    (folder / "provenance.json").write_text("[1, 2]")
+
+
+def _no_provenance(folder):
+    (folder / "provenance.json").unlink()
+
+
+def _drop(column):
+    def edit(folder):
+        pd.read_parquet(folder / "results.parquet").drop(columns=[column]).to_parquet(folder / "results.parquet")
+    return edit
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_garbage, "results.parquet: not a readable results table"),
+    (_empty, "results.parquet: not a readable results table"),
+    (_no_rows, "results.parquet: holds no rows"),
+    (_bad_config, "config.json is unreadable (JSONDecodeError)"),
+    (_list_provenance, "provenance.json is not a JSON object"),
+    (_no_provenance, "no provenance.json"),
+    (_drop("seed"), "results.parquet: no seed column"),
+    (_drop("step"), "results.parquet: no step column"),
+    (_drop("arm"), "results.parquet: no arm column"),
+])
+def test_a_corrupt_or_incomplete_folder_is_refused_in_one_line(tmp_path, edit, says):
+    """Each of these was a traceback (ArrowInvalid, JSONDecodeError, KeyError, ...)."""
+    from tabsim.runtime.loading import ResultFolderError
+    from tabsim.runtime.manifest import MARKER
+
+    folder = _published(tmp_path, _frame())
+    edit(folder)
+    with pytest.raises(ResultFolderError, match=r"differs from the run published"):  # verify's check comes first
+        ts.Result.load(folder)
+    with pytest.raises(ResultFolderError, match=re.escape(says)):
+        ts.Result.load(folder, verify=False)
+    (folder / MARKER).unlink()  # no manifest: not a published folder; the command refuses it in one line
+    got = CliRunner().invoke(main, ["compare", str(folder), "--by", "algo.estimator", "--out", str(tmp_path / "o")])
+    assert "not a folder published by tabsim" in _one_line_error(got)
+
+
+def test_a_frame_without_its_key_columns_and_a_by_that_is_a_metric_are_refused():
+    """``--by pass1`` ended in pandas' "truth value of a Series is ambiguous"."""
+    with pytest.raises(CompareError, match=r"by: 'pass1' is not a swept field of the run; allowed: algo.estimator, "
+                                           r"prior_strength, arm"):
+        ts.compare(_frame(), by="pass1")
+    with pytest.raises(CompareError, match="source: the frame has no step column"):
+        ts.compare(_frame().drop(columns="step"), by="algo.estimator")
+    with pytest.raises(CompareError, match="1 run.s. appear more than once"):
+        ts.compare(pd.concat([_frame(), _frame().iloc[-2:]]), by="algo.estimator")
+
+
+def test_by_a_metric_is_refused_in_one_line(run_dir, tmp_path):
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "pass1", "--out", str(tmp_path / "o")])
+    assert "by: 'pass1' is not a swept field of the run" in _one_line_error(got)
+
+
+def test_resamples_are_bounded_and_their_progress_said(run_dir, tmp_path, monkeypatch):
+    """``--reps 1000000000`` ran with no bound and no word."""
+    from tabsim.cli import compare as cli_compare
+    from tabsim.studies import compare as C
+
+    assert (cli_compare.MIN_RESAMPLES, cli_compare.MAX_RESAMPLES) == (C.MIN_RESAMPLES, C.MAX_RESAMPLES)
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "arm", "--reps", "1000000000"])
+    assert got.exit_code == 2 and "--reps: 1000000000 must be an integer in [100, 100000]" in got.output
+    with pytest.raises(CompareError, match=r"n_resamples: 100001 must be an integer in \[100, 100000\]"):
+        ts.compare(run_dir, by="arm", n_resamples=100_001)
+    monkeypatch.setattr(C, "MAX_RESAMPLE_BYTES", 16 * 18 * 150)  # 18 runs a group: 150 resamples fit
+    with pytest.raises(CompareError, match="n_resamples: 200 resamples of 18 runs a group would hold .* at most 150"):
+        ts.compare(run_dir, by="algo.estimator", n_resamples=200)
+    monkeypatch.undo()
+    monkeypatch.setattr(C, "PROGRESS_SECONDS", 0.0)  # every statistic's line, as a long resampling says them
+    lines = []
+    ts.compare(run_dir, by="algo.estimator", n_resamples=100, log=lines.append)
+    assert lines[0] == "resampling: 100 resamples of 3 groups and 6 pairs"
+    assert re.fullmatch(r"resampling: 2 of 12 statistics done in \d+ s; about \d+ s left", lines[1])
+    assert len(lines) == 11  # after each statistic but the first and the last
+
+
+def test_groups_with_unequal_seeds_report_their_own_n(tmp_path):
+    """Groups of 6 and 3 seeds were both reported as 6; each is resampled on its own."""
+    frame = _frame()
+    fewer = frame[~((frame["algo.estimator"] == "rloo") & (frame["seed"] >= 3))]
+    cmp = ts.compare(fewer, by="algo.estimator", n_resamples=200)
+    assert cmp.settings["n_seeds"] == {"grpo": SEEDS, "dr_grpo": SEEDS, "rloo": 3}
+    rows = cmp.frame.set_index(["statistic", "group", "versus"])
+    assert rows.loc[("mean", "rloo", ""), "n_seeds"] == 3 and rows.loc[("mean", "grpo", ""), "n_seeds"] == SEEDS
+    poi = rows.loc[("probability_of_improvement", "grpo", "rloo")]
+    assert (poi["n_seeds"], poi["n_seeds_versus"]) == (SEEDS, 3)
+    m = _matrix(fewer, "rloo")
+    assert rows.loc[("mean", "rloo", ""), "estimate"] == pytest.approx(agg.aggregate_mean(m))
+    assert poi["estimate"] == pytest.approx(agg.probability_of_improvement(_matrix(fewer, "grpo"), m))
+    # the statistics of the groups with all their seeds are those of a comparison without the short group
+    full = ts.compare(fewer[fewer["algo.estimator"] != "rloo"], by="algo.estimator", n_resamples=200)
+    key = ["statistic", "group", "versus"]
+    both = full.frame.merge(cmp.frame, on=key, suffixes=("", "_with"))
+    assert len(both) == 4 * 2 + 2
+    folder = _published(tmp_path, fewer)
+    got = CliRunner().invoke(main, ["compare", str(folder), "--by", "algo.estimator", "--reps", "100", "--no-figure",
+                                    "--out", str(tmp_path / "o")])
+    assert got.exit_code == 0, got.output
+    assert "3 condition(s) x seeds grpo 6, dr_grpo 6, rloo 3" in got.output
