@@ -46,12 +46,13 @@ def _describe(cfg, n_cond: int) -> str:
 def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = False, resume: bool = False,
                    command: str = "tabsim run", desc: str = "tabsim run", executor: tuple = ("local", None, None),
                    figure: bool = True, say: Phases | None = None, as_json: bool = False, track=(),
-                   track_dir: Path | None = None):
+                   track_dir: Path | None = None, track_timeout: int = 30):
     """Run ``cfg`` (a config, or a plan of groups) into a run store at ``out`` (published whole at the end)
     and print a summary.
 
     ``executor`` is ``(--executor, --workers, --scheduler)``; ``figure``: draw the pass@1 figure; ``say``:
-    the command's phase lines (and its clock); ``track``: the trackers fed (``--track``)."""
+    the command's phase lines (and its clock); ``track``: the trackers fed (``--track``), ``track_timeout``:
+    seconds a tracking server is waited for (``--track-timeout``)."""
     say = say or Phases(quiet)
     first = _configs(cfg)[0]
     # the figure and summary show pass@1, or the first metric recorded when train.metrics leaves it out
@@ -85,7 +86,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ExpectedFlowNote)  # said above, as one line
                 # the trackers write on a thread of their own, beside the results and the figure
-                tk = open_trackers(list(track), track_dir, run_name=out.name, terms=TERM_ARMS)
+                tk = open_trackers(list(track), track_dir, run_name=out.name, terms=TERM_ARMS, timeout=track_timeout)
                 started = say.seconds()
                 res = run(cfg, progress=not quiet, store=store, desc=desc, executor=ex, tracker=tk, announce=say,
                           device=chosen("device"), precision=chosen("precision"))
@@ -148,7 +149,11 @@ def _phase_seconds(say: Phases, started: float, trained: float) -> dict:
 
 
 def track_options(fn):
-    """Add ``--track``, ``--track-dir`` and ``--dry-run`` (shared by ``run`` and ``sweep``)."""
+    """Add ``--track``, ``--track-dir``, ``--track-timeout`` and ``--dry-run`` (shared by ``run`` and ``sweep``)."""
+    fn = click.option("--track-timeout", "track_timeout", type=click.IntRange(1, 3600), default=30,
+                      show_default=True, metavar="SECONDS",
+                      help="With --track mlflow: give up a tracking server request after this many seconds without "
+                           "an answer (tried twice); the results are kept and the tracker fails in one line.")(fn)
     fn = click.option("--dry-run", "dry_run", is_flag=True,
                       help="Show the groups (one compiled program each), their conditions and the estimate; run "
                            "nothing and write nothing.")(fn)
@@ -175,7 +180,10 @@ def check_track(track, start: bool = True) -> None:
         except TrackerError as err:
             raise MissingExtra(f"--track {name}: {str(err).partition(': ')[2]}") from None
     if start:
-        preload(track)
+        try:
+            preload(track)
+        except TrackerError as err:  # installed but broken: before anything runs or is written
+            raise click.ClickException(f"--track {str(err).removeprefix('tracker ')}") from None
 
 
 def _check(cfg) -> None:
@@ -236,7 +244,7 @@ def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, ex
 @executor_options
 @track_options
 def run_cmd(config, overrides, preset, vary, arms, sets, multirun, out, fmt, seeds, steps, quiet, no_figure, as_json, overwrite, resume,
-            executor, workers, scheduler, track, track_dir, dry_run):
+            executor, workers, scheduler, track, track_dir, track_timeout, dry_run):
     """Run the study described by CONFIG (a TOML, YAML or a run's config.json file).
 
     Writes a tidy results frame, the resolved config, provenance and a figure of pass@1 per arm
@@ -274,7 +282,7 @@ def run_cmd(config, overrides, preset, vary, arms, sets, multirun, out, fmt, see
         return show_plan(cfg, "tabsim run", as_json, executor=executor, device=chosen("device"))
     _run_and_write(cfg, out or Path("results") / config.stem, fmt, quiet, overwrite=overwrite, resume=resume,
                    executor=(executor, workers, scheduler), figure=not no_figure, say=say, as_json=as_json,
-                   track=track, track_dir=track_dir)
+                   track=track, track_dir=track_dir, track_timeout=track_timeout)
 
 
 def _reads(config, track_dir) -> list:
@@ -310,7 +318,7 @@ def _note_seed(data: dict, seeds_option) -> None:
 @executor_options
 @track_options
 def sweep_cmd(config, overrides, preset, vary, arms, sets, multirun, seeds, steps, out, fmt, quiet, no_figure, as_json, overwrite, resume,
-              executor, workers, scheduler, track, track_dir, dry_run):
+              executor, workers, scheduler, track, track_dir, track_timeout, dry_run):
     """Sweep numeric fields of a preset without writing a config file.
 
     Without --vary (and no sweep in --config) it sweeps prior_strength=0.2,0.35,0.5,0.65,0.8; without
@@ -353,4 +361,4 @@ def sweep_cmd(config, overrides, preset, vary, arms, sets, multirun, seeds, step
         return show_plan(cfg, "tabsim sweep", as_json, executor=executor, device=chosen("device"))
     _run_and_write(cfg, out, fmt, quiet, overwrite=overwrite, resume=resume, command="tabsim sweep",
                    desc="tabsim sweep", executor=(executor, workers, scheduler), figure=not no_figure, say=say,
-                   as_json=as_json, track=track, track_dir=track_dir)
+                   as_json=as_json, track=track, track_dir=track_dir, track_timeout=track_timeout)

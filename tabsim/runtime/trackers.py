@@ -16,8 +16,11 @@ Two trackers, each written through its own client library (the ``track`` extra,
 
 The metrics are means over seeds. Nothing is written from inside the compiled program: the tracker is fed
 from the host after the program returns (after each group of a sweep), so a run without a tracker is
-unchanged. MLflow is imported and written in a writer process (:mod:`tabsim.runtime.writer_process`,
-``MlflowTracker(process=False)``: on :class:`Trackers`'s thread instead), started when the tracker opens
+unchanged. A tracking server is waited for at most ``timeout`` seconds per request (``--track-timeout``,
+30 s; :func:`tabsim.runtime.mlflow_io.bounded`), so a dead or silent one fails the tracker in one line
+after the results are written. MLflow is imported and written in a writer process
+(:mod:`tabsim.runtime.writer_process`, ``MlflowTracker(process=False)``: on :class:`Trackers`'s thread
+instead), started when the tracker opens
 (at the start of the run) and reused by the runs after it in the same process: the run's process never
 imports MLflow (about 0.8 s of CPU that would hold its GIL beside the training) and only hands the
 condition tables over; a writer process that dies or stops is reported in one line at the end of the run.
@@ -31,9 +34,10 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import json
-import os
 import re
+import socket
 import time
+import types
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -43,10 +47,16 @@ import pandas as pd
 
 from tabsim.files import defaults
 from tabsim.runtime import writer_process
+from tabsim.runtime.mlflow_io import (METRIC_KEY, TIMEOUT_SECONDS, bounded, file_store, flat, metric_lines,
+                                      unreachable, write_series)
 
 TRACKERS = {"mlflow": "mlflow", "tensorboard": "tensorboardX"}  # name -> the module it writes with
 EXTRA = 'pip install "tabsim[track]"'
 NOT_METRICS = ("seed", "arm", "step")
+# a writer process that finishes no call for this many timeouts (at least STALL_SECONDS: its import of MLflow
+# on a busy machine) is ended: a name that never resolves, a server that trickles, what a request's timeout
+# does not bound
+STALL_FACTOR, STALL_SECONDS = 5, 60.0
 
 
 class TrackerError(ValueError):
@@ -68,9 +78,12 @@ def check(name: str) -> None:
 
 def preload(names) -> None:
     """Start importing the client libraries of the trackers ``names`` now, where they will write (MLflow: in
-    the writer process), so that the import goes on beside the command's own start-up."""
+    the writer process), so that the import goes on beside the command's own start-up; tensorboardX is
+    imported here, at once: one that is installed but broken is refused before the run (:class:`TrackerError`)."""
     if "mlflow" in names and writer_process.available():
         writer_process.prestart((__name__, "mlflow.tracking", "mlflow.entities"))
+    if "tensorboard" in names:
+        tensorboardx()
 
 
 def condition_table(frame: pd.DataFrame, factors: list[str], terms: dict | None = None) -> list[tuple[dict, pd.DataFrame]]:
@@ -100,33 +113,6 @@ def label(values: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in values.items()) or "run"
 
 
-def _flat(config: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for k, v in config.items():
-        if isinstance(v, dict) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else str(v)
-    return out
-
-
-@contextlib.contextmanager
-def file_store(uri: str):
-    """MLflow 3 refuses its file store unless ``MLFLOW_ALLOW_FILE_STORE`` is true: for a ``file:`` URI it is
-    set while the block runs (and restored after), so the user's other MLflow calls are left as they were.
-
-    The one variable tabsim sets, in the process that writes (the writer process, unless
-    ``MlflowTracker(process=False)``): MLflow reads this switch from the environment only."""
-    if not uri.startswith("file:") or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
-        yield
-        return
-    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
-    try:
-        yield
-    finally:
-        os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
-
-
 class MlflowTracker:
     """A tabsim run as an MLflow parent run with one child run per condition (module docstring).
 
@@ -139,18 +125,22 @@ class MlflowTracker:
     name = "mlflow"
 
     def __init__(self, uri: str | None = None, *, experiment: str = "tabsim", run_name: str | None = None,
-                 files: bool = True, process: bool | None = None):
+                 files: bool = True, process: bool | None = None, timeout: float = TIMEOUT_SECONDS):
         check("mlflow")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout: {timeout!r} is not a number of seconds > 0")
         self.uri = uri or defaults.mlflow_tracking_uri() or Path("mlruns").resolve().as_uri()
         self.experiment, self.run_name, self.client, self.files = experiment, run_name, None, files
+        self.timeout, self.failed = timeout, False
         self.process = writer_process.available() if process is None else process
         self.remote: writer_process.Remote | None = None
 
     def _open_remote(self) -> writer_process.Remote:
         if self.remote is None:
             kwargs = {"uri": self.uri, "experiment": self.experiment, "run_name": self.run_name,
-                      "files": self.files, "process": False}
-            self.remote = writer_process.Remote(f"{__name__}:MlflowTracker", kwargs, environ=("MLFLOW_",))
+                      "files": self.files, "process": False, "timeout": self.timeout}
+            self.remote = writer_process.Remote(f"{__name__}:MlflowTracker", kwargs, environ=("MLFLOW_",),
+                                                stall_seconds=max(STALL_SECONDS, STALL_FACTOR * self.timeout))
             self.remote.call("start")
         return self.remote
 
@@ -159,36 +149,54 @@ class MlflowTracker:
         """The id of the process that writes (None until it is started, and when it is this one)."""
         return self.remote.pid if self.remote is not None else None
 
+    @contextlib.contextmanager
+    def _client_calls(self):
+        """The client's calls with MLflow's settings (:func:`file_store`, :func:`bounded`): a server not
+        answered or refusing is one line (:func:`unreachable`); after any error the later calls are skipped
+        (each would wait for the same server again)."""
+        try:
+            with file_store(self.uri), bounded(self.timeout):
+                yield
+        except Exception as err:
+            self.failed = True
+            short = unreachable(err, self.uri, self.timeout)
+            if short is not None:
+                raise short from None
+            raise
+
     def start(self) -> None:
         """Import MLflow and open the parent run, in the writer process (else on :class:`Trackers`'s writer
         thread), so that MLflow's import of about a second goes on beside the compilation and the training."""
         if self.process:
             self._open_remote()
             return
-        if self.client is not None:
+        if self.client is not None or self.failed:
             return
         from mlflow.tracking import MlflowClient  # lazy: the track extra
 
         experiment, run_name = self.experiment, self.run_name
-        with file_store(self.uri):
-            self.client = MlflowClient(tracking_uri=self.uri)
-            exp = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = exp.experiment_id if exp is not None else self.client.create_experiment(experiment)
-            self.run_id = self.client.create_run(self.experiment_id, run_name=run_name or "tabsim").info.run_id
+        with self._client_calls():
+            client = MlflowClient(tracking_uri=self.uri)
+            exp = client.get_experiment_by_name(experiment)
+            self.experiment_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
+            self.run_id = client.create_run(self.experiment_id, run_name=run_name or "tabsim").info.run_id
+            self.client = client
 
     def log_config(self, config: dict) -> None:
         if self.process:
             return self._open_remote().call("log_config", config)
         self.start()
-        with file_store(self.uri):
-            self._log_config(config)
+        if not self.failed:
+            with self._client_calls():
+                self._log_config(config)
 
     def log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
         if self.process:
             return self._open_remote().call("log_conditions", table)
         self.start()
-        with file_store(self.uri):
-            self._log_conditions(table)
+        if not self.failed:
+            with self._client_calls():
+                self._log_conditions(table)
 
     def close(self) -> None:
         """Close the parent run (in the writer process: wait for everything written, and raise its first
@@ -199,13 +207,14 @@ class MlflowTracker:
             except writer_process.WriterError as err:
                 raise TrackerError(f"tracker mlflow: {err}") from None
         self.start()
-        with file_store(self.uri):
-            self.client.set_terminated(self.run_id)
+        if not self.failed:
+            with self._client_calls():
+                self.client.set_terminated(self.run_id)
 
     def _log_config(self, config: dict) -> None:
         from mlflow.entities import Param  # lazy: mlflow is an optional extra
 
-        params = [Param(k, v[:6000]) for k, v in _flat(config).items()]
+        params = [Param(k, v[:6000]) for k, v in flat(config).items()]
         for i in range(0, len(params), 100):  # MLflow's limit per batch
             self.client.log_batch(self.run_id, params=params[i:i + 100])
         self.client.log_dict(self.run_id, config, "config.json")
@@ -246,66 +255,95 @@ class MlflowTracker:
             self.client.log_batch(run_id, metrics=metrics[i:i + 1000])
 
 
-# a metric name MLflow accepts (letters, digits, ``_ . - / : space``), with no empty, ``.`` or ``..`` part
-METRIC_KEY = re.compile(r"(?!/)(?!.*//)(?!.*/$)(?!(.*/)?\.\.?(/|$))[\w.\- :/]+")
-
-
-def metric_lines(sub: pd.DataFrame, timestamp: int) -> dict[str, str]:
-    """Per column of ``sub`` (indexed by step), the lines MLflow's file store keeps for that metric:
-    ``TIMESTAMP VALUE STEP`` per finite value (the line ``FileStore.log_batch`` appends per metric)."""
-    steps = [int(s) for s in sub.index.to_numpy()]
-    out = {}
-    for key in sub.columns:
-        vals = sub[key].to_numpy(np.float64)
-        lines = "".join(f"{timestamp} {float(v)} {s}\n" for s, v in zip(steps, vals) if np.isfinite(v))
-        if lines:
-            out[str(key)] = lines
-    return out
-
-
-def write_series(folder: Path, series: dict[str, str]) -> None:
-    """Append each metric's lines to its file under ``folder`` in one write. MLflow's file store appends one
-    line per call and looks the run's folder up again for each (two directory listings, an ``open``): a
-    3,800-point sweep spent 1.5 s in it; whole series cost one ``open`` each."""
-    for key, lines in series.items():
-        path = folder / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(lines)
-
-
 class TensorBoardTracker:
-    """A tabsim run as a TensorBoard log folder with one sub-folder per condition (module docstring)."""
+    """A tabsim run as a TensorBoard log folder with one sub-folder per condition (module docstring).
+
+    The event files are written with tensorboardX's record writer and protocol buffers, on the caller's
+    thread (:class:`Trackers`'s): not through its ``SummaryWriter``, whose writing thread and exit hook
+    would print a traceback of their own for a disk that fills, beside the one-line error. After an error
+    the files are closed and the later calls skipped."""
 
     name = "tensorboard"
 
     def __init__(self, logdir: str | Path | None = None, *, run_name: str | None = None):
         check("tensorboard")
-        from tensorboardX import FileWriter, SummaryWriter  # lazy: the track extra
-        from tensorboardX.proto.summary_pb2 import Summary
-
-        self._writer, self._summary = FileWriter, Summary
+        self._pb = tensorboardx()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.dir = Path(logdir or "runs") / _safe(f"{run_name or 'tabsim'}-{stamp}")
-        self.root = SummaryWriter(str(self.dir))
+        self.root, self.failed = None, False
+
+    def _open(self, folder: Path):
+        """A record writer on a new event file in ``folder``, its first event the format's version."""
+        folder.mkdir(parents=True, exist_ok=True)
+        writer = self._pb.RecordWriter(str(folder / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"))
+        writer.write(self._pb.Event(wall_time=time.time(), file_version="brain.Event:2").SerializeToString())
+        return writer
+
+    @contextlib.contextmanager
+    def _writing(self, *files):
+        """On an error in the block: close the root's and ``files``' event files (the error is raised as it
+        is) and mark the tracker failed, so that its later calls are skipped."""
+        try:
+            yield
+        except Exception:
+            self.failed = True
+            for writer in (self.root, *files):
+                with contextlib.suppress(Exception):  # its error is the one raised; the file is closed anyway
+                    writer.close()
+            raise
+
+    def start(self) -> None:
+        """The run's folder and its event file (on :class:`Trackers`'s thread: a folder that cannot be made is
+        the tracker's one-line error, after the results)."""
+        if self.root is None and not self.failed:
+            with self._writing():
+                self.root = self._open(self.dir)
 
     def log_config(self, config: dict) -> None:
-        self.root.add_text("config", "```json\n" + json.dumps(config, indent=2, sort_keys=True) + "\n```", 0)
-        self.root.flush()
+        self.start()
+        if self.failed:
+            return
+        body = "```json\n" + json.dumps(config, indent=2, sort_keys=True) + "\n```"
+        with self._writing():
+            self.root.write(self._pb.Event(wall_time=time.time(), step=0, summary=self._pb.text("config", body))
+                            .SerializeToString())
+            self.root.flush()
 
     def log_conditions(self, table: list[tuple[dict, pd.DataFrame]]) -> None:
-        keys = None
+        self.start()
+        Event, Summary = self._pb.Event, self._pb.Summary
         for values, sub in table:
-            writer = self._writer(str(self.dir / _safe(label(values))))
-            keys = list(sub.columns)
-            # one event per step holding every scalar (an event per scalar costs 30 times more)
-            for step, row in zip(sub.index.to_numpy(), sub.to_numpy(np.float64)):
-                vals = [self._summary.Value(tag=k, simple_value=float(v)) for k, v in zip(keys, row) if np.isfinite(v)]
-                writer.add_summary(self._summary(value=vals), int(step))
-            writer.close()
+            if self.failed:
+                return
+            with self._writing():
+                writer = self._open(self.dir / _safe(label(values)))
+            with self._writing(writer):
+                keys, now = list(sub.columns), time.time()
+                # one event per step holding every scalar (an event per scalar costs 30 times more)
+                for step, row in zip(sub.index.to_numpy(), sub.to_numpy(np.float64)):
+                    vals = [Summary.Value(tag=k, simple_value=float(v)) for k, v in zip(keys, row) if np.isfinite(v)]
+                    writer.write(Event(wall_time=now, step=int(step), summary=Summary(value=vals)).SerializeToString())
+                writer.close()
 
     def close(self) -> None:
-        self.root.close()
+        if self.root is not None and not self.failed:
+            with self._writing():
+                self.root.close()
+
+
+def tensorboardx():
+    """tensorboardX's ``Event``, ``RecordWriter``, ``Summary`` and ``text`` (a text summary); one that is
+    installed but cannot be imported is one line (:class:`TrackerError`)."""
+    try:
+        from tensorboardX import record_writer  # lazy: the track extra
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
+        from tensorboardX.summary import text
+    except Exception as err:  # noqa: BLE001 - a broken install (a partial upgrade, a stray file) of any kind
+        why = f"{type(err).__name__}: {(str(err).strip().splitlines() or ['no detail'])[0]}"
+        raise TrackerError(f"tracker tensorboard: tensorboardX is installed but cannot be imported ({why}): "
+                           'pip install --force-reinstall "tabsim[track]"') from None
+    return types.SimpleNamespace(Event=Event, RecordWriter=record_writer.RecordWriter, Summary=Summary, text=text)
 
 
 def _safe(name: str) -> str:
@@ -367,27 +405,30 @@ def _caught(fn, *args) -> Exception | None:
     return None
 
 
-def make(name: str, directory: str | Path | None = None, *, run_name: str | None = None):
-    """The tracker ``name`` writing under ``directory`` (``mlruns``/``runs`` inside it), else its default."""
+def make(name: str, directory: str | Path | None = None, *, run_name: str | None = None,
+         timeout: float = TIMEOUT_SECONDS):
+    """The tracker ``name`` writing under ``directory`` (``mlruns``/``runs`` inside it), else its default;
+    ``timeout``: seconds a tracking server is waited for, per request (:class:`MlflowTracker`)."""
     check(name)
     if name == "mlflow":
         uri = (Path(directory) / "mlruns").resolve().as_uri() if directory is not None else None
-        return MlflowTracker(uri, run_name=run_name)
+        return MlflowTracker(uri, run_name=run_name, timeout=timeout)
     return TensorBoardTracker(Path(directory) / "runs" if directory is not None else None, run_name=run_name)
 
 
 def open_trackers(spec, directory: str | Path | None = None, *, run_name: str | None = None,
-                  terms: dict | None = None) -> Trackers | None:
+                  terms: dict | None = None, timeout: float = TIMEOUT_SECONDS) -> Trackers | None:
     """A :class:`Trackers` for ``spec`` (a name, a list of names or tracker objects), None for ``spec`` None or
     empty. ``directory``: where named trackers write (:func:`make`); ``terms``: the partition's terms
-    (:func:`condition_table`). Close it when done (:meth:`Trackers.close`)."""
+    (:func:`condition_table`); ``timeout``: :func:`make`'s. Close it when done (:meth:`Trackers.close`)."""
     if spec is None or spec == () or spec == []:
         return None
     items = [spec] if isinstance(spec, str) or not isinstance(spec, (list, tuple)) else list(spec)
     for item in items:
         if isinstance(item, str):
             check(item)
-    return Trackers([make(x, directory, run_name=run_name) if isinstance(x, str) else x for x in items], terms)
+    return Trackers([make(x, directory, run_name=run_name, timeout=timeout) if isinstance(x, str) else x
+                     for x in items], terms)
 
 
 @contextlib.contextmanager

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
+import threading
 
 import numpy as np
 import pytest
@@ -188,4 +190,71 @@ def test_a_tracker_that_cannot_write_fails_the_command_in_one_line_after_the_res
     assert res.exit_code == 1, res.output
     last = res.output.strip().splitlines()[-1]
     assert last.startswith("Error: tracker mlflow: start failed: NotADirectoryError") and str(out) in last, last
+    assert (out / "results.parquet").is_file() and (out / "provenance.json").is_file()
+
+
+# the sweep of the command test above: one compiled program for the file
+SWEEP = ["sweep", "--preset", "paper", "--vary", "prior_strength=0.3,0.6", "--seeds", "2", "--steps", "4",
+         "--set", "task.n_prompts=8", "--set", "train.eval_every=2", "--set", "train.batch_size=4",
+         "--set", "train.group_size=4", "--no-figure", "-q"]
+# far above the deadline asked (1 s, tried twice, after the writer's import of MLflow on a busy machine) and
+# far below MLflow's own (a silent server: 8 tries of 120 s; a closed port: 7 retries backing off, 4 minutes)
+OUTER_BOUND = 90.0
+
+
+@pytest.fixture
+def silent_server():
+    """A port where a server accepts connections and never answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield server.getsockname()[1]
+    stop.set()
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+@pytest.fixture
+def closed_port():
+    """A port where nothing listens (bound and released: connections to it are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(args, env):
+    """The command in this process, on a thread given :data:`OUTER_BOUND` seconds: a hang fails the test."""
+    from tabsim.cli import main
+
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(res=CliRunner().invoke(main, args, env=env)), daemon=True)
+    thread.start()
+    thread.join(OUTER_BOUND)
+    assert not thread.is_alive(), f"the command was still running after {OUTER_BOUND:g} s"
+    return box["res"]
+
+
+@pytest.mark.parametrize("server, why", [("silent_server", "answered nothing within 1 s (tried 2 times"),
+                                         ("closed_port", "cannot connect to the tracking server")])
+def test_a_silent_or_absent_tracking_server_fails_the_tracker_in_one_line_within_the_deadline(
+        request, tmp_path, server, why):
+    pytest.importorskip("mlflow")
+    uri = f"http://127.0.0.1:{request.getfixturevalue(server)}"
+    out = tmp_path / "o"
+    res = run_cli([*SWEEP, "--track", "mlflow", "--track-timeout", "1", "--out", str(out)],
+                  env={"MLFLOW_TRACKING_URI": uri})
+    assert res.exit_code == 1, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1, res.output
+    assert lines[0].startswith(f"Error: tracker mlflow: start failed: ") and why in lines[0], lines[0]
+    assert uri in lines[0] and str(out) in lines[0]
     assert (out / "results.parquet").is_file() and (out / "provenance.json").is_file()

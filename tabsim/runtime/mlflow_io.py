@@ -1,0 +1,110 @@
+"""MLflow below its client, as tabsim uses it: the settings MLflow reads from the environment only (its file
+store switch, its requests' timeout and retries), one line for a tracking server that cannot be reached,
+and a local file store's metric series written whole. :class:`tabsim.runtime.trackers.MlflowTracker`
+writes with these; nothing here imports MLflow."""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TIMEOUT_SECONDS = 30  # the longest a tracker's server is waited for, per request (--track-timeout)
+RETRIES = 1  # a request that fails or is not answered is tried once more, at once
+
+
+def flat(config: dict, prefix: str = "") -> dict:
+    """A nested config as MLflow parameters: ``{"train.steps": "300"}`` (lists and tables as JSON)."""
+    out: dict = {}
+    for k, v in config.items():
+        if isinstance(v, dict) and v:
+            out.update(flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+    return out
+
+
+@contextlib.contextmanager
+def file_store(uri: str):
+    """MLflow 3 refuses its file store unless ``MLFLOW_ALLOW_FILE_STORE`` is true: for a ``file:`` URI it is
+    set while the block runs (and restored after), so the user's other MLflow calls are left as they were.
+
+    Set, as :func:`bounded`'s variables, in the process that writes (the writer process, unless
+    ``MlflowTracker(process=False)``): MLflow reads this switch from the environment only."""
+    if not uri.startswith("file:") or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
+        yield
+        return
+    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
+    try:
+        yield
+    finally:
+        os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
+
+
+@contextlib.contextmanager
+def bounded(timeout: float):
+    """MLflow's requests to a tracking server bounded while the block runs: each is given up after ``timeout``
+    seconds without an answer (``MLFLOW_HTTP_REQUEST_TIMEOUT``, whole seconds) and tried :data:`RETRIES`
+    more time(s) (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``; MLflow's own defaults, 120 s and 7 retries with a
+    doubling back-off, keep a dead server waited for 4 minutes, a silent one for 16). A variable the user
+    set is left as set; MLflow reads both from the environment at every request."""
+    ours = {"MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout))),
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(RETRIES)}
+    ours = {k: v for k, v in ours.items() if k not in os.environ}
+    os.environ.update(ours)
+    try:
+        yield
+    finally:
+        for k in ours:
+            os.environ.pop(k, None)
+
+
+def unreachable(err: BaseException, uri: str, timeout: float) -> Exception | None:
+    """One line for a request to the tracking server at ``uri`` that was not answered or could not connect
+    (``requests``' Timeout or ConnectionError, anywhere in ``err``'s chain), else None."""
+    seen, kinds = set(), set()
+    while err is not None and id(err) not in seen:  # MLflow's error, requests', urllib3's and its reason
+        seen.add(id(err))
+        kinds.add(type(err).__name__)
+        reason = getattr(err.args[0], "reason", None) if err.args else None
+        err = err.__cause__ or err.__context__ or (reason if isinstance(reason, BaseException) else None)
+    if kinds & {"ReadTimeout", "ReadTimeoutError", "ConnectTimeout", "ConnectTimeoutError"}:
+        return TimeoutError(f"the tracking server at {uri} answered nothing within {timeout:g} s (tried "
+                            f"{RETRIES + 1} times; --track-timeout SECONDS)")
+    if kinds & {"ConnectionError", "NewConnectionError", "ConnectionRefusedError"}:
+        return ConnectionError(f"cannot connect to the tracking server at {uri} (tried {RETRIES + 1} times); "
+                               "is it running?")
+    return None
+
+
+# a metric name MLflow accepts (letters, digits, ``_ . - / : space``), with no empty, ``.`` or ``..`` part
+METRIC_KEY = re.compile(r"(?!/)(?!.*//)(?!.*/$)(?!(.*/)?\.\.?(/|$))[\w.\- :/]+")
+
+
+def metric_lines(sub: pd.DataFrame, timestamp: int) -> dict[str, str]:
+    """Per column of ``sub`` (indexed by step), the lines MLflow's file store keeps for that metric:
+    ``TIMESTAMP VALUE STEP`` per finite value (the line ``FileStore.log_batch`` appends per metric)."""
+    steps = [int(s) for s in sub.index.to_numpy()]
+    out = {}
+    for key in sub.columns:
+        vals = sub[key].to_numpy(np.float64)
+        lines = "".join(f"{timestamp} {float(v)} {s}\n" for s, v in zip(steps, vals) if np.isfinite(v))
+        if lines:
+            out[str(key)] = lines
+    return out
+
+
+def write_series(folder: Path, series: dict[str, str]) -> None:
+    """Append each metric's lines to its file under ``folder`` in one write. MLflow's file store appends one
+    line per call and looks the run's folder up again for each (two directory listings, an ``open``): a
+    3,800-point sweep spent 1.5 s in it; whole series cost one ``open`` each."""
+    for key, lines in series.items():
+        path = folder / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(lines)
