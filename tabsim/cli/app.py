@@ -25,6 +25,8 @@ COMMANDS = {
                   "Rebuild the reference study (arXiv 2606.05932) and compare with its headline numbers."),
     "prereg": ("tabsim.cli.prereg:command",
                "Pre-registration: validate, lock, amend, run confirmatory, report against the plan."),
+    "claims": ("tabsim.cli.claims:command",
+               "Published claims as pre-registered studies: list them with their verdicts, run them, write their page."),
     "audit": ("tabsim.cli.audit:command",
               "Audit published RLVR results: partition, intervals, bounds for missing arms, verdict."),
     "compare": ("tabsim.cli.compare:command",

@@ -72,7 +72,7 @@ def test_command_list_is_the_commands_own_help():
         assert main.get_command(ctx, name).get_short_help_str(limit=10**6) == short, name
     listed = CliRunner().invoke(main, ["--help"]).output
     assert all(name in listed for name in COMMANDS)
-    assert len([p for p, _ in walk(main)]) == 1 + len(COMMANDS) + 6 + 2  # prereg's six subcommands, config's two
+    assert len([p for p, _ in walk(main)]) == 1 + len(COMMANDS) + 6 + 2 + 2  # prereg's six subcommands, config's and claims' two
 
 
 def test_lazy_names_resolve():

@@ -1,0 +1,77 @@
+"""What a set of claim runs says, as one table: claim, the paper's number, tabsim's estimate with its
+interval per region, the verdict and where it holds; one figure per claim; and the exact expected
+update beside the Monte-Carlo means where a claim has one."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from tabsim.files.atomic import atomic_write_text
+from tabsim.plotting.figures import plot_final, save_figure
+from tabsim.prereg.claims.execute import ClaimRun
+
+SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
+
+
+def _interval(r) -> str:
+    return f"{r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+
+
+def summary_row(run: ClaimRun) -> dict:
+    """One claim's row of the summary table."""
+    c, v = run.claim, run.verdict
+    return {"claim": f"{c.id}: {c.title}", "paper": f"arXiv {c.paper.arxiv}", "paper_number": c.paper_number,
+            "quantity": c.headline.label,
+            "tabsim_estimate": "; ".join(f"{r.region}: {_interval(r)}" for r in v.regions),
+            "verdict": v.verdict, "region": v.region_text, "run": "reduced" if run.quick else "confirmatory"}
+
+
+def summary_table(runs: list[ClaimRun]) -> pd.DataFrame:
+    return pd.DataFrame([summary_row(r) for r in runs])
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A pipe table of ``frame`` (each cell on one line)."""
+    head = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
+    return head + "".join("| " + " | ".join(_cell(x) for x in row) + " |\n" for row in frame.itertuples(index=False))
+
+
+def write_summary(out: str | Path, runs: list[ClaimRun]) -> list[Path]:
+    """Write ``summary.csv`` and ``summary.md`` (atomically) and a figure per claim, ``<ID>.png``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = summary_table(runs)
+    paths = [atomic_write_text(out / SUMMARY_CSV, table.to_csv(index=False)),
+             atomic_write_text(out / SUMMARY_MD, markdown_table(table))]
+    for run in runs:
+        paths += claim_figure(run, out / run.claim.id)
+    return paths
+
+
+def claim_figure(run: ClaimRun, stem: Path) -> list[Path]:
+    """The claim's figure: the final metric against its region factor, one line per arm (mean +/- 1 s.e.)."""
+    f = run.claim.figure
+    label = "reduced run" if run.quick else "confirmatory run"
+    fig = plot_final(run.data(), metric=f.metric, by=list(f.by), title=f"{run.claim.id} ({label}): {run.verdict.verdict}")
+    return save_figure(fig, stem)
+
+
+def expected_beside(run: ClaimRun) -> pd.DataFrame | None:
+    """Final metric per cell and arm: the Monte-Carlo mean over seeds beside the exact expected flow."""
+    if run.expected is None or run.claim.expected is None:
+        return None
+    metric = run.claim.figure.metric
+    keys = [run.claim.expected.sweep, *(name.partition(".")[2] for name in run.claim.expected.vary), "arm"]
+    data = run.data()
+    final = data[data["step"] == data["step"].max()]
+    mc = final.groupby(keys, observed=True)[metric].mean().rename("monte_carlo")
+    flow = run.expected
+    exact = flow[flow["step"] == flow["step"].max()].groupby(keys, observed=True)[metric].mean().rename("expected")
+    both = pd.concat([mc, exact], axis=1, join="inner").reset_index()
+    both["difference"] = both["monte_carlo"] - both["expected"]
+    return both

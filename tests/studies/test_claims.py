@@ -1,0 +1,162 @@
+"""Published claims as pre-registered studies (tabsim.prereg.claims, `tabsim claims`).
+
+One claim study's reduced version runs here end to end (one compiled program; every reduced plan is
+checked to be its design at a small size); every reduced version, and the full designs rerun, are
+behind `heavy` (a compiled program per static cell costs seconds). The verdict logic is checked on hand-made analyses, and the
+docs page is checked to be what the generator writes from the committed runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from tabsim.cli import main
+from tabsim.prereg import claims
+from tabsim.prereg.errors import PreregError
+
+REPO = Path(__file__).resolve().parents[2]
+ROOT = REPO / "preregistration" / "claims"
+PAGE = REPO / "docs" / "claims.md"
+
+
+def _analysis(*rows):
+    return {"hypotheses": [{"id": hid, "verdict": verdict, "estimate": est, "ci_low": lo, "ci_high": hi}
+                           for hid, verdict, est, lo, hi in rows]}
+
+
+def _claim(bearing):
+    base = claims.load_claim(ROOT / "B17")
+    return base.model_copy(update={"bearing": {k: claims.catalog.Bearing(region=k, if_supported=v)
+                                               for k, v in bearing.items()}})
+
+
+@pytest.mark.parametrize("verdicts, bearing, expected, holds, fails", [
+    (("SUPPORTED", "SUPPORTED"), ("holds", "holds"), "SUPPORTED", ["H1", "H2"], []),
+    (("SUPPORTED", "NOT SUPPORTED"), ("fails", "holds"), "NOT SUPPORTED", [], ["H1", "H2"]),
+    (("SUPPORTED", "SUPPORTED"), ("holds", "fails"), "DEPENDS", ["H1"], ["H2"]),
+    (("INCONCLUSIVE", "INCONCLUSIVE"), ("holds", "holds"), "INCONCLUSIVE", [], []),
+    (("INCONCLUSIVE", "NOT SUPPORTED"), ("fails", "fails"), "SUPPORTED", ["H2"], []),
+])
+def test_claim_verdict_from_hypotheses(verdicts, bearing, expected, holds, fails):
+    claim = _claim(dict(zip(("H1", "H2"), bearing)))
+    v = claims.claim_verdict(claim, _analysis(("H1", verdicts[0], 0.01, 0.005, 0.015),
+                                              ("H2", verdicts[1], -0.02, -0.03, -0.01)))
+    assert v.verdict == expected and v.where("holds") == holds and v.where("fails") == fails
+    # an unsettled region is named, so the verdict says no more than its intervals
+    assert [r.region for r in v.regions if r.claim == "unsettled"] == \
+        [h for h, x in zip(("H1", "H2"), verdicts) if x == "INCONCLUSIVE"]
+
+
+def test_headline_scale_turns_a_coefficient_into_a_difference():
+    v = claims.claim_verdict(_claim({"H1": "holds"}), _analysis(("H1", "SUPPORTED", 0.01, 0.004, 0.016)))
+    assert claims.load_claim(ROOT / "B17").headline.scale == 2.0
+    r = v.regions[0]
+    assert (r.estimate, r.ci_low, r.ci_high) == pytest.approx((0.02, 0.008, 0.032))
+
+
+def test_bearing_on_a_missing_hypothesis_is_refused():
+    with pytest.raises(PreregError, match="bearing names hypothesis 'H9'"):
+        claims.claim_verdict(_claim({"H9": "holds"}), _analysis(("H1", "SUPPORTED", 0.0, 0.0, 0.0)))
+
+
+def test_a_bad_claim_file_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "claims" / "B17"
+    folder.mkdir(parents=True)
+    text = (ROOT / "B17" / "claim.yaml").read_text().replace('arxiv: "2508.05928"', 'arxiv: "soon"')
+    (folder / "claim.yaml").write_text(text)
+    (folder / "plan.yaml").write_text((ROOT / "B17" / "plan.yaml").read_text())
+    r = CliRunner().invoke(main, ["claims", "--root", str(folder.parent)])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    (line,) = r.output.strip().splitlines()
+    assert "claim.yaml: paper.arxiv" in line and "'soon'" in line and r"\d{4}" in line
+
+
+def test_an_unknown_claim_id_names_the_allowed_ones(tmp_path):
+    r = CliRunner().invoke(main, ["claims", "--root", str(ROOT), "run", "B99", "--quick", "--out", str(tmp_path)])
+    assert r.exit_code == 1 and "claim 'B99'" in r.output and "B11" in r.output and "B17" in r.output
+
+
+def test_every_claim_study_is_complete_and_listed():
+    studies = claims.load_claims(ROOT)
+    assert len(studies) >= 2
+    r = CliRunner().invoke(main, ["claims", "--root", str(ROOT)])
+    assert r.exit_code == 0, r.output
+    for c in studies:
+        assert (c.folder / "plan.yaml.lock.json").is_file(), f"{c.id}: a claim study is locked before it runs"
+        assert c.id in r.output
+    for w in claims.load_waiting(ROOT):
+        assert f"{w.id} " in r.output and w.waits_for in r.output
+
+
+def test_every_reduced_plan_is_the_design_at_its_small_size():
+    """The reduced version of each study is its plan with the claim's seeds and steps, and nothing else."""
+    from tabsim.prereg.schema import read_document, validate_document
+
+    for c in claims.load_claims(ROOT):
+        doc, full = claims.quick_document(c), read_document(c.plan_path)
+        plan, problems = validate_document(doc)
+        assert not problems, problems
+        assert (plan.design.seeds, plan.design.steps) == (c.quick.seeds, c.quick.steps)
+        assert {k: v for k, v in doc["design"].items() if k not in ("seeds", "steps")} == \
+            {k: v for k, v in full["design"].items() if k not in ("seeds", "steps")}
+        assert doc["hypotheses"] == full["hypotheses"] and doc["analysis"] == full["analysis"]
+
+
+def _check_reduced(out: Path, ids: list[str]) -> None:
+    table = pd.read_csv(out / "summary.csv")
+    studies = claims.load_claims(ROOT, ids)
+    assert table["claim"].str.split(":").str[0].tolist() == ids
+    assert set(table["verdict"]) <= set(claims.CLAIM_VERDICTS) and set(table["run"]) == {"reduced"}
+    for c in studies:
+        assert (out / f"{c.id}.png").stat().st_size > 0
+        assert (out / c.id / "run" / "status.json").is_file()
+        # one interval per region of the claim, as the plan's hypotheses give them
+        row = table[table["claim"].str.startswith(c.id + ":")].iloc[0]
+        assert row["tabsim_estimate"].count("[") == len(c.bearing)
+
+
+def test_a_reduced_run_gives_a_verdict_a_table_and_a_figure(tmp_path):
+    """`tabsim claims run B17 --quick`: one compiled program, its summary row and figure."""
+    r = CliRunner().invoke(main, ["claims", "--root", str(ROOT), "run", "B17", "--quick", "-q", "--out",
+                                  str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    _check_reduced(tmp_path, ["B17"])
+
+
+@pytest.mark.heavy
+def test_every_reduced_version_runs(tmp_path):
+    """`tabsim claims run --quick`: every study's reduced version (a compiled program per static cell)."""
+    r = CliRunner().invoke(main, ["claims", "--root", str(ROOT), "run", "--quick", "-q", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    _check_reduced(tmp_path, [c.id for c in claims.load_claims(ROOT)])
+
+
+def test_docs_page_is_written_from_the_runs(tmp_path):
+    """docs/claims.md is the generator's output from the committed confirmatory runs, not typed by hand."""
+    runs = [r for r in (claims.read_claim_run(c) for c in claims.load_claims(ROOT)) if r is not None]
+    assert runs, "no confirmatory claim run is committed"
+    page = tmp_path / "claims.md"
+    claims.write_page(runs, claims.load_waiting(ROOT), page, draw=False)
+    assert PAGE.read_text() == page.read_text()
+    for r in runs:
+        assert (REPO / "docs" / "assets" / "claims" / f"{r.claim.id}.png").is_file()
+        if r.claim.expected is not None:  # the exact expected update beside the Monte-Carlo mean
+            both = claims.expected_beside(r)
+            assert both is not None and len(both) > 0 and both["expected"].notna().all()
+
+
+@pytest.mark.heavy
+def test_confirmatory_runs_reproduce(tmp_path):
+    """Each full design rerun (exploratory, into a temporary folder) gives the recorded analysis."""
+    from tabsim.prereg.runner import run_study
+
+    for c in claims.load_claims(ROOT):
+        rec = claims.read_claim_run(c)
+        if rec is None:
+            continue
+        fresh = run_study(c.plan_path, tmp_path / c.id, confirmatory=False)
+        for a, b in zip(rec.results["analysis"]["hypotheses"], fresh["analysis"]["hypotheses"]):
+            assert a["verdict"] == b["verdict"] and a["estimate"] == pytest.approx(b["estimate"], abs=1e-6)
