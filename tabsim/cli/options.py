@@ -15,6 +15,7 @@ from tabsim.base.host import cpu_count
 from tabsim.files.defaults import compilation_cache, given
 from tabsim.files.overlap import OverlapError, check_apart
 from tabsim.runtime.executors import ExecutorError, check_address
+from tabsim.runtime.manifest import ManifestError, check_file
 
 # Nothing heavy at import: every command's options are defined from here, and ``tabsim CMD --help``
 # must not pay for JAX, pandas or the config schema.
@@ -100,6 +101,19 @@ def check_out(out, reads=()) -> None:
         check_apart(out, [*reads, ("compilation cache it reads and writes", _compile_cache())])
     except OverlapError as err:
         raise OverlappingOutput(str(err)) from None
+    check_inputs(reads)
+
+
+def check_inputs(reads) -> None:
+    """Refuse an input file of ``reads`` (pairs of what it is and its path) that lies in a published run
+    folder and differs from what was published there (:func:`tabsim.runtime.manifest.check_file`): a
+    run's ``config.json`` edited since, for instance. One line, exit status 1."""
+    for _, path in reads:
+        if path is not None and Path(path).is_file():
+            try:
+                check_file(path)
+            except (ManifestError, OSError) as err:
+                raise click.ClickException(str(err)) from None
 
 
 @contextlib.contextmanager

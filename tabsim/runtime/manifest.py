@@ -171,6 +171,34 @@ def check_unchanged(folder: str | Path, reads: tuple[str, ...] = ()) -> dict:
     return got["marker"]
 
 
+def published_folder(path: str | Path) -> Path | None:
+    """The nearest folder holding ``path`` (links resolved) that carries a :data:`MARKER`, or None."""
+    path = Path(os.path.realpath(path))
+    return next((p for p in path.parents if (p / MARKER).is_file()), None)
+
+
+def check_file(path: str | Path) -> None:
+    """A file read from inside a published folder must be as published (a file in none is not checked).
+
+    Raises:
+      ManifestError: naming the file, changed or added since its folder was published, or the folder's
+        unreadable manifest.
+    """
+    folder = published_folder(path)
+    if folder is None:
+        return
+    marker = read_marker(folder)
+    rel = Path(os.path.realpath(path)).relative_to(folder).as_posix()
+    recorded = marker["files"].get(rel)
+    when = marker.get("published_utc", "?")
+    if recorded is None:
+        raise ManifestError(f"{path}: added to {folder} after it was published at {when} ({MARKER}); refusing to "
+                            f"read it (`tabsim verify {folder}` lists every difference)")
+    if not Path(path).is_file() or file_sha256(path) != recorded:
+        raise ManifestError(f"{path}: changed since {folder} was published at {when} ({MARKER}); refusing to read "
+                            f"it (`tabsim verify {folder}` lists every difference)")
+
+
 __all__ = ["MARKER", "SCHEMA", "CHUNK_MANIFEST", "ManifestError", "UntrustedFile", "open_regular", "read_regular",
            "pread_all", "file_sha256", "tree_digests", "read_marker",
-           "check_folder", "check_unchanged"]
+           "check_folder", "check_unchanged", "published_folder", "check_file"]

@@ -98,3 +98,22 @@ def test_relation_resolves_links_and_tells_apart_siblings(tmp_path):
     check_apart(tmp_path / "c", [("run it reads", tmp_path / "a"), ("nothing", None)])
     with pytest.raises(OverlapError, match=r"--out .*: lies inside .*a, the run it reads"):
         check_apart(tmp_path / "link" / "b", [("run it reads", tmp_path / "a")])
+
+
+def test_a_config_read_from_a_published_run_must_be_as_published(inputs):
+    """``tabsim run e/config.json`` ran a config edited after the run ``e`` was published."""
+    from tabsim.runtime.manifest import ManifestError, check_file
+
+    config = inputs / "e" / "config.json"
+    check_file(config)  # as published: read without a word
+    check_file(inputs / "study" / "cfg.toml")  # in no published folder: not checked
+    config.write_text('{"preset": "paper", "train": {"seeds": 3}}')
+    for args in (["run", config], ["sweep", "--config", config]):
+        got = CliRunner().invoke(main, [str(a) for a in args] + ["--out", str(inputs / "o")])
+        lines = got.output.strip().splitlines()
+        assert got.exit_code == 1 and len(lines) == 1, got.output
+        assert f"{config}: changed since {inputs / 'e'} was published" in lines[0]
+    (inputs / "e" / "extra.toml").write_text(SMALL)
+    with pytest.raises(ManifestError, match="extra.toml: added to .* after it was published"):
+        check_file(inputs / "e" / "extra.toml")
+    assert not (inputs / "o").exists()
