@@ -16,7 +16,12 @@ from tabsim.prereg.claims.catalog import Waiting
 from tabsim.prereg.claims.execute import ClaimRun
 from tabsim.prereg.claims.summary import claim_figure, expected_beside, markdown_table, summary_table
 
-TITLE = "What a controlled simulator says about twenty published claims"
+TITLE = "What a controlled simulator says about {count} published claims"
+_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+          "seventeen eighteen nineteen twenty").split()
+HEADERS = {"claim": "claim", "paper": "paper", "paper_number": "the paper's number", "quantity": "quantity",
+           "tabsim_estimate": "tabsim's estimate [95% interval], per region", "verdict": "verdict",
+           "region": "where"}
 INTRO = """\
 Papers on GRPO variants make mechanistic claims that their own experiments cannot isolate: one training
 run per arm, no paired seeds, no control of the base model's prior. A tabular simulator can put such a
@@ -77,8 +82,10 @@ def claim_section(run: ClaimRun, figure: str) -> str:
 
 
 def render_page(runs: list[ClaimRun], waiting: list[Waiting], figures: dict[str, str]) -> str:
-    table = summary_table(runs).drop(columns=["run"])
-    parts = [f"# {TITLE}", "", INTRO, "## Summary", "", markdown_table(table), ""]
+    table = summary_table(runs).drop(columns=["run"]).rename(columns=HEADERS)
+    n = len(runs) + len(waiting)
+    title = TITLE.format(count=_WORDS[n] if n < len(_WORDS) else n)
+    parts = [f"# {title}", "", INTRO, "## Summary", "", markdown_table(table), ""]
     parts += [claim_section(r, figures[r.claim.id]) for r in runs]
     if waiting:
         parts += ["## Claims that wait", "",
