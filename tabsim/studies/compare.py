@@ -265,11 +265,12 @@ def _statistics(scores: dict[str, np.ndarray], *, threshold, taus: int, random_s
         parts.append(pd.DataFrame({"group": name, "tau": grid, "fraction": frac, "low": lo, "high": hi}))
 
     pairs = list(itertools.permutations(scores, 2))
-    # (work, job): a pair's comparisons cost about a tenth of a run's resampling each (measured)
+    # (work, job) in runs resampled: a pair's comparisons cost about a sixth of a run each, a profile's run
+    # one and a half (timed at 6 to 200 seeds x 1 to 50 conditions)
     jobs = ([(m.size, functools.partial(aggregate, k, name, m)) for k, (name, m) in enumerate(scores.items())]
-            + [(scores[x].size * scores[y].shape[0] / 10, functools.partial(improvement, k, x, y))
+            + [(scores[x].size * scores[y].shape[0] / 6, functools.partial(improvement, k, x, y))
                for k, (x, y) in enumerate(pairs, start=len(scores))]
-            + [(m.size, functools.partial(profile, k, name, m)) for k, (name, m) in enumerate(scores.items())])
+            + [(1.5 * m.size, functools.partial(profile, k, name, m)) for k, (name, m) in enumerate(scores.items())])
     if log is not None:
         log(f"resampling: {opts['n_resamples']} resamples of {len(scores)} groups and {len(pairs)} pairs")
     _run_jobs(jobs, log)
