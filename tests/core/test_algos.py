@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from tabsim.sim.algos import (AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec, advantages,
-                          policy_loss, take_logp)
+                          clip_fraction, policy_loss, take_logp)
+from tabsim.sim.algos import batch
 from tabsim.sim.params import Hyper, stack_hypers
 
 from f32_tolerance import f32_bound, f64_bound  # tests/core: the float error bounds
@@ -229,6 +230,27 @@ NP_SURROGATES = {"clip": np_clip_tok, "dual_clip": np_dual_clip_tok, "cispo": np
                  "importance": np_importance_tok, "reinforce": np_reinforce_tok}
 
 
+# Each answer-level surrogate reference returns (the answer's loss, d loss / d log_ratio of each token) for one
+# answer: its token log-ratios l, mask m and advantage a.
+def np_gmpo_answer(l, m, a, hp):
+    n, total, grad = max(sum(m), 1.0), 0.0, []
+    for lt, mt in zip(l, m):
+        held, d = lt, 1.0
+        if a > 0 and lt > hp["eps_high"]:
+            held, d = hp["eps_high"], 0.0
+        elif a < 0 and lt < -hp["eps_low"]:
+            held, d = -hp["eps_low"], 0.0
+        elif a == 0:
+            held, d = 0.0, 0.0
+        total += held * mt
+        grad.append(d * mt)
+    loss = -a * math.exp(total / n)
+    return loss, [loss * g / n for g in grad]
+
+
+NP_ANSWER_SURROGATES = {"gmpo": np_gmpo_answer}
+
+
 def np_token_mean(loss, mask):
     num = den = 0.0
     for idx in np.ndindex(loss.shape):
@@ -304,7 +326,7 @@ NP_KL = {n: n for n in ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")}
 def test_every_registered_component_has_a_numpy_reference():
     assert set(ESTIMATORS) == set(NP_ESTIMATORS)
     assert set(RATIOS) == set(NP_RATIOS)
-    assert set(SURROGATES) == set(NP_SURROGATES)
+    assert set(SURROGATES) == set(NP_SURROGATES) | set(NP_ANSWER_SURROGATES)
     assert set(AGGREGATIONS) == set(NP_AGGREGATIONS)
     assert set(KL_ESTIMATORS) == set(NP_KL)
 
@@ -342,7 +364,7 @@ def test_ratio_matches_numpy(name):
     np.testing.assert_allclose(np.asarray(got), want, **TOL)
 
 
-@pytest.mark.parametrize("name", sorted(SURROGATES))
+@pytest.mark.parametrize("name", sorted(NP_SURROGATES))
 def test_surrogate_value_and_gradient_match_numpy(name):
     b = make_batch(seed=12)
     l = b["logp"] - b["logp_old"]
@@ -357,6 +379,39 @@ def test_surrogate_value_and_gradient_match_numpy(name):
     np.testing.assert_allclose(np.asarray(loss), ref[..., 0], **TOL)
     np.testing.assert_allclose(np.asarray(g_l), ref[..., 1], **TOL)
     np.testing.assert_allclose(np.asarray(g_p), ref[..., 2], **TOL)
+
+
+@pytest.mark.parametrize("name", sorted(NP_ANSWER_SURROGATES))
+def test_answer_level_surrogate_value_and_gradient_match_numpy(name):
+    """A surrogate of the whole answer (it reads the mask): every token holds the answer's loss."""
+    b = make_batch(seed=12)
+    l, mask, adv = (b["logp"] - b["logp_old"]) * b["mask"], b["mask"], b["adv"]
+    hp = dict(HP, eps_low=0.15, eps_high=0.2)  # log-space bounds the batch's log-ratios cross on both sides
+    ref = [NP_ANSWER_SURROGATES[name](l[i], mask[i], adv[i], hp) for i in np.ndindex(adv.shape)]
+    with jax.enable_x64(True):
+        def loss(x):
+            return batch.surrogate(name, x, jnp.asarray(b["logp"]), jnp.asarray(adv[..., None]), hyper(**hp),
+                                   mask=jnp.asarray(mask))
+
+        got = loss(jnp.asarray(l))
+        grad = jax.grad(lambda x: loss(x)[..., 0].sum())(jnp.asarray(l))
+    np.testing.assert_allclose(np.asarray(got), np.array([r[0] for r in ref]).reshape(adv.shape)[..., None]
+                               * np.ones_like(l), **TOL)
+    np.testing.assert_allclose(np.asarray(grad), np.array([r[1] for r in ref]).reshape(l.shape), **TOL)
+    held = np.array([g == 0 and m > 0 for r, mm in zip(ref, mask.reshape(-1, l.shape[-1])) for g, m in zip(r[1], mm)])
+    assert 0.05 < held.mean() < 0.95  # clipped and free tokens both compared
+
+
+def test_gmpo_by_hand():
+    """Two tokens with log-ratios (0.1, 0.6) and A = 1: the second is held at 0.4, so -exp(0.25); with
+    (-0.6, 0.1) and A = -1 the first is held at -0.4, so +exp(-0.15); eps 0.4 in log space."""
+    l = jnp.asarray([[[0.1, 0.6], [-0.6, 0.1]]])
+    adv = jnp.asarray([[[1.0], [-1.0]]])
+    mask = jnp.ones_like(l)
+    got = batch.surrogate("gmpo", l, l, adv, hyper(eps_low=0.4, eps_high=0.4), mask=mask)
+    np.testing.assert_allclose(np.asarray(got)[0, :, 0], [-1.2840254166877414, 0.8607079764250578], rtol=1e-6)
+    frac = clip_fraction(l, adv, mask, hyper(eps_low=0.4, eps_high=0.4), "gmpo")
+    assert float(frac) == 0.5  # the two held tokens of four
 
 
 def test_surrogate_inputs_exercise_every_clip_branch():
@@ -502,6 +557,48 @@ def test_gspo_equals_grpo_when_every_answer_is_one_token(T, surrogate, aggregati
     assert 0.05 < clipped.mean() < 0.95  # the comparison covers clipped and unclipped tokens
 
 
+@pytest.mark.parametrize("T", [1, 3])
+def test_gmpo_equals_grpo_when_every_answer_is_one_token(T):
+    """GMPO's geometric mean of one ratio is the ratio: with log-space bounds eps it is PPO's clip with
+    1 - eps_low' = e^-eps and 1 + eps_high' = e^eps, the same loss and gradient (padding after the token
+    when T > 1), with the clip holding some tokens."""
+    rng = np.random.default_rng(7 + T)
+    B, G, A = 4, 6, 5
+    logits = rng.normal(size=(B, A))
+    old = logits + rng.normal(scale=0.3, size=(B, A))
+    tokens = np.zeros((B, G, T), int)
+    tokens[..., 0] = rng.integers(0, A, size=(B, G))
+    mask = np.zeros((B, G, T))
+    mask[..., 0] = 1.0
+    adv = rng.normal(size=(B, G))
+    old_logq = old - np.log(np.exp(old).sum(-1, keepdims=True))
+    logp_old = np.take_along_axis(old_logq, tokens[..., 0], -1)[..., None] * mask
+    eps = 0.2
+    hps = {"gmpo": hyper(eps_low=eps, eps_high=eps),
+           "clip": hyper(eps_low=1 - math.exp(-eps), eps_high=math.exp(eps) - 1)}
+    with jax.enable_x64(True):
+        args = [jnp.asarray(x) for x in (logits, tokens, mask, adv, logp_old)]
+        out = {}
+        for name, hp in hps.items():
+            spec = AlgoSpec(surrogate=name, aggregation="seq-mean-token-mean")
+            out[name] = jax.value_and_grad(lambda x: _bandit_loss(spec, x, *args[1:], hp))(args[0])  # noqa: B023
+    l_tok = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits, -1)) - old_logq, tokens[..., 0], -1)
+    held = ((adv > 0) & (l_tok > eps)) | ((adv < 0) & (l_tok < -eps))
+    np.testing.assert_allclose(out["gmpo"][0], out["clip"][0], **TOL)
+    np.testing.assert_allclose(out["gmpo"][1], out["clip"][1], **TOL)
+    assert np.abs(out["clip"][1]).max() > 1e-3 and 0.05 < held.mean() < 0.95
+
+
+def test_gmpo_differs_from_grpo_with_multi_token_answers():
+    """With real multi-token answers the geometric mean is another objective (the test can fail)."""
+    b = make_batch(seed=5)
+    with jax.enable_x64(True):
+        args = [jnp.asarray(b[k]) for k in ("logq", "tokens", "mask", "adv", "logp_old", "logq_ref")]
+        vals = [float(policy_loss(AlgoSpec(surrogate=s, aggregation="seq-mean-token-mean"), *args, hyper())[0])
+                for s in ("gmpo", "clip")]
+    assert abs(vals[0] - vals[1]) > 1e-4
+
+
 def test_gspo_differs_from_grpo_with_multi_token_answers():
     """With real multi-token answers the sequence ratio is a different objective (the test can fail)."""
     b = make_batch(seed=5)
@@ -561,7 +658,8 @@ def test_component_conformance(kind, name):
         if kind == "ratio":
             return RATIOS[name](b["logp"], b["logp_old"], b["mask"])
         if kind == "surrogate":
-            return SURROGATES[name](b["logp"] - b["logp_old"], b["logp"], b["adv"][..., None], hp)
+            return batch.surrogate(name, b["logp"] - b["logp_old"], b["logp"], b["adv"][..., None], hp,
+                                   mask=b["mask"])
         if kind == "aggregation":
             return AGGREGATIONS[name](b["logp"], b["mask"] * b["valid"][:, None, None])
         return KL_ESTIMATORS[name](b["logp"], b["logp_ref"], b["logq"], b["logq_ref"])

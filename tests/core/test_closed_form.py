@@ -94,13 +94,16 @@ def test_surrogates_with_a_ratio_gradient_fall_back(surrogate):
     assert not closed_form.supports(AlgoSpec(surrogate=surrogate))
 
 
-def test_a_registered_kl_without_a_closed_form_falls_back(monkeypatch):
-    from tabsim.sim.algos import KL_ESTIMATORS
+def test_a_registered_kl_without_a_closed_form_falls_back():
+    from tabsim.sim.algos import KL_ESTIMATORS, register_kl
 
-    monkeypatch.setitem(KL_ESTIMATORS, "custom_kl", KL_ESTIMATORS["k3"])
-    spec = AlgoSpec(surrogate="reinforce", kl_placement="loss", kl="custom_kl")
-    assert not closed_form.supports(spec)
-    assert closed_form.supports(AlgoSpec(surrogate="reinforce", kl_placement="none", kl="custom_kl"))
+    register_kl("custom_kl")(lambda *args: KL_ESTIMATORS["k3"](*args))
+    try:
+        spec = AlgoSpec(surrogate="reinforce", kl_placement="loss", kl="custom_kl")
+        assert not closed_form.supports(spec)
+        assert closed_form.supports(AlgoSpec(surrogate="reinforce", kl_placement="none", kl="custom_kl"))
+    finally:
+        KL_ESTIMATORS.unregister("custom_kl")
 
 
 UPDATES = [

@@ -22,7 +22,7 @@ from tabsim.sim.algos import ESTIMATORS, AlgoSpec
 from tabsim.config import resolve
 from tabsim.sim.engine import Schedule
 from tabsim.sim.expected import batch
-from tabsim.sim.expected.batch import BATCH_LEVEL
+from tabsim.sim.expected.batch import batch_level
 from tabsim.sim.envs.bandit import BanditEnv
 from tabsim.sim.params import Hyper
 from tabsim.sim.rng import seed_array
@@ -86,7 +86,7 @@ def batch_estimator(name):
 
 
 def np_advantages(estimator, rewards, kept, hp):
-    if estimator in BATCH_LEVEL:
+    if batch_level(estimator):
         return list(np.asarray(batch_estimator(estimator)(jnp.asarray(np.stack(rewards), jnp.float32),
                                                           jnp.asarray(kept, jnp.float32)), np.float64))
     return [np_grpo(r, hp["std_ddof"], hp["std_eps"]) for r in rewards]

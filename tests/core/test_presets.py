@@ -35,6 +35,8 @@ EXPECTED = {
     "cispo": dict(surrogate="cispo"),
     "sapo": dict(surrogate="sapo", sapo_tau_pos=1.0, sapo_tau_neg=1.05, aggregation="seq-mean-token-mean"),
     "gpg": dict(estimator="gpg", surrogate="reinforce", kl_placement="none"),
+    "gmpo": dict(estimator="grpo", ratio="token", surrogate="gmpo", eps_low=0.4, eps_high=0.4,
+                 aggregation="seq-mean-token-mean", kl_placement="none"),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }
@@ -97,6 +99,21 @@ def test_preset_runs_end_to_end_and_compiles_once(name):
     # a swept field is laid out per run (a new program), compiled once for all its chunks
     ts.run(base, progress=False, sweep={"lr": [0.1, 0.3, 0.5]}, train={"chunk_conditions": 2})
     assert n_programs(resolve(base)) == 2
+
+
+# the presets added after the end-to-end test above: one shared smoke run on a small tree (multi-token answers)
+SMOKE_PRESETS = ("gmpo",)
+
+
+def test_the_newer_presets_train_on_a_small_tree():
+    for name in SMOKE_PRESETS:
+        res = ts.run({"preset": name, "task": {**TINY["task"], "env": "tree", "tree": {"depth": 2}},
+                      "train": {**TINY["train"], "seeds": 1}, "arms": {"arms": ["frozen", "true"]}}, progress=False)
+        fin = res.final().set_index(["seed", "arm"])
+        assert np.isfinite(fin[["pass1", "entropy", "reward_mean", "clip_frac"]].to_numpy()).all(), name
+        start = res.frame[res.frame["step"] == 0].set_index(["seed", "arm"])["pass1"]
+        moved = (fin["pass1"] - start).abs()
+        assert (moved.xs("frozen", level="arm") == 0).all() and moved.xs("true", level="arm").min() > 1e-6, name
 
 
 def test_docs_table_has_one_row_per_preset():

@@ -166,12 +166,14 @@ def registries():
     from tabsim.sim.envs import ENVS
     from tabsim.config.presets import PRESETS
 
-    regs = [algos.ESTIMATORS, algos.RATIOS, algos.SURROGATES, algos.AGGREGATIONS, algos.KL_ESTIMATORS, ENVS, PRESETS]
-    saved = [dict(r) for r in regs]
+    regs = [algos.ESTIMATORS, algos.RATIOS, algos.SURROGATES, algos.AGGREGATIONS, algos.KL_ESTIMATORS, ENVS]
+    saved, presets = [set(r) for r in regs], dict(PRESETS)
     yield
-    for r, s in zip(regs, saved):
-        r.clear()
-        r.update(s)
+    for r, s in zip(regs, saved):  # a registry is read-only outside register / unregister
+        for name in [n for n in r if n not in s]:
+            r.unregister(name)
+    PRESETS.clear()
+    PRESETS.update(presets)
     # forget compiled programs of components that no longer exist (their names could be reused)
     fields = {"estimator": algos.ESTIMATORS, "ratio": algos.RATIOS, "surrogate": algos.SURROGATES,
               "aggregation": algos.AGGREGATIONS, "kl": algos.KL_ESTIMATORS}

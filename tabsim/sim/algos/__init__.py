@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tabsim.sim.algos.advantages import ESTIMATORS, TOKEN_RETURNS, register_estimator
 from tabsim.sim.algos.aggregation import AGGREGATIONS, register_aggregation
+from tabsim.sim.algos.batch import Batch
 from tabsim.sim.algos.kl import KL_ESTIMATORS, register_kl
 from tabsim.sim.algos.loss import advantages, policy_loss, reads_logp_only, take_logp, zero_variance
 from tabsim.sim.algos.ratios import RATIOS, register_ratio
@@ -17,6 +18,6 @@ from tabsim.sim.algos.surrogates import SURROGATES, clip_fraction, register_surr
 from tabsim.base.choices import KL_PLACEMENTS, OPTIMIZERS  # (named without JAX, for the config)
 
 __all__ = ["AGGREGATIONS", "ESTIMATORS", "KL_ESTIMATORS", "KL_PLACEMENTS", "OPTIMIZERS", "RATIOS", "SURROGATES",
-           "TOKEN_RETURNS", "AlgoSpec", "advantages", "clip_fraction", "policy_loss", "reads_logp_only",
+           "TOKEN_RETURNS", "AlgoSpec", "Batch", "advantages", "clip_fraction", "policy_loss", "reads_logp_only",
            "register_aggregation", "register_estimator", "register_kl", "register_ratio", "register_surrogate",
            "take_logp", "zero_variance"]

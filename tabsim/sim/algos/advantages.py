@@ -16,7 +16,9 @@ Zero-variance groups give ``A = 0`` for every group-baseline estimator; the batc
 (REINFORCE++, whose groups are only shifted by the batch mean) and ``sign`` move them anyway, which
 is what the dynamic-sampling filter (``valid = 0``) is for.
 
-Register a new estimator with :func:`register_estimator`.
+Register a new estimator with :func:`register_estimator`; ``batch_level=True`` declares that it reads totals
+over the whole batch (``valid``, the batch's rewards), which the exact expected flow treats apart
+(:mod:`tabsim.sim.expected.batch`).
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def _token_weights(lengths, valid, dtype):
     return lengths.astype(dtype) * valid[:, None].astype(dtype)
 
 
-@register_estimator("reinforce_pp")
+@register_estimator("reinforce_pp", batch_level=True)
 def reinforce_pp(rewards, *, lengths, valid, hp):
     """Return whitened over the batch's tokens: ``A = (r - mean_tok) / sqrt(var_tok + 1e-8)``.
 
@@ -135,7 +137,7 @@ def reinforce_pp_token_returns(rewards, kl_penalty, *, mask, valid):
 TOKEN_RETURNS: Mapping[str, Callable] = MappingProxyType({"reinforce_pp": reinforce_pp_token_returns})
 
 
-@register_estimator("reinforce_pp_baseline")
+@register_estimator("reinforce_pp_baseline", batch_level=True)
 def reinforce_pp_baseline(rewards, *, lengths, valid, hp):
     """Group mean subtracted first, then whitened over the batch's tokens (REINFORCE++-baseline).
 
@@ -155,7 +157,7 @@ def opo(rewards, *, lengths, valid, hp):
     return jnp.where(_homogeneous(rewards), 0.0, rewards - base)
 
 
-@register_estimator("gpg")
+@register_estimator("gpg", batch_level=True)
 def gpg(rewards, *, lengths, valid, hp):
     """Group-mean baseline scaled by ``alpha = n / m``: ``A = alpha (r - mean_g)``.
 

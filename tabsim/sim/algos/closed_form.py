@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from tabsim.sim.ops import take_rows, weighted_counts
 from tabsim.sim.algos.aggregation import AGGREGATIONS
 from tabsim.sim.algos.kl import LOW_VAR_KL_CLAMP, LOW_VAR_KL_LOG_RATIO_CLAMP
-from tabsim.sim.algos.ratios import RATIOS
+from tabsim.sim.algos.batch import ratio
 from tabsim.sim.algos.surrogates import clip_fraction
 
 # d surrogate / d logp for the surrogates that are linear in logp (the coefficient is a constant)
@@ -98,7 +98,7 @@ def gradient(spec, logits, answers, mask, adv, logp_old, logq_ref, hp):
     a = adv[..., None]
     logp = None if logq is None else take_rows(logq, answers)  # [B, G]: the sampled answers' log-probs
     if needs_old_logp(spec):
-        log_ratio = RATIOS[spec.ratio](logp[..., None], logp_old, mask)
+        log_ratio = ratio(spec.ratio, logp[..., None], logp_old, mask, adv=a, hp=hp)
         clip_frac = clip_fraction(log_ratio, a, mask, hp, spec.surrogate)
     else:
         log_ratio = jnp.zeros_like(mask)  # not read

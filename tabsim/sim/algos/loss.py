@@ -13,9 +13,10 @@ from tabsim.sim.ops import UNROLL, take_last, take_rows, weighted_counts
 from tabsim.sim.algos.advantages import ESTIMATORS
 from tabsim.sim.algos.aggregation import AGGREGATIONS
 from tabsim.sim.algos.kl import KL_ESTIMATORS
-from tabsim.sim.algos.ratios import RATIOS
+from tabsim.sim.algos.batch import estimate, ratio, surrogate
 from tabsim.sim.algos.spec import AlgoSpec
-from tabsim.sim.algos.surrogates import SURROGATES, clip_fraction
+from tabsim.sim.algos.surrogates import clip_fraction
+from tabsim.sim.params import Hyper
 
 
 def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp):
@@ -29,7 +30,7 @@ def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp):
     are finite by construction and their programs are unchanged.
     """
     name = spec.estimator
-    adv = ESTIMATORS[name](rewards, lengths=lengths, valid=valid, hp=hp)
+    adv = estimate(name, rewards, lengths=lengths, valid=valid, hp=hp)
     check_advantages(name, adv, rewards)
     if ESTIMATORS.is_own(name):
         return adv
@@ -66,12 +67,10 @@ def probe_rewards(G: int, dtype):
 def probe_estimator(name: str, G: int, dtype, lengths_dtype) -> None:
     """Call estimator ``name`` on :func:`probe_rewards` with one-token answers, every group kept and the
     default hyperparameters (eagerly, also while a program is traced); refuse a non-finite advantage."""
-    from tabsim.sim.params import Hyper  # (the params module imports the algorithms' registries)
-
     r = probe_rewards(G, dtype)
     with jax.ensure_compile_time_eval():
-        adv = ESTIMATORS[name](jnp.asarray(r), lengths=jnp.ones(r.shape, lengths_dtype),
-                               valid=jnp.ones(r.shape[:1], dtype), hp=Hyper())
+        adv = estimate(name, jnp.asarray(r), lengths=jnp.ones(r.shape, lengths_dtype),
+                       valid=jnp.ones(r.shape[:1], dtype), hp=Hyper())
         check_advantages(name, adv, r)
         bad = ~np.isfinite(np.asarray(adv))
     if bad.any():
@@ -160,9 +159,10 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
     """
     if logp is None:
         logp = take_logp(logq, tokens)
-    log_ratio = RATIOS[spec.ratio](logp, logp_old, mask)
+    log_ratio = ratio(spec.ratio, logp, logp_old, mask, adv=adv, hp=hp)
     a = adv if adv.ndim == logp.ndim else adv[..., None]
-    loss = AGGREGATIONS[spec.aggregation](SURROGATES[spec.surrogate](log_ratio, logp, a, hp), mask)
+    loss = AGGREGATIONS[spec.aggregation](surrogate(spec.surrogate, log_ratio, logp, a, hp, mask=mask,
+                                                    logp_old=logp_old), mask)
     if spec.kl_placement == "loss":
         logp_ref = take_logp(logq_ref, tokens)
         kl = jnp.broadcast_to(KL_ESTIMATORS[spec.kl](logp, logp_ref, logq, logq_ref), logp.shape)

@@ -13,10 +13,12 @@ from tabsim.base.registry import Registry
 SURROGATES = Registry("surrogate")
 
 
-def register_surrogate(name: str, *, clipped: bool = True):
-    """Register ``fn(log_ratio, logp, adv, hp)``; ``clipped=False`` for losses with no hard clip (they never
-    zero a token's gradient, so their clip fraction is 0)."""
-    return SURROGATES.register(name, clipped=clipped)
+def register_surrogate(name: str, *, clipped=True, batch: bool = False):
+    """Register ``fn(log_ratio, logp, adv, hp)``, or ``fn(batch)`` with ``batch=True`` (a
+    :class:`tabsim.sim.algos.batch.Batch`, which also holds the mask); ``clipped=False`` for losses with no
+    hard clip (they never zero a token's gradient, so their clip fraction is 0), or ``clipped=active`` with
+    ``active(log_ratio, adv, hp) -> bool [B, G, T]`` the tokens whose gradient the loss's own clip zeroes."""
+    return SURROGATES.register(name, clipped=clipped, batch=batch)
 
 
 @register_surrogate("clip")
@@ -76,12 +78,49 @@ def reinforce(log_ratio, logp, adv, hp):
     return -adv * logp
 
 
+def _gmpo_clipped(log_ratio, adv, hp):
+    """The tokens GMPO's log-space clip holds: ``l > eps_high`` with ``A > 0``, ``l < -eps_low`` with ``A < 0``."""
+    return ((adv > 0) & (log_ratio > hp.eps_high)) | ((adv < 0) & (log_ratio < -hp.eps_low))
+
+
+@register_surrogate("gmpo", clipped=_gmpo_clipped, batch=True)
+def gmpo(batch):
+    """GMPO: the geometric mean of an answer's clipped token ratios, ``-A exp(mean_t c_t)``.
+
+    Geometric-Mean Policy Optimization (Zhao et al., arXiv 2507.20673). Each token's log-ratio
+    ``l_t`` is clipped in log space on the side its advantage's sign makes pessimistic,
+    ``c_t = sgn(A) min(sgn(A) l_t, sgn(A) clip(l_t, -eps_low, eps_high))``, and the answer's objective is
+    ``sgn(A) prod_t |min(rho_t A, clip(rho_t, e^-eps_low, e^eps_high) A)|^(1/|o|) = A exp((1/|o|) sum_t c_t)``,
+    the geometric mean of the token terms (verl ``geo_mean``, TRL ``GMPOTrainer``; the paper's range is ``eps = 0.4``, ratios
+    in ``(e^-0.4, e^0.4)``). The answer's loss is broadcast to its tokens, so ``seq-mean-token-mean``
+    gives the paper's mean over answers. With one token per answer it is PPO's clip with bounds
+    ``1 - eps_low' = e^-eps_low`` and ``1 + eps_high' = e^eps_high``.
+
+    Args:
+      batch: a :class:`tabsim.sim.algos.batch.Batch`; reads ``log_ratio`` (token level), ``adv``
+        (``[B, G, 1]``, or per token: its mean over the answer's tokens), ``mask`` and ``hp``.
+    Returns:
+      ``[B, G, T]`` the answer's loss on each of its tokens.
+    """
+    l, adv, mask, hp = batch.log_ratio, batch.adv, batch.mask, batch.hp
+    sign = jnp.sign(adv)
+    held = sign * jnp.minimum(sign * l, sign * jnp.clip(l, -hp.eps_low, hp.eps_high))
+    n = jnp.maximum(mask.sum(-1, keepdims=True), 1.0)
+    a = adv if adv.shape[-1] == 1 else (adv * mask).sum(-1, keepdims=True) / n
+    return jnp.broadcast_to(-a * jnp.exp((held * mask).sum(-1, keepdims=True) / n), l.shape)
+
+
 def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip"):
     """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed); 0 for a surrogate
     registered with ``clipped=False`` (REINFORCE, the unclipped ratio, CISPO's detached weight, SAPO's
-    soft gate: every token keeps its gradient)."""
-    if not SURROGATES.meta(surrogate).get("clipped", True):
+    soft gate: every token keeps its gradient); a surrogate registered with ``clipped=active`` counts the
+    tokens ``active`` marks."""
+    clipped = SURROGATES.meta(surrogate).get("clipped", True)
+    if not clipped:
         return jnp.zeros((), jnp.float32)
-    w = jnp.exp(log_ratio)
-    active = ((adv > 0) & (w > 1.0 + hp.eps_high)) | ((adv < 0) & (w < 1.0 - hp.eps_low))
+    if callable(clipped):
+        active = clipped(log_ratio, adv, hp)
+    else:
+        w = jnp.exp(log_ratio)
+        active = ((adv > 0) & (w > 1.0 + hp.eps_high)) | ((adv < 0) & (w < 1.0 - hp.eps_low))
     return (active * mask).sum() / jnp.maximum(mask.sum(), 1.0)

@@ -35,7 +35,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-BATCH_LEVEL = ("reinforce_pp", "reinforce_pp_baseline", "gpg")  # estimators that read the whole batch
+from tabsim.sim.algos import ESTIMATORS
+
+
+def batch_level(estimator: str) -> bool:
+    """Whether ``estimator`` reads totals over the whole batch, as declared at its registration
+    (``register_estimator(name, batch_level=True)``)."""
+    return bool(ESTIMATORS.meta(estimator).get("batch_level", False))
+
+
 WHITEN_EPS = 1e-8  # the whitening's epsilon (tabsim.sim.algos.advantages._masked_whiten)
 
 
@@ -195,7 +203,8 @@ def advantage_tables(algo, schedule) -> tuple[np.ndarray, np.ndarray]:
         inv = 1.0 / np.sqrt((m * (G - m) + S) / G / np.maximum(n - 1.0, 1.0) + WHITEN_EPS)
         A1, A0 = np.where(homogeneous, 0.0, (1 - m / G) * inv), np.where(homogeneous, 0.0, -m / G * inv)
     else:
-        raise ValueError(f"algo.estimator = {est!r} is not batch-level; batch-level: {', '.join(BATCH_LEVEL)}")
+        raise ValueError(f"algo.estimator = {est!r} has no exact batch-level tables; they exist for "
+                         f"{', '.join(n for n in ESTIMATORS if batch_level(n) and ESTIMATORS.is_own(n))}")
     w = minibatch_weight(algo, schedule)[None, :, None]
     shape = (G + 1, B, S.shape[-1])
     return np.broadcast_to(A1 * w, shape).astype(np.float64), np.broadcast_to(A0 * w, shape).astype(np.float64)

@@ -13,7 +13,8 @@ from tabsim.base.precision import full, real, scope
 from tabsim.sim.algos import AlgoSpec
 from tabsim.sim.engine import DIAG_KEYS, Schedule, check_schedule, compiler_options
 from tabsim.sim.expected import batch
-from tabsim.sim.expected.batch import BATCH_LEVEL
+from tabsim.sim.algos import ESTIMATORS
+from tabsim.sim.expected.batch import batch_level
 from tabsim.sim.expected.general import general_step, outcome_table, symbol_table
 from tabsim.sim.expected.linear import level_tables, linear_step, linear_tables
 from tabsim.sim.envs.bandit import compositions, majority_tables, n_compositions
@@ -65,7 +66,7 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
                 "gradients, so the expected update is not a function of the logits; use 'sgd'")
     if algo.grad_clip:
         _refuse("algo.max_grad_norm: the global-norm clip couples every prompt's random gradient; leave it unset")
-    if algo.estimator in BATCH_LEVEL and not linear_path(algo, schedule):
+    if batch_level(algo.estimator) and not linear_path(algo, schedule):
         why = ("off-policy reuse (algo.epochs or algo.minibatches) makes each outcome's updates depend on the "
                "others' rewards through the batch totals" if algo.kl_placement != "reward" else
                "the KL in the reward makes every reward a real number, so the batch totals are sums of "
@@ -73,7 +74,7 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
         _refuse(f"algo.estimator = {algo.estimator!r} reads totals over the whole batch, and {why}: about "
                 f"{n_compositions(schedule.group_size, env.n_answers)}^{schedule.batch_size} joint outcomes; "
                 "use algo.epochs = 1 with algo.kl_placement 'loss' or 'none', a group-level estimator "
-                "(grpo, dr_grpo, rloo, opo, passk, sign), or dynamics = 'sampled'")
+                f"({', '.join(n for n in ESTIMATORS if not batch_level(n))}), or dynamics = 'sampled'")
     if algo.epochs * algo.minibatches > 1 and schedule.replacement:
         _refuse("off-policy reuse with train.replacement = true: a prompt drawn twice is updated by both groups "
                 "in turn, which the exact flow does not enumerate; set train.replacement = false or algo.epochs = 1")
@@ -92,7 +93,7 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
 def batch_members(env, algo: AlgoSpec, schedule: Schedule) -> tuple[int, int]:
     """``(b, s_max)``: how many other members of a prompt's batch its update reads (0: none), and the
     largest per-group statistic the batch-level estimators sum over them (0 for the normaliser alone)."""
-    if algo.estimator in BATCH_LEVEL:
+    if batch_level(algo.estimator):
         return schedule.batch_size - 1, int(batch.statistic(algo.estimator, schedule.group_size).max())
     if algo.aggregation == "group-sum":
         return 0, 0

@@ -18,7 +18,7 @@ from tabsim.sim import arms as arms_mod
 from tabsim.base.precision import real
 from tabsim.sim.algos import ESTIMATORS, AlgoSpec, closed_form
 from tabsim.sim.expected import batch
-from tabsim.sim.expected.batch import BATCH_LEVEL, batch_scale
+from tabsim.sim.expected.batch import batch_level, batch_scale
 from tabsim.sim.params import Hyper
 from tabsim.sim.update import Schedule
 
@@ -29,7 +29,7 @@ def _advantage_table(algo: AlgoSpec, G: int, hp: Hyper):
     estimator's advantage depends on the rest of the batch (:mod:`tabsim.sim.expected.batch`): 0 here."""
     m = jnp.arange(G + 1)
     kappa = 1.0 - hp.filter * ((m == 0) | (m == G)).astype(real())
-    if algo.estimator in BATCH_LEVEL:
+    if batch_level(algo.estimator):
         return jnp.zeros(G + 1), jnp.zeros(G + 1), kappa
     rewards = (jnp.arange(G)[None, :] < m[:, None]).astype(real())  # row m: m ones first
     adv = ESTIMATORS[algo.estimator](rewards, lengths=jnp.ones_like(rewards), valid=jnp.ones(G + 1), hp=hp)
@@ -83,7 +83,7 @@ def linear_tables(name: str, env, task, algo: AlgoSpec, G: int, hp: Hyper, count
     rewarded / unrewarded shares of class 0 and class 1 (``None`` for the other estimators).
     """
     A1, A0, kappa = _advantage_table(algo, G, hp)
-    level = algo.estimator in BATCH_LEVEL
+    level = batch_level(algo.estimator)
     model = two_class(name, env, task, hp)
     if model is None:  # online majority: the composition's plurality (credit splits random ties)
         credit, mx = maj
@@ -186,7 +186,7 @@ def linear_step(algo, schedule, counts, lmc, logits, ref, tables, hp, n_prompts,
 
 def level_tables(algo: AlgoSpec, schedule: Schedule):
     """A batch-level estimator's tables for :func:`linear_step` (``None`` for the other estimators)."""
-    if algo.estimator not in BATCH_LEVEL:
+    if not batch_level(algo.estimator):
         return None
     A1, A0 = batch.advantage_tables(algo, schedule)  # float64: cast to the program's type where used
     return A1, A0, batch.statistic(algo.estimator, schedule.group_size)
