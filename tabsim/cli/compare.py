@@ -67,7 +67,7 @@ def _seeds(n_seeds: dict) -> str:
 @click.option("--method", type=click.Choice(["rescaled", "percentile"]), default="rescaled", show_default=True,
               help="Interval: percentile bounds stretched by sqrt(n/(n-1)) for n seeds (covers at the nominal rate "
                    "with few seeds), or rliable's plain percentile interval.")
-@click.option("--seed", type=int, default=0, show_default=True, help="The bootstrap's random seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The bootstrap's random seed.")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
               show_default=True, help="Output folder, published whole (a non-empty one is refused without --overwrite); never the run "
                    "folder, inside it or holding it.")

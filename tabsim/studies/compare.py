@@ -219,6 +219,8 @@ def compare(source, *, by: str, metric: str = DEFAULT_METRIC, arm: str | None = 
         raise CompareError(f"by: {by!r} is not a swept field of the run; allowed: {', '.join(map(str, allowed))}")
     if not (isinstance(taus, int) and taus >= 2):
         raise CompareError(f"taus: {taus!r} must be an integer >= 2 (points of the performance profile)")
+    if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool) or random_state < 0:
+        raise CompareError(f"random_state: {random_state!r} must be an integer >= 0 (the bootstrap's seed)")
     runs, conds = _runs(frame, by, metric, arm)
     scores = _matrices(runs, by, conds, metric)
     check_resamples(n_resamples, scores)
