@@ -42,6 +42,7 @@ def sweep_schema(defs: dict, sections: dict) -> dict:
     """The ``sweep`` table: each field a sweep varies (numeric ones bare or dotted, static ones dotted,
     ``preset``, ``task.tree.*``) with its levels checked as values of the field, as a dotted name or in a
     table per section; nothing else."""
+    # lazy: the config's models, as in config_schema (`tabsim config --help` loads none)
     from tabsim.base.choices import TREE_FIELDS
     from tabsim.config import SWEEPABLE
     from tabsim.runtime.grouping import NOT_SWEPT

@@ -78,3 +78,16 @@ def test_a_quiet_local_cluster_keeps_its_warnings_to_itself(monkeypatch):
         with pytest.raises(ExecutorError, match="died as they started"):  # a cluster that cannot start: one line
             dask_mod.DaskExecutor(1, announce=announce).start()
     assert seen == [logging.ERROR, logging.WARNING]
+
+
+def _names(deps) -> set:
+    return {d.split(">")[0].split("=")[0].split("<")[0].split("[")[0].strip() for d in deps}
+
+
+def test_the_track_extra_brings_the_commands_that_show_a_run():
+    """`mlflow ui` needs full mlflow (mlflow-skinny has no Flask: the command stopped on "No module named
+    'flask'") and `tensorboard --logdir runs` needs tensorboard; the suite's extra keeps the light client."""
+    _, extras = _extras()
+    track = _names(extras["track"])
+    assert {"mlflow", "tensorboard", "tensorboardX"} <= track and "mlflow-skinny" not in track, track
+    assert {"mlflow-skinny", "tensorboard", "tensorboardX"} <= _names(extras["test"])
