@@ -43,6 +43,22 @@ def _describe(cfg, n_cond: int) -> str:
             f"{'s' * (len(cfg.arms.arms) != 1)}, {cfg.train.steps} steps")
 
 
+def figure_title(cfg, metric: str) -> str:
+    """What was run, as the figure's title: ``pass1 per arm: paper, 8 seeds x 200 steps (every 10), varying
+    prior_strength, lr``."""
+    first = _configs(cfg)[0]
+    tr = first.train
+    runs = "the expected flow" if tr.dynamics == "expected" else f"{tr.seeds} seed{'s' * (tr.seeds != 1)}"
+    every = f" (every {tr.eval_every})" if tr.eval_every and tr.eval_every != tr.steps else ""
+    factors = list(cfg.factors) if hasattr(cfg, "groups") else list(first.sweep)
+    steps = f"{tr.steps} steps{every}"
+    if hasattr(cfg, "groups") and "train.steps" in cfg.static:
+        steps = "steps varied"
+    what = (f"presets {', '.join(cfg.static['preset'])}" if hasattr(cfg, "groups") and "preset" in cfg.static
+            else first.preset or "custom")
+    return f"{metric} per arm: {what}, {runs} x {steps}" + (f", varying {', '.join(factors)}" if factors else "")
+
+
 def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = False, resume: bool = False,
                    command: str = "tabsim run", desc: str = "tabsim run", executor: tuple = ("local", None, None),
                    figure: bool = True, say: Phases | None = None, as_json: bool = False, track=(),
@@ -96,7 +112,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
                 say(f"trained in {trained:.1f} s; writing results and drawing the pass@1 figure"
                     + (f" (final pass@1 of {n_cond} conditions)" if many else ""))
                 pool.submit(f"tabsim.plotting.figures:{'plot_final' if many else 'plot_curves'}", res.frame,
-                            metric=metric, by=res.factors, title=f"{metric} per arm ({first.preset or 'custom'})",
+                            metric=metric, by=res.factors, title=figure_title(cfg, metric),
                             stem=store.dir / metric, formats=chosen("figure_formats"))
             else:
                 say(f"trained in {trained:.1f} s; writing results (no figure)")

@@ -155,3 +155,14 @@ def test_run_and_sweep_fill_in_eval_every_unless_it_is_set():
     # a sweep over the steps: each group keeps its own (start and end)
     grouped = build_config({}, vary=("train.steps=4,6",), default_preset="paper")
     assert [g.config.train.eval_every for g in grouped.groups] == [None, None]
+
+
+# -- the figure's title ----------------------------------------------------------------------------------------
+def test_the_figure_title_says_what_was_run():
+    from tabsim.cli.run import figure_title
+
+    title = figure_title(build_config({}, vary=("prior_strength=0.3,0.5", "algo.lr=0.05,0.1"), seeds=3, steps=40,
+                                      default_preset="dapo"), "pass1")
+    assert title == "pass1 per arm: dapo, 3 seeds x 40 steps (every 2), varying lr, prior_strength", title
+    grouped = build_config({}, vary=("preset=paper,dapo",), seeds=2, steps=4)
+    assert figure_title(grouped, "pass1").startswith("pass1 per arm: presets paper, dapo, 2 seeds x 4 steps")
