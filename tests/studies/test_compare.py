@@ -3,6 +3,7 @@ outputs, and the refusals (synthetic run folders: no engine runs)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import numpy as np
@@ -289,3 +290,13 @@ def test_a_negative_seed_is_refused_naming_it(run_dir, tmp_path):
     assert got.exit_code == 2 and "'--seed': -1 is not in the range x>=0" in got.output, got.output
     with pytest.raises(CompareError, match=r"random_state: -1 must be an integer >= 0"):
         ts.compare(run_dir, by="arm", random_state=-1)
+
+
+def test_a_results_file_swapped_for_a_link_is_refused(run_dir, tmp_path):
+    """A link in place of the published results.csv was neither changed nor missing, and was read through."""
+    elsewhere = tmp_path / "edited.csv"
+    elsewhere.write_text((run_dir / "results.csv").read_text().replace("0.5", "0.9", 1))
+    (run_dir / "results.csv").unlink()
+    os.symlink(elsewhere, run_dir / "results.csv")
+    with pytest.raises(CompareError, match=r"added results.csv \(a link\)"):
+        ts.compare(run_dir, by="arm", n_resamples=100)
