@@ -8,12 +8,14 @@ from __future__ import annotations
 import atexit
 import importlib
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
 
 import click
 
+from tabsim.cli.jsonout import StdoutFailed, guard_stdout
 from tabsim.cli.options import fail, give
 from tabsim.runtime import cache
 
@@ -124,15 +126,72 @@ def main(compile_cache, no_compile_cache):
             cache.disable_compilation_cache()
 
 
+_SIGNALLED: list[int] = []  # the signals that interrupted the command (SIGINT, SIGTERM)
+_RETRY = 0.05  # seconds: an interrupt that lands in an import is raised when the import is done
+
+
+def _importing(frame) -> bool:
+    """Whether ``frame`` runs inside an import (a module's top level, or importlib's own frames)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _interrupt(signum, frame) -> None:
+    """Ctrl-C, and SIGTERM as Ctrl-C (one line, the finished chunks kept for ``--resume``, no helper left
+    behind; exit status 143): a :class:`KeyboardInterrupt` where the command is, but never inside an import.
+    Raised in the middle of loading JAX or numpy it broke their extensions (tracebacks of ImportErrors, even a
+    crash); it is raised as soon as the import is done instead (a timer looks again). A second SIGTERM ends
+    the process at once."""
+    if signum != signal.SIGALRM:
+        _SIGNALLED.append(signum)
+        if signum == signal.SIGTERM:
+            signal.signal(signum, signal.SIG_DFL)
+    elif not _SIGNALLED:
+        return
+    if _importing(frame):
+        signal.signal(signal.SIGALRM, _interrupt)
+        signal.setitimer(signal.ITIMER_REAL, _RETRY)
+        return
+    raise KeyboardInterrupt
+
+
+def _leave(signum, frame) -> None:
+    """A signal once the command has returned: the process ends at once, with no traceback from an exit
+    handler (its outputs are all in place by then)."""
+    os._exit(128 + signum)
+
+
+def _flushed(code: int) -> int:
+    """``code`` after stdout's last flush: a failure of it is said in one line (:mod:`tabsim.cli.jsonout`)."""
+    try:
+        sys.stdout.flush()
+    except StdoutFailed as err:
+        err.show()
+        return code or err.exit_code
+    except click.exceptions.Exit as err:  # the reader has gone: quietly
+        return code or err.exit_code
+    except (OSError, ValueError):  # a stdout that is not guarded, already closed
+        pass
+    return code
+
+
 def entry() -> None:
     """The ``tabsim`` console script: :func:`main`, then a quick exit.
 
-    A process that has loaded JAX, pandas, statsmodels and matplotlib spends 0.5-0.8 s at interpreter
-    exit tearing down their modules and XLA's client; none of it is needed once the command has
-    returned (every output is written and renamed into place by then). So the exit handlers run
-    (``atexit``: temporary folders, logging, Dask), the standard streams are flushed and the process
-    ends with ``os._exit``. While a non-daemon thread is still alive the ordinary exit is kept.
+    SIGTERM interrupts a command as Ctrl-C does (status 143; neither lands inside an import), and stdout that cannot be written ends it in
+    one line (:func:`tabsim.cli.jsonout.guard_stdout`). A process that has loaded JAX, pandas, statsmodels
+    and matplotlib spends 0.5-0.8 s at interpreter exit tearing down their modules and XLA's client; none of
+    it is needed once the command has returned (every output is written and renamed into place by then).
+    So the exit handlers run (``atexit``: temporary folders, logging, Dask), the figure pool's helper
+    processes are ended and waited for, the standard streams are flushed and the process ends with
+    ``os._exit``. While a non-daemon thread is still alive the ordinary exit is kept.
     """
+    guard_stdout()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _interrupt)
     try:
         main.main(prog_name="tabsim")
         code = 0
@@ -143,12 +202,19 @@ def entry() -> None:
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
+    if signal.SIGTERM in _SIGNALLED and code == 130:
+        code = 128 + signal.SIGTERM
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _leave)
+    code = _flushed(code)
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said
-            pass
+    if "tabsim.plotting.figure_pool" in sys.modules:  # after the exit handlers: they release its semaphores
+        sys.modules["tabsim.plotting.figure_pool"].stop_helpers()
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: nothing more can be said
+        pass
     os._exit(code)

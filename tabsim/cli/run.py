@@ -12,7 +12,8 @@ from tabsim.cli.options import (MissingExtra, check_options, check_out, chosen, 
                                 open_executor, open_store, output_options)
 from tabsim.cli.phases import Phases
 from tabsim.cli.reproduce import refuse_reproduce_config
-from tabsim.cli.study import DEFAULT_SWEEP, announce_estimate, build_config, estimate_seconds, study_options, usage
+from tabsim.cli.study import (DEFAULT_SWEEP, announce_estimate, build_config, compile_estimate, estimate_seconds,
+                              study_options, usage)
 from tabsim.plotting.figure_pool import LocalFigures, open_figures, prestart, warm_up
 
 # bounds of the run-size options, the same as train.seeds and train.steps in a config
@@ -225,9 +226,12 @@ def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, ex
     rows = [(g.label, g.config) for g in groups] or [("", cfg)]
     n_cond = sum(len(c.grid()) for _, c in rows)
     seconds = estimate_seconds(cfg)
+    compiling, programs = compile_estimate(cfg)
     plans = [plan_of(c, device=device) for _, c in rows]
-    if as_json:
-        emit({"command": command, "dry_run": True, "conditions": n_cond, "estimate_seconds": round(seconds, 3),
+    if as_json:  # estimate_seconds: compilation and training; each apart too
+        emit({"command": command, "dry_run": True, "conditions": n_cond,
+              "estimate_seconds": round(seconds + compiling, 3), "training_seconds": round(seconds, 3),
+              "compile_seconds": round(compiling, 3), "programs": programs,
               "groups": [{"values": dict(g.values) if groups else {}, "conditions": len(c.grid()),
                           "sweep": c.sweep, "config_digest": c.digest(), "plan": p.as_dict()}
                          for g, (_, c), p in zip(groups or [None], rows, plans)]})
@@ -236,7 +240,8 @@ def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, ex
     for i, ((lab, c), p) in enumerate(zip(rows, plans)):
         traced = "; ".join(f"{k}={','.join(f'{v:g}' for v in lv)}" for k, lv in c.sweep.items()) or "no traced sweep"
         click.echo(f"  group {i + 1}/{len(rows)}{f' ({lab})' if lab else ''}: {len(c.grid())} condition(s) "
-                   f"({traced}), one compiled program, {describe_seconds(estimate_seconds(c))} of training")
+                   f"({traced}), one compiled program ({describe_seconds(compile_estimate(c)[0])} to compile), "
+                   f"{describe_seconds(estimate_seconds(c))} of training")
         for line in p.lines():
             click.echo(f"    {line}")
     if executor != "local":

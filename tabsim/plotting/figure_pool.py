@@ -22,6 +22,7 @@ that cannot be imported raises :class:`FiguresUnavailable`, one line naming ``--
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import functools
 import importlib
 import io
@@ -44,6 +45,7 @@ SERVER = "tabsim.plotting.figure_server"
 # a safety net only: a pool that finishes no figure for this long is given up and this process draws
 STALL_SECONDS = 600.0
 _POLL = 0.2  # how often a waiting command looks for a stopped worker
+_KILL_WAIT = 5.0  # a safety net only: a killed worker is gone within milliseconds
 
 
 class FigureError(RuntimeError):
@@ -139,8 +141,31 @@ def _context():
     return _Context()
 
 
+_QUIET = {signal.SIGINT, signal.SIGTERM}  # blocked while a helper process starts (it inherits the mask)
+
+
+@contextlib.contextmanager
+def _quiet_start():
+    """Ctrl-C and SIGTERM held back in this thread while the block starts a process: the fork server (started
+    by :func:`prestart` or by the pool's first worker) then starts with them blocked until it ignores Ctrl-C
+    (:mod:`tabsim.plotting.figure_server`), so a Ctrl-C during its start prints no traceback from it. A signal
+    that arrives meanwhile is delivered when the block ends. The resource tracker is started first: it
+    blocks the same signals while it starts, then unblocks them, which would open them again here."""
+    from multiprocessing import resource_tracker  # lazy: POSIX only
+
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _QUIET)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _exit_with_parent() -> None:
-    """In a worker: end when the command ends, even killed (its pipes stay open in the other workers)."""
+    """In a worker: end when the command ends, even killed (its pipes stay open in the other workers); and
+    leave Ctrl-C to the command (it ends the pool), as the fork server does."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     def watch():
         multiprocessing.parent_process().join()
         os._exit(1)
@@ -181,7 +206,8 @@ class FigurePool:
             i, args = job
             before = set(multiprocessing.active_children())
             try:
-                self._futures[i] = self._executor.submit(*((os.getpid,) if args is None else (draw, *args)))
+                with _quiet_start():  # it may start the fork server, where no prestart did
+                    self._futures[i] = self._executor.submit(*((os.getpid,) if args is None else (draw, *args)))
             except Exception as err:  # noqa: BLE001 - a broken pool, a removed working folder: drawn here
                 self._unsent[i] = err
             self.processes |= set(multiprocessing.active_children()) - before
@@ -264,6 +290,11 @@ class FigurePool:
                 proc.kill()  # a stopped process too
             except (OSError, ValueError):
                 pass
+        for proc in list(self.processes):  # gone before the command goes on (none outlives it)
+            try:
+                proc.join(_KILL_WAIT)
+            except (OSError, ValueError, AssertionError):
+                pass
         if not self._sender.is_alive():  # else it waits on the fork server, holding the pool's lock
             self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -297,9 +328,29 @@ def prestart(extra_imports: tuple[str, ...] = ()) -> None:
         _context().set_forkserver_preload(_preload(extra_imports))
         from multiprocessing import forkserver  # lazy: POSIX only (_context refuses elsewhere first)
 
-        forkserver.ensure_running()
+        with _quiet_start():
+            forkserver.ensure_running()
     except (OSError, ValueError):
         pass
+
+
+def stop_helpers() -> None:
+    """End :mod:`multiprocessing`'s helper processes that this process started, the fork server and the
+    resource tracker, and wait until they have exited: the console script calls this as the command ends,
+    after its exit handlers (which release the pool's semaphores), so that no process outlives the command.
+    Each is stopped the standard library's own way (3.8+: its pipe closed, the process waited for); one
+    that was never started, or is gone, is left alone; a later pool starts them again."""
+    # lazy: POSIX only, and loaded only where a pool ran
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper, pid in ((getattr(forkserver, "_forkserver", None), "_forkserver_pid"),
+                        (getattr(resource_tracker, "_resource_tracker", None), "_pid")):
+        if getattr(helper, pid, None) is None or not callable(getattr(helper, "_stop", None)):
+            continue
+        try:
+            helper._stop()
+        except (OSError, RuntimeError):  # already gone (ChildProcessError is an OSError)
+            pass
 
 
 def open_figures(extra_imports: tuple[str, ...] = (), parallel: int | None = None) -> FigurePool | LocalFigures:

@@ -42,6 +42,16 @@ def test_a_sweep_of_many_static_groups_counts_their_compilation(tmp_path, monkey
     assert total == describe_seconds(compiling + _training(line)), line
 
 
+def test_a_dry_run_counts_the_compilation_of_each_group():
+    res = CliRunner().invoke(main, ["sweep", "--vary", "task.n_prompts=16,24,32", "--vary", "task.env=bandit,tree",
+                                    "--seeds", "2", "--steps", "10", "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    assert plan["programs"] == 6
+    assert plan["compile_seconds"] == 3 * (COMPILE_SECONDS["bandit"] + COMPILE_SECONDS["tree"])
+    assert plan["estimate_seconds"] == pytest.approx(plan["compile_seconds"] + plan["training_seconds"], abs=1e-3)
+
+
 def _training(line: str) -> float:
     """The training seconds the line states ("about N s of training")."""
     said = line.rsplit(" and ", 1)[1].split(" of training")[0]
