@@ -171,10 +171,15 @@ def check_unchanged(folder: str | Path, reads: tuple[str, ...] = ()) -> dict:
     return got["marker"]
 
 
+def _placed(path: str | Path) -> Path:
+    """``path`` with the links of its folders resolved, not a link in its own name (what a folder holds)."""
+    path = Path(path)
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
 def published_folder(path: str | Path) -> Path | None:
-    """The nearest folder holding ``path`` (links resolved) that carries a :data:`MARKER`, or None."""
-    path = Path(os.path.realpath(path))
-    return next((p for p in path.parents if (p / MARKER).is_file()), None)
+    """The nearest folder holding ``path`` (its folders' links resolved) that carries a :data:`MARKER`, or None."""
+    return next((p for p in _placed(path).parents if (p / MARKER).is_file()), None)
 
 
 def check_file(path: str | Path) -> None:
@@ -188,11 +193,12 @@ def check_file(path: str | Path) -> None:
     if folder is None:
         return
     marker = read_marker(folder)
-    rel = Path(os.path.realpath(path)).relative_to(folder).as_posix()
-    recorded = marker["files"].get(rel)
+    rel = _placed(path).relative_to(folder).as_posix()
+    recorded = None if Path(path).is_symlink() else marker["files"].get(rel)  # tabsim never publishes a link
     when = marker.get("published_utc", "?")
     if recorded is None:
-        raise ManifestError(f"{path}: added to {folder} after it was published at {when} ({MARKER}); refusing to "
+        what = "a link (tabsim publishes none) in" if Path(path).is_symlink() else "added to"
+        raise ManifestError(f"{path}: {what} {folder} since it was published at {when} ({MARKER}); refusing to "
                             f"read it (`tabsim verify {folder}` lists every difference)")
     if not Path(path).is_file() or file_sha256(path) != recorded:
         raise ManifestError(f"{path}: changed since {folder} was published at {when} ({MARKER}); refusing to read "

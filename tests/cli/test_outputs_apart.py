@@ -114,6 +114,10 @@ def test_a_config_read_from_a_published_run_must_be_as_published(inputs):
         assert got.exit_code == 1 and len(lines) == 1, got.output
         assert f"{config}: changed since {inputs / 'e'} was published" in lines[0]
     (inputs / "e" / "extra.toml").write_text(SMALL)
-    with pytest.raises(ManifestError, match="extra.toml: added to .* after it was published"):
+    with pytest.raises(ManifestError, match="extra.toml: added to .* since it was published"):
         check_file(inputs / "e" / "extra.toml")
+    config.unlink()  # a link in place of the published file, to a file in no published folder
+    os.symlink(inputs / "study" / "cfg.toml", config)
+    with pytest.raises(ManifestError, match=r"config.json: a link \(tabsim publishes none\) in .* since it was published"):
+        check_file(config)
     assert not (inputs / "o").exists()
