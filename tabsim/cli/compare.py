@@ -69,8 +69,8 @@ def _seeds(n_seeds: dict) -> str:
                    "with few seeds), or rliable's plain percentile interval.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The bootstrap's random seed.")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("results/compare"),
-              show_default=True, help="Output folder, published whole (a non-empty one is refused without --overwrite); never the run "
-                   "folder, inside it or holding it.")
+              show_default=True, help="Output folder, published whole (a non-empty one is refused without "
+                                      "--overwrite); never the run folder, inside it or holding it.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty --out.")
 @click.option("--no-figure", is_flag=True, help="Write no figure.")
 @click.option("--pdf", is_flag=True, help="Also write the figure as PDF beside its PNG.")

@@ -286,7 +286,8 @@ def test_groups_with_unequal_seeds_report_their_own_n(tmp_path):
 
 def test_a_negative_seed_is_refused_naming_it(run_dir, tmp_path):
     """``--seed -1`` ended in numpy's "expected non-negative integer", naming no option."""
-    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "arm", "--seed", "-1", "--out", str(tmp_path / "o")])
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "arm", "--seed", "-1",
+                                    "--out", str(tmp_path / "o")])
     assert got.exit_code == 2 and "'--seed': -1 is not in the range x>=0" in got.output, got.output
     with pytest.raises(CompareError, match=r"random_state: -1 must be an integer >= 0"):
         ts.compare(run_dir, by="arm", random_state=-1)
