@@ -51,10 +51,13 @@ def test_claim_verdict_from_hypotheses(verdicts, bearing, expected, holds, fails
 
 
 def test_headline_scale_turns_a_coefficient_into_a_difference():
-    v = claims.claim_verdict(_claim({"H1": "holds"}), _analysis(("H1", "SUPPORTED", 0.01, 0.004, 0.016)))
+    analysis = _analysis(("H1", "SUPPORTED", 0.01, 0.004, 0.016))
+    analysis["hypotheses"][0]["region"] = [0.01, float("inf")]  # the rule ci_lower_gt: 0.01
+    v = claims.claim_verdict(_claim({"H1": "holds"}), analysis)
     assert claims.load_claim(ROOT / "B17").headline.scale == 2.0
     r = v.regions[0]
     assert (r.estimate, r.ci_low, r.ci_high) == pytest.approx((0.02, 0.008, 0.032))
+    assert r.predicted == "> +0.0200"
 
 
 def test_bearing_on_a_missing_hypothesis_is_refused():

@@ -47,7 +47,8 @@ def _para(text: str) -> str:
 
 def _regions(run: ClaimRun) -> str:
     rows = [{"hypothesis": r.hypothesis, "region": r.region, run.claim.headline.label: f"{r.estimate:+.4f}",
-             "95% interval": f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]", "hypothesis verdict": r.verdict,
+             "95% interval": f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]", "the hypothesis predicts": r.predicted,
+             "hypothesis verdict": r.verdict,
              "the claim there": r.claim} for r in run.verdict.regions]
     return markdown_table(pd.DataFrame(rows))
 

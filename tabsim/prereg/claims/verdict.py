@@ -15,6 +15,7 @@ A verdict names the regions that were not settled, so it says no more than its i
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from tabsim.prereg.analysis import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
 from tabsim.prereg.claims.catalog import Claim
@@ -37,6 +38,7 @@ class RegionResult:
     verdict: str  # the hypothesis's
     claim: str  # holds | fails | unsettled
     reason: str
+    predicted: str  # the region the rule predicts, on the same scale: "> +0.0200"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +56,19 @@ class ClaimVerdict:
         parts = [f"{word} at {', '.join(self.where(word))}" for word in ("holds", "fails", "unsettled")
                  if self.where(word)]
         return "; ".join(parts)
+
+
+def _predicted(region, scale: float) -> str:
+    """``[a, inf]`` -> ``> a``, ``[-inf, b]`` -> ``< b``, ``[a, b]`` -> ``in [a, b]``, each times ``scale``."""
+    if not region:
+        return ""
+    lo, hi = (float(x) * scale for x in region)
+    lo, hi = min(lo, hi), max(lo, hi)
+    if math.isinf(hi):
+        return f"> {lo:+.4f}"
+    if math.isinf(lo):
+        return f"< {hi:+.4f}"
+    return f"in [{lo:+.4f}, {hi:+.4f}]"
 
 
 def _outcome(verdict: str, if_supported: str) -> str:
@@ -77,7 +92,8 @@ def claim_verdict(claim: Claim, analysis: dict) -> ClaimVerdict:
         s = claim.headline.scale
         lo, hi = sorted((h["ci_low"] * s, h["ci_high"] * s))
         regions.append(RegionResult(hid, bearing.region, h["estimate"] * s, lo, hi, h["verdict"],
-                                    _outcome(h["verdict"], bearing.if_supported), h.get("reason", "")))
+                                    _outcome(h["verdict"], bearing.if_supported), h.get("reason", ""),
+                                    _predicted(h.get("region"), s)))
     outcomes = {r.claim for r in regions} - {"unsettled"}
     verdict = {frozenset({"holds"}): SUPPORTED, frozenset({"fails"}): NOT_SUPPORTED,
                frozenset({"holds", "fails"}): DEPENDS, frozenset(): INCONCLUSIVE}[frozenset(outcomes)]
