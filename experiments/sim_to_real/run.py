@@ -26,7 +26,7 @@ Simulated accuracies are expected pass@1 (the sampled accuracy); the published R
 numbers are greedy accuracies, compared as gains. Standard errors: the simulator's over seeds, the
 published one from the seeds (random) or the items (pass@k).
 
-    python experiments/sim_to_real/run.py [--out DIR]     # about 2 minutes on 2 cores
+    python experiments/sim_to_real/run.py [--out DIR]     # 1 to 4 minutes on 2 shared cores (70-235 s measured)
 
 Writes ``fit.csv`` (every structure's fit), ``comparison.csv`` and prints the comparison as Markdown.
 """
@@ -71,7 +71,7 @@ def simulate(k: int, *, steps: int = 200, seeds: int = 8) -> pd.DataFrame:
     fin["pass1"] = 100.0 * fin["pass1"].astype(float)
     fin["pass8"] = 100.0 * fin["pass@8"].astype(float)
     g = fin.groupby(["heterogeneity", "prior_strength", "lr", "arm"], observed=True)[["pass1", "pass8"]]
-    out = g.mean().join(g.std().div(math.sqrt(seeds)), rsuffix="_se").reset_index()
+    out = g.mean().join(g.std().div(math.sqrt(seeds)).add_suffix("_se")).reset_index()
     out.insert(0, "n_correct", k)
     return out
 
