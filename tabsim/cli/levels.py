@@ -29,6 +29,11 @@ RANGE = re.compile(r"range\((.*)\)")
 GLOB = re.compile(r"glob\((.*)\)")
 
 
+def _where(option: str, spec: str) -> str:
+    """How a message names what was typed: ``--vary 'lr=a'``, or ``'lr=a'`` for a KEY=VALUE argument."""
+    return f"{option} {spec!r}".strip()
+
+
 def _range(spec: str, name: str, args: str, option: str) -> list:
     """``range(start, stop[, step])`` (Hydra's sweep of a range: ``stop`` excluded, ``step`` 1 by default):
     integers when every argument is one, else numbers at exact decimal steps (``range(0.1,0.5,0.1)``)."""
@@ -36,19 +41,19 @@ def _range(spec: str, name: str, args: str, option: str) -> list:
 
     parts = [a.strip() for a in args.split(",")]
     if not 2 <= len(parts) <= 3 or not all(NUMBER.fullmatch(a) for a in parts):
-        usage(f"{option} {spec!r}: {name}'s levels range({args}) is not range(start, stop[, step]) with plain "
+        usage(f"{_where(option, spec)}: {name}'s levels range({args}) is not range(start, stop[, step]) with plain "
               "numbers, e.g. range(1,5) or range(0.1,0.5,0.1)")
     ints = all(INTEGER.fullmatch(a) for a in parts)
     try:
         start, stop, step = (*map(Decimal, parts), Decimal(1))[:3]
     except InvalidOperation:  # pragma: no cover - NUMBER matched
-        usage(f"{option} {spec!r}: range({args}) is not range(start, stop[, step])")
+        usage(f"{_where(option, spec)}: range({args}) is not range(start, stop[, step])")
     if step <= 0 or stop <= start:
-        usage(f"{option} {spec!r}: range({args}) holds no level (it needs start < stop and a step > 0; stop is "
+        usage(f"{_where(option, spec)}: range({args}) holds no level (it needs start < stop and a step > 0; stop is "
               "excluded, as in Python's range)")
     count = math.ceil((stop - start) / step)
     if count > 10_000:
-        usage(f"{option} {spec!r}: range({args}) has {count} levels; at most 10000")
+        usage(f"{_where(option, spec)}: range({args}) has {count} levels; at most 10000")
     return [int(start + i * step) if ints else float(start + i * step) for i in range(count)]
 
 
@@ -58,12 +63,12 @@ def _glob(spec: str, name: str, pattern: str, option: str) -> list:
 
     allowed = choices_of(name)
     if allowed is None:
-        usage(f"{option} {spec!r}: glob() chooses among names, and {name} is not a field of named choices "
+        usage(f"{_where(option, spec)}: glob() chooses among names, and {name} is not a field of named choices "
               "(e.g. preset, algo.estimator, algo.surrogate); list its levels, or use range(start, stop[, step])")
     pattern = pattern.strip().strip("'\"")
     levels = [a for a in allowed if isinstance(a, str) and fnmatch.fnmatchcase(a, pattern)]
     if not levels:
-        usage(f"{option} {spec!r}: glob({pattern}) matches none of {name}'s names: {', '.join(map(str, allowed))}")
+        usage(f"{_where(option, spec)}: glob({pattern}) matches none of {name}'s names: {', '.join(map(str, allowed))}")
     return levels
 
 
@@ -78,7 +83,7 @@ def _items(spec: str, name: str, text: str, option: str):
         return None, _glob(spec, name, m.group(1), option)
     items = [x.strip() for x in text.split(",")]
     if any(not x for x in items):
-        usage(f"{option} {spec!r}: an empty level in {name}'s levels (two commas, or a trailing comma)")
+        usage(f"{_where(option, spec)}: an empty level in {name}'s levels (two commas, or a trailing comma)")
     return items, None
 
 
@@ -88,11 +93,11 @@ def parse_levels(spec: str, option: str = "--vary"):
     name, _, levels = spec.partition("=")
     name = name.strip()
     if not name or not levels.strip():
-        usage(f"{option} {spec!r}: expected FIELD=v1,v2,... (e.g. {option} lr=0.05,0.1)")
+        usage(f"{_where(option, spec)}: expected FIELD=v1,v2,... (e.g. {option} lr=0.05,0.1)")
     items, expanded = _items(spec, name, levels, option)
     if expanded is not None:
         if not all(isinstance(v, (int, float)) for v in expanded):
-            usage(f"{option} {spec!r}: {name} is a numeric field; glob() chooses among names")
+            usage(f"{_where(option, spec)}: {name} is a numeric field; glob() chooses among names")
         return name, [float(v) for v in expanded]
     out = []
     for x in items:
@@ -101,14 +106,14 @@ def parse_levels(spec: str, option: str = "--vary"):
             try:
                 v = float(x)
             except ValueError:
-                usage(f"{option} {spec!r}: {name}'s level {x!r} is not a plain number (ASCII digits, an optional "
+                usage(f"{_where(option, spec)}: {name}'s level {x!r} is not a plain number (ASCII digits, an optional "
                       "point and exponent, e.g. 0.05 or 5e-2)")
             if not math.isfinite(v):
-                usage(f"{option} {spec!r}: {name}'s level {x!r} is not a finite number")
-            usage(f"{option} {spec!r}: {name}'s level {x!r} is not a plain number (ASCII digits, an optional point and "
+                usage(f"{_where(option, spec)}: {name}'s level {x!r} is not a finite number")
+            usage(f"{_where(option, spec)}: {name}'s level {x!r} is not a plain number (ASCII digits, an optional point and "
                   "exponent, e.g. 0.05 or 5e-2; no underscores or other digits)")
         if not math.isfinite(v):
-            usage(f"{option} {spec!r}: {name}'s level {x!r} is not a finite number")
+            usage(f"{_where(option, spec)}: {name}'s level {x!r} is not a finite number")
         out.append(v)
     return name, out
 
@@ -123,7 +128,7 @@ def parse_static_levels(spec: str, name: str, option: str = "--vary") -> list:
     for x in items:
         v = parse_value(x)
         if v is None or isinstance(v, list):
-            usage(f"{option} {spec!r}: {name}'s level {x.strip()!r} is not a name, a number or true/false")
+            usage(f"{_where(option, spec)}: {name}'s level {x.strip()!r} is not a name, a number or true/false")
         out.append(v)
     return out
 
@@ -154,21 +159,21 @@ def parse_vary(specs, option: str = "--vary") -> dict:
     for spec in specs:
         name = spec.partition("=")[0].strip()
         if not name or "=" not in spec:
-            usage(f"{option} {spec!r}: expected FIELD=v1,v2,... (e.g. {option} lr=0.05,0.1)")
+            usage(f"{_where(option, spec)}: expected FIELD=v1,v2,... (e.g. {option} lr=0.05,0.1)")
         traced = traced_name(name)
         static = static_name(name) if traced is None else None
         if traced is None and static is None:
             unknown_field(option, name)
         if static in NOT_SWEPT:
-            usage(f"{option} {name}: {static} is not a field a sweep varies: {NOT_SWEPT[static]}")
+            usage(f"{option} {name}".strip() + f": {static} is not a field a sweep varies: {NOT_SWEPT[static]}")
         if static is not None:
             name, levels = static, parse_static_levels(spec, static, option)
         else:
             levels = parse_levels(spec, option)[1]
             name = traced
         if name in sweep:
-            usage(f"{option} {name}: given twice; list every level of {name} in one {option} "
-                  f"(e.g. {option} {name}={','.join(str(v) for v in sweep[name] + levels)})")
+            usage(f"{option} {name}".strip() + f": given twice; list every level of {name} once "
+                  f"(e.g. {f'{option} ' if option else ''}{name}={','.join(str(v) for v in sweep[name] + levels)})")
         sweep[name] = levels
     return sweep
 

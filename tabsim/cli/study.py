@@ -164,9 +164,11 @@ def study_options(fn):
     fn = set_option("applied after the file, before --seeds/--steps/--vary/--arms")(fn)
     fn = click.option("--arms", default=None, help="Comma-separated arms (default: the file's, else the preset's).")(fn)
     fn = click.option("--vary", multiple=True, metavar="FIELD=v1,v2,...", shell_complete=complete_field,
-                      help="A field and its levels; repeat for a full factorial (replaces the file's sweep). A "
-                           "numeric field varies within one compiled program; a static field (task.n_prompts, "
-                           "algo.estimator, preset, ...) runs one group per level, with the same seeds.")(fn)
+                      help="A field (bare or dotted: lr, algo.lr) and its levels: v1,v2,..., range(start,stop[,step]) "
+                           "or glob(PATTERN) over a field's names; repeat for a full factorial (replaces the file's "
+                           "sweep). A numeric field varies within one compiled program; a static field "
+                           "(task.n_prompts, algo.estimator, preset, ...) runs one group per level, with the same "
+                           "seeds.")(fn)
     fn = click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...", shell_complete=complete_field)(fn)
     fn = click.option("--preset", default=None, shell_complete=complete_preset,
                       help="Preset to start from, one of: " + ", ".join(sorted(PRESETS))
@@ -191,7 +193,7 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
 
     check_preset(preset)
     more_sets, more_vary = split_overrides(overrides, multirun=multirun, command=command)
-    sets, vary = (*sets, *more_sets), (*vary, *more_vary)
+    sets = (*sets, *more_sets)
     over: dict = parse_set(sets)
     if preset is not None:
         over["preset"] = preset
@@ -200,8 +202,12 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
     train = {k: v for k, v in (("seeds", seeds), ("steps", steps)) if v is not None}
     if train:
         over["train"] = {**over.get("train", {}), **train}
-    if vary:
+    if vary or more_vary:
         over["sweep"] = parse_vary(vary)
+        for name, levels in parse_vary(more_vary, option="").items():  # KEY=VALUE arguments: named as typed
+            if name in over["sweep"]:
+                usage(f"{name}: swept twice (by --vary and by {name}=...); give its levels once")
+            over["sweep"][name] = levels
     elif default_sweep is not None and not data.get("sweep") and "sweep" not in over:
         over["sweep"] = dict(default_sweep)
     if arms is not None:
