@@ -41,6 +41,8 @@ class Registry(Mapping):
     components is refused; a name a user registered is replaced when registered again (a notebook cell run
     twice), and :meth:`version` counts its registrations, so the programs compiled for the earlier one are
     not reused (:func:`tabsim.config.static.static_key`); :meth:`unregister` removes a user's name.
+    ``builtin`` is the list of tabsim's own names that the JAX-free config validates against
+    (:mod:`tabsim.base.choices`): one of tabsim's own components registered under another name is refused.
     A registry is a read-only mapping: ``name in reg``, ``sorted(reg)`` and ``dict(reg)`` work as for a
     ``dict``, and writing to it any other way (``reg[name] = f``, ``del reg[name]``, ``update``, ``pop``,
     ``|=``, ...) raises :class:`ReadOnly`, pointing to ``register``.
@@ -53,8 +55,8 @@ class Registry(Mapping):
         def grpo(rewards, *, lengths, valid, hp): ...
     """
 
-    def __init__(self, kind: str, own: str = "tabsim."):
-        self.kind, self.own = kind, own
+    def __init__(self, kind: str, own: str = "tabsim.", builtin: tuple[str, ...] | None = None):
+        self.kind, self.own, self.builtin = kind, own, builtin
         self._items: dict[str, object] = {}
         self._meta: dict[str, dict] = {}
         self._versions: dict[str, int] = {}
@@ -90,6 +92,10 @@ class Registry(Mapping):
                              f"under another name (taken: {', '.join(self)})")
 
         def deco(obj):
+            if (self.builtin is not None and name not in self.builtin
+                    and str(getattr(obj, "__module__", "")).startswith(self.own)):
+                raise ValueError(f"{self.kind} {name!r} is one of tabsim's own but not among the names the config "
+                                 f"reads ({', '.join(self.builtin)}); add it to that list (tabsim.base.choices)")
             self._items[name] = obj
             self._meta[name] = dict(meta)
             self._versions[name] = self._versions.get(name, 0) + 1

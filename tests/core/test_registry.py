@@ -141,6 +141,21 @@ def test_a_users_name_can_be_unregistered_and_registered_again_but_not_an_own_on
         reg.unregister("plum")
 
 
+def test_an_own_component_outside_the_configs_list_of_names_is_refused():
+    """The config validates tabsim's own names from one list before JAX loads; the registry reads the same list."""
+    own = Registry("tool", own="builtins", builtin=("len",))
+    own.register("len")(len)
+    with pytest.raises(ValueError, match=r"tool 'size' is one of tabsim's own but not among the names the config "
+                                         r"reads \(len\); add it to that list"):
+        own.register("size")(len)
+    own.register("mine")(lambda x: x)  # a user's (defined outside the package): any name
+    assert list(own) == ["len", "mine"]
+    from tabsim.base import choices
+    from tabsim.sim import algos
+
+    assert algos.SURROGATES.builtin is choices.SURROGATES and algos.ESTIMATORS.builtin is choices.ESTIMATORS
+
+
 # -- what a user's estimator returns is checked where it enters ------------------------------------------
 def _adv(name, rewards, **hp):
     """``advantages`` of estimator ``name`` in a compiled function, the hyperparameters traced as in the engine."""
@@ -163,9 +178,9 @@ def user_estimator():
 
     names = []
 
-    def register(name, fn):
+    def register(name, fn, **meta):
         names.append(name)
-        return algos.register_estimator(name)(fn)
+        return algos.register_estimator(name, **meta)(fn)
 
     yield register
     for name in names:
@@ -218,3 +233,30 @@ def test_a_non_finite_advantage_of_a_users_estimator_in_a_run_is_warned_and_a_fi
         adv = _adv("nan_without_eps", REWARDS, std_eps=0.0)
         adv.block_until_ready()
     assert jnp.isnan(adv).all()
+
+
+def test_an_estimator_and_a_ratio_registered_in_the_batch_form_read_the_named_batch(user_estimator):
+    """``batch=True``: one argument, the named batch; the same numbers as the positional built-ins they restate."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    import tabsim as ts
+    from tabsim.sim import algos
+
+    user_estimator("centred_b", lambda b: b.rewards - b.rewards.mean(-1, keepdims=True), batch=True)
+    algos.register_ratio("token_b", batch=True)(lambda b: (b.logp - b.logp_old) * b.mask)
+    try:
+        rng = np.random.default_rng(0)
+        logq = jnp.asarray(np.log(rng.dirichlet(np.ones(3), size=(2, 4, 2))))
+        tokens = jnp.asarray(rng.integers(0, 3, (2, 4, 2)))
+        logp_old = jnp.asarray(rng.normal(-1.0, 0.3, (2, 4, 2)))
+        r, mask, hp = jnp.asarray(REWARDS), jnp.ones((2, 4, 2)), ts.Hyper()
+        kw = dict(lengths=jnp.full((2, 4), 2), valid=jnp.ones(2), hp=hp)
+        np.testing.assert_array_equal(algos.advantages(algos.AlgoSpec(estimator="centred_b"), r, **kw),
+                                      algos.advantages(algos.AlgoSpec(estimator="dr_grpo"), r, **kw))
+        adv = algos.advantages(algos.AlgoSpec(estimator="dr_grpo"), r, **kw)
+        losses = [algos.policy_loss(algos.AlgoSpec(ratio=name, surrogate="clip"), logq, tokens, mask, adv, logp_old,
+                                    logq, hp)[0] for name in ("token_b", "token")]
+        np.testing.assert_array_equal(losses[0], losses[1])
+    finally:
+        algos.RATIOS.unregister("token_b")

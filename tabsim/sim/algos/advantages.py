@@ -29,9 +29,10 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from tabsim.base import choices
 from tabsim.base.registry import Registry
 
-ESTIMATORS = Registry("estimator")
+ESTIMATORS = Registry("estimator", builtin=choices.ESTIMATORS)
 register_estimator = ESTIMATORS.register  # ``@register_estimator(name)`` adds a function under a new name
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from tabsim.base import choices
 from tabsim.base.registry import Registry
 
-AGGREGATIONS = Registry("aggregation")
+AGGREGATIONS = Registry("aggregation", builtin=choices.AGGREGATIONS)
 register_aggregation = AGGREGATIONS.register  # ``@register_aggregation(name)`` adds a function under a new name
 
 

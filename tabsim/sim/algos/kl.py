@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from tabsim.base import choices
 from tabsim.base.registry import Registry
 
-KL_ESTIMATORS = Registry("kl")
+KL_ESTIMATORS = Registry("kl", builtin=choices.KL_ESTIMATORS)
 register_kl = KL_ESTIMATORS.register  # ``@register_kl(name)`` adds a function under a new name
 
 

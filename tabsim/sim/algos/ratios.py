@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from tabsim.base import choices
 from tabsim.base.registry import Registry
 
-RATIOS = Registry("ratio")
+RATIOS = Registry("ratio", builtin=choices.RATIOS)
 register_ratio = RATIOS.register  # ``@register_ratio(name)`` adds a function under a new name
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from tabsim.base import choices
 from tabsim.base.registry import Registry
 
-SURROGATES = Registry("surrogate")
+SURROGATES = Registry("surrogate", builtin=choices.SURROGATES)
 
 
 def register_surrogate(name: str, *, clipped=True, batch: bool = False):

@@ -14,7 +14,7 @@ import numpy as np
 
 from tabsim.sim import arms as arms_mod
 from tabsim.base.precision import real
-from tabsim.sim.algos import ESTIMATORS, KL_ESTIMATORS, AlgoSpec, policy_loss, take_logp, zero_variance
+from tabsim.sim.algos import KL_ESTIMATORS, AlgoSpec, advantages, policy_loss, take_logp, zero_variance
 from tabsim.sim.expected.batch import batch_scale
 from tabsim.sim.expected.linear import two_class
 from tabsim.sim.envs.bandit import Rollout, compositions
@@ -133,7 +133,7 @@ def general_delta(env, algo: AlgoSpec, name: str, symbols, table, logits, ref, t
             kl = KL_ESTIMATORS[algo.kl](logp_old, take_logp(logq_ref, rollout.tokens), logq_old, logq_ref)
             rewards = rewards - hp.beta * (kl * rollout.mask).sum(-1)
         kappa = 1.0 - hp.filter * zero_variance(rewards)
-        adv = ESTIMATORS[algo.estimator](rewards, lengths=rollout.lengths, valid=kappa, hp=hp)
+        adv = advantages(algo, rewards, lengths=rollout.lengths, valid=kappa, hp=hp)
         mask = rollout.mask * kappa[:, None, None]
 
         def loss(z):

@@ -16,7 +16,7 @@ import numpy as np
 
 from tabsim.sim import arms as arms_mod
 from tabsim.base.precision import real
-from tabsim.sim.algos import ESTIMATORS, AlgoSpec, closed_form
+from tabsim.sim.algos import AlgoSpec, advantages, closed_form
 from tabsim.sim.expected import batch
 from tabsim.sim.expected.batch import batch_level, batch_scale
 from tabsim.sim.params import Hyper
@@ -32,7 +32,7 @@ def _advantage_table(algo: AlgoSpec, G: int, hp: Hyper):
     if batch_level(algo.estimator):
         return jnp.zeros(G + 1), jnp.zeros(G + 1), kappa
     rewards = (jnp.arange(G)[None, :] < m[:, None]).astype(real())  # row m: m ones first
-    adv = ESTIMATORS[algo.estimator](rewards, lengths=jnp.ones_like(rewards), valid=jnp.ones(G + 1), hp=hp)
+    adv = advantages(algo, rewards, lengths=jnp.ones_like(rewards), valid=jnp.ones(G + 1), hp=hp)
     return adv[:, 0], adv[:, -1], kappa
 
 
