@@ -54,13 +54,18 @@ def execute_notebook(source: Path, target: Path, *, timeout: int = 300) -> None:
     import nbclient
     import nbformat
 
+    from traitlets.config import Config
+
     nb = jupytext.read(source)
     with tempfile.TemporaryDirectory() as tmp:
         env = {"MPLBACKEND": "module://matplotlib_inline.backend_inline", "TABSIM_CACHE": str(Path(tmp) / "cache")}
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
+        # the kernel talks over Unix sockets in the temporary folder: over TCP each kernel logged a warning that
+        # its traffic is unencrypted (7 lines in a first build), and a port can be taken between its choice and bind
+        sockets = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(tmp) / "kernel")}})
         try:
-            nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+            nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", config=sockets,
                                     resources={"metadata": {"path": tmp}}).execute()
         finally:
             for k, v in old.items():
@@ -103,8 +108,40 @@ def on_files(files, config):
     del readme
     for page, source in REPO_PAGES.items():
         files.append(_RenamedFile(page, root / source, site, urls))
+    es5 = mathjax_root()
+    for path in mathjax_files():
+        files.append(_RenamedFile(f"{MATHJAX_DIR}/{path}", es5 / path, site, urls))
     _FILES[:] = list(files)
     return files
+
+
+# MathJax for the notebook pages (mkdocs.yml: mkdocs-jupyter's custom_mathjax_url), served from the site
+# itself: the SVG build with every TeX extension in one file (no font files to fetch) and the menu and
+# accessibility parts it loads, copied from the django-static-mathjax package (the test extra; it has no
+# dependencies), so a page opened from disk fetches nothing from the network.
+MATHJAX_DIR = "assets/mathjax"
+MATHJAX_FILES = ("tex-svg-full.js", "ui", "a11y")
+
+
+def mathjax_root() -> Path:
+    """The folder holding MathJax's ``es5`` build, ``.../mathjax/static/mathjax/es5`` (installed package)."""
+    import importlib.util  # lazy: only when the site is built
+
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or spec.origin is None:
+        raise RuntimeError('MathJax for the notebook pages is not installed: pip install -e ".[test]" '
+                           "(it brings django-static-mathjax)")
+    return Path(spec.origin).parent / "static" / "mathjax" / "es5"
+
+
+def mathjax_files() -> list[str]:
+    """The site paths under :data:`MATHJAX_DIR` of the MathJax files a notebook page loads."""
+    es5 = mathjax_root()
+    out = []
+    for name in MATHJAX_FILES:
+        path = es5 / name
+        out += [str(p.relative_to(es5)) for p in sorted(path.rglob("*.js"))] if path.is_dir() else [name]
+    return out
 
 
 # repository files published as pages of the site: page -> source, and source -> page for links

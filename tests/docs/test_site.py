@@ -59,6 +59,19 @@ def test_site_publishes_every_notebook_executed_with_figures(site):
         assert "data:image/png;base64" in html or "<img" in html, f"{src.name}: no figure on its page"
 
 
+def test_every_script_a_page_loads_is_a_file_of_the_site(site):
+    """No page fetches a script from the network or from an empty source (MathJax included: before, the
+    notebook pages loaded it from a CDN or from src="")."""
+    bad = []
+    for page in sorted(site.rglob("*.html")):
+        for src in re.findall(r'<script\b[^>]*\bsrc="([^"]*)"', page.read_text()):
+            path = src.split("?")[0]
+            target = (site / path.lstrip("/") if path.startswith("/") else page.parent / path).resolve()  # 404.html: from the root
+            if not src or "//" in src or not target.is_file():
+                bad.append(f"{page.relative_to(site)}: {src!r}")
+    assert not bad, bad[:10]
+
+
 def test_notebook_pages_open_figures_full_size_and_link_their_neighbours(site):
     """Figures are files a click opens; each page has the bar (previous, next, the .ipynb to download)."""
     stems = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))]

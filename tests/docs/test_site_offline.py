@@ -64,3 +64,50 @@ def test_a_first_build_says_which_notebook_it_executes(tmp_path, monkeypatch, ca
     with caplog.at_level(logging.INFO, logger="mkdocs.hooks.tabsim"):
         hooks.executed_notebooks(config)
     assert ran == ["01_first.py", "02_second.py", "03_third.py"] and not caplog.records
+
+
+def test_notebook_pages_load_mathjax_from_the_site():
+    """mkdocs-jupyter's MathJax comes from the site (before: an empty or CDN script source, a failed fetch
+    on a page opened from disk); the hook publishes the file the pages name, from an installed package."""
+    pytest.importorskip("mkdocs")
+    import hooks
+
+    (jupyter,) = [p["mkdocs-jupyter"] for p in _config()["plugins"] if isinstance(p, dict) and "mkdocs-jupyter" in p]
+    url = jupyter.get("custom_mathjax_url", "")
+    assert url and not url.startswith(("http:", "https:", "//")), url
+    # the notebook pages are notebooks/NAME.html: the URL resolves to a file the hook copies
+    target = url.split("?")[0].removeprefix("../")
+    assert target.startswith(hooks.MATHJAX_DIR + "/")
+    files = hooks.mathjax_files()
+    assert target.removeprefix(hooks.MATHJAX_DIR + "/") in files
+    assert all((hooks.mathjax_root() / f).is_file() for f in files)
+
+
+def test_a_first_build_runs_its_kernels_over_unix_sockets(tmp_path, monkeypatch):
+    """Over TCP each kernel logged 'Kernel is running over TCP without encryption' (7 warnings in a
+    first build): the hook's kernels use Unix sockets."""
+    pytest.importorskip("mkdocs")
+    import nbclient
+
+    import hooks
+
+    seen = {}
+
+    class FakeClient:
+        def __init__(self, nb, **kw):
+            seen.update(kw)
+
+        def execute(self):
+            return None
+
+    monkeypatch.setattr(nbclient, "NotebookClient", FakeClient)
+    source = tmp_path / "01_x.py"
+    source.write_text("# %%\n1 + 1\n")
+    hooks.execute_notebook(source, tmp_path / "out" / "01_x.ipynb")
+    assert seen["config"].KernelManager.transport == "ipc", seen
+    assert (tmp_path / "out" / "01_x.ipynb").is_file()
+
+
+def test_the_build_line_silences_the_end_of_life_banner():
+    readme = (ROOT / "README.md").read_text()
+    assert "NO_MKDOCS_2_WARNING=1 mkdocs build --strict" in readme
