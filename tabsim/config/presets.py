@@ -61,6 +61,9 @@ PRESETS: dict[str, dict] = {
     # GMPO (arXiv 2507.20673): the geometric mean of each answer's token ratios, each clipped in log space on
     # its advantage's side to (e^-0.4, e^0.4), times A; mean over answers; group z-score, no KL.
     "gmpo": {"algo": _algo(surrogate="gmpo", eps_low=0.4, eps_high=0.4, aggregation="seq-mean-token-mean")},
+    # Lite PPO (arXiv 2508.08221): group-mean, batch-std advantage (TRL scale_rewards="batch": Bessel std,
+    # eps 1e-4) and token-level aggregation over the batch; PPO clip 0.2, no KL.
+    "lite_ppo": {"algo": _algo(estimator="batch_std", std_eps=1e-4, aggregation="token-mean")},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

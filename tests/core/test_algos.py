@@ -148,9 +148,19 @@ def np_sign(r, lengths, valid, hp):
     return 2.0 * r - 1.0
 
 
+def np_batch_std(r, lengths, valid, hp):
+    """Group mean, std of the kept answers' raw rewards over the whole batch (Lite PPO, arXiv 2508.08221)."""
+    B, G = r.shape
+    kept = [r[b, g] for b in range(B) for g in range(G) if valid[b]]
+    mean = sum(kept) / len(kept)
+    std = math.sqrt(sum((x - mean) ** 2 for x in kept) / (len(kept) - hp["std_ddof"]))
+    centred = np_dr_grpo(r, lengths, valid, hp)
+    return np.zeros((B, G)) if std == 0 else centred / (std + hp["std_eps"])
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
-                 "passk": np_passk, "sign": np_sign}
+                 "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std}
 
 
 def np_ratio_token(logp, logp_old, mask):
@@ -722,3 +732,70 @@ def test_take_logp_shared_node_path_equals_one_hot(A, G, T):
         oh = np.eye(A)[np.asarray(tokens)]
         by_hand = (np.asarray(w)[..., None] * (oh - pi[:, None, None, :])).sum((1, 2))
         np.testing.assert_allclose(np.asarray(g_fast), by_hand, rtol=0, atol=2 * tol)
+
+
+# ----------------------------------------------------------------------------------------------
+# batch_std: Lite PPO's group mean over the batch's std (arXiv 2508.08221; TRL scale_rewards="batch")
+# ----------------------------------------------------------------------------------------------
+def _estimate(name, rewards, valid=None, **hp):
+    r = jnp.asarray(rewards, dtype=jnp.float64)
+    v = jnp.ones(r.shape[0]) if valid is None else jnp.asarray(valid, dtype=jnp.float64)
+    return np.asarray(ESTIMATORS[name](r, lengths=jnp.ones_like(r), valid=v, hp=hyper(**hp)))
+
+
+def test_batch_std_by_hand():
+    # rewards 1, 0 | 1, 1: batch mean 3/4, Bessel variance (3 (1/4)^2 + (3/4)^2) / 3 = 1/4, std 1/2;
+    # the group z-score of [1, 0] divides by its own std sqrt(1/2) instead
+    with jax.enable_x64(True):
+        got = _estimate("batch_std", [[1.0, 0.0], [1.0, 1.0]], std_ddof=1.0, std_eps=0.0)
+        z = _estimate("grpo", [[1.0, 0.0], [1.0, 1.0]], std_ddof=1.0, std_eps=0.0)
+    np.testing.assert_allclose(got, [[1.0, -1.0], [0.0, 0.0]], rtol=1e-15)
+    np.testing.assert_allclose(z[0], [math.sqrt(0.5), -math.sqrt(0.5)], rtol=1e-15)
+
+
+def np_trl_scale_rewards_batch(rewards, G):
+    """TRL GRPOTrainer's advantage with scale_rewards="batch" (sum_then_normalize, one reward function),
+    rewritten from its source: rewards flat over the generation batch, the mean per group of G, the
+    NaN-aware std of all rewards with the count / (count - 1) correction, then (r - mean_g) / (std + 1e-4)."""
+    flat = np.asarray(rewards, dtype=float).reshape(-1)
+    mean_g = np.repeat(flat.reshape(-1, G).mean(axis=1), G)
+    mu = flat.mean()
+    std = math.sqrt(((flat - mu) ** 2).mean() * flat.size / (flat.size - 1))
+    return ((flat - mean_g) / (std + 1e-4)).reshape(-1, G)
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_batch_std_matches_trl(binary):
+    b = make_batch(seed=21, B=6, G=4, binary=binary)
+    with jax.enable_x64(True):
+        got = _estimate("batch_std", b["rewards"], std_ddof=1.0, std_eps=1e-4)
+    np.testing.assert_allclose(got, np_trl_scale_rewards_batch(b["rewards"], 4), **TOL)
+
+
+def test_batch_std_equivalences():
+    b = make_batch(seed=5, B=5, G=6, binary=False)
+    r, valid = b["rewards"], b["valid"]
+    with jax.enable_x64(True):
+        # one group: the batch is the group, so it is GRPO's z-score
+        one = _estimate("batch_std", r[3:4], std_ddof=1.0, std_eps=1e-4)
+        np.testing.assert_allclose(one, _estimate("grpo", r[3:4], std_ddof=1.0, std_eps=1e-4), **TOL)
+        # several groups: Dr. GRPO's centred reward over one scale shared by the batch's kept groups
+        got = _estimate("batch_std", r, valid, std_ddof=0.0, std_eps=0.0)
+        kept = r[valid > 0]
+        np.testing.assert_allclose(got, _estimate("dr_grpo", r) / kept.std(), **TOL)
+        # a dropped group's rewards do not enter the scale
+        moved = r.copy()
+        moved[valid == 0] += 100.0
+        np.testing.assert_allclose(_estimate("batch_std", moved, valid, std_ddof=0.0, std_eps=0.0)[valid > 0],
+                                   got[valid > 0], **TOL)
+        # every reward equal: no gradient, also with eps = 0
+        assert (_estimate("batch_std", np.ones((3, 4)), std_eps=0.0) == 0.0).all()
+
+
+def test_batch_std_has_no_expected_flow():
+    from tabsim.config import ConfigError, resolve
+    from tabsim.runtime.run import check_dynamics
+    cfg = resolve({"preset": "lite_ppo", "task": {"n_prompts": 4, "n_answers": 3, "n_correct": 1},
+                   "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}})
+    with pytest.raises(ConfigError, match=r"algo.estimator = 'batch_std' has no exact flow: .*batch.*'sampled'$"):
+        check_dynamics(cfg)

@@ -37,6 +37,8 @@ EXPECTED = {
     "gpg": dict(estimator="gpg", surrogate="reinforce", kl_placement="none"),
     "gmpo": dict(estimator="grpo", ratio="token", surrogate="gmpo", eps_low=0.4, eps_high=0.4,
                  aggregation="seq-mean-token-mean", kl_placement="none"),
+    "lite_ppo": dict(estimator="batch_std", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                     aggregation="token-mean", kl_placement="none", filter=False),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }
@@ -102,7 +104,7 @@ def test_preset_runs_end_to_end_and_compiles_once(name):
 
 
 # the presets added after the end-to-end test above: one shared smoke run on a small tree (multi-token answers)
-SMOKE_PRESETS = ("gmpo",)
+SMOKE_PRESETS = ("gmpo", "lite_ppo")
 
 
 def test_the_newer_presets_train_on_a_small_tree():

@@ -147,6 +147,32 @@ def reinforce_pp_baseline(rewards, *, lengths, valid, hp):
     return _masked_whiten(_centred(rewards), _token_weights(lengths, valid, rewards.dtype), 1e-8)
 
 
+@register_estimator("batch_std", batch_level=True,
+                    no_expected="its scale is the std of every kept answer's reward in the batch, a batch total the "
+                                "exact flow has no table for")
+def batch_std(rewards, *, lengths, valid, hp):
+    """Group-centred reward over the batch's reward std: ``A = (r - mean_g) / (std_batch(r) + eps)``.
+
+    Lite PPO's normalisation (group-level mean, batch-level std; Liu et al., "Tricks or Traps? A Deep Dive
+    into RL for LLM Reasoning", arXiv 2508.08221), TRL ``scale_rewards="batch"``. The std runs over the raw
+    rewards of every answer of the kept groups (``valid``), each answer once whatever its length, with
+    ``hp.std_ddof`` (TRL: 1) and ``hp.std_eps`` (TRL: 1e-4). Homogeneous groups give 0; a batch whose
+    rewards are all equal gives 0 (also with ``eps = 0``).
+
+    Args:
+      rewards: ``[B, G]``; valid: ``[B]``.
+    Returns:
+      ``[B, G]`` advantages.
+    """
+    w = jnp.broadcast_to(valid[:, None], rewards.shape).astype(rewards.dtype)
+    n = w.sum()
+    mean = (rewards * w).sum() / jnp.maximum(n, 1.0)
+    var = (((rewards - mean) ** 2) * w).sum() / jnp.maximum(n - hp.std_ddof, 1.0)
+    std = jnp.sqrt(var)
+    centred = _centred(rewards)
+    return jnp.where(std > 0, centred / jnp.where(std > 0, std + hp.std_eps, 1.0), 0.0)
+
+
 @register_estimator("opo")
 def opo(rewards, *, lengths, valid, hp):
     """Length-weighted group baseline ``A_i = r_i - sum_j |o_j| r_j / sum_j |o_j|``.

@@ -66,6 +66,8 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
                 "gradients, so the expected update is not a function of the logits; use 'sgd'")
     if algo.grad_clip:
         _refuse("algo.max_grad_norm: the global-norm clip couples every prompt's random gradient; leave it unset")
+    if why := ESTIMATORS.meta(algo.estimator).get("no_expected"):  # declared at the estimator's registration
+        _refuse(f"algo.estimator = {algo.estimator!r} has no exact flow: {why}; use dynamics = 'sampled'")
     if batch_level(algo.estimator) and not linear_path(algo, schedule):
         why = ("off-policy reuse (algo.epochs or algo.minibatches) makes each outcome's updates depend on the "
                "others' rewards through the batch totals" if algo.kl_placement != "reward" else
