@@ -173,6 +173,11 @@ def _oversubscribed() -> bool:
     return bool(ctx is not None and ctx.meta.get("tabsim.oversubscribe"))
 
 
+def _dask_timeout(ctx, param, value: int) -> None:
+    # kept in the context as --oversubscribe is: read by open_executor (chosen("dask_timeout"))
+    ctx.meta["tabsim.dask_timeout"] = value
+
+
 class DeviceUnavailable(click.ClickException):
     """An unavailable ``--device``: one line, exit code 2 (a usage error), before anything is written."""
 
@@ -218,6 +223,11 @@ def executor_options(fn):
     fn = click.option("--scheduler", metavar="tcp://HOST:PORT", default=None,
                       help="With --executor dask: run on the existing Dask cluster of this scheduler (left "
                            "running afterwards).")(fn)
+    fn = click.option("--dask-timeout", type=click.IntRange(1, 3600), default=30, show_default=True,
+                      metavar="SECONDS", expose_value=False, callback=_dask_timeout,
+                      help="With --executor dask: the longest the scheduler is waited for, to connect, to answer "
+                           "during the run and to close; one that does not answer ends the run in one line "
+                           "(finished chunks are kept for --resume).")(fn)
     fn = click.option("--oversubscribe", is_flag=True, expose_value=False, callback=_oversubscribe,
                       help="With --workers N: start N workers even when N is more than the cores (by default a "
                            "local cluster is capped at the cores).")(fn)
@@ -297,7 +307,8 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
     except ImportError as err:  # installed (check_options found it) but broken
         raise MissingExtra(f"--executor dask: {err}") from None
 
-    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet, oversubscribe=_oversubscribed())
+    timeout = {"timeout": chosen("dask_timeout")} if chosen("dask_timeout") else {}  # else the library's
+    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet, oversubscribe=_oversubscribed(), **timeout)
     try:
         if scheduler is not None:
             ex.start()

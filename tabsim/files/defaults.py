@@ -23,9 +23,10 @@ JAX's own variables (``JAX_PLATFORMS``, ``JAX_COMPILATION_CACHE_DIR``, ``XLA_FLA
 by tabsim's own process. Two child processes set variables for themselves only, before their libraries
 load: the figure server (its thread pools) and a Dask worker (the client's ``XLA_FLAGS``); and MLflow's
 ``MLFLOW_ALLOW_FILE_STORE``, which MLflow 3 reads from the environment only, is set around a ``--track
-mlflow`` write to a local file store and restored after it (:func:`tabsim.runtime.trackers.file_store`),
-in the MLflow writer process (:mod:`tabsim.runtime.writer_process`), which takes the run's ``MLFLOW_*``
-variables when a tracker opens.
+mlflow`` write to a local file store and restored after it (:func:`tabsim.runtime.mlflow_io.file_store`),
+as are ``MLFLOW_HTTP_REQUEST_TIMEOUT`` and ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` where the user set neither
+(:func:`tabsim.runtime.mlflow_io.bounded`), in the MLflow writer process (:mod:`tabsim.runtime.writer_process`),
+which takes the run's ``MLFLOW_*`` variables when a tracker opens.
 """
 from __future__ import annotations
 

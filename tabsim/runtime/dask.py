@@ -62,13 +62,14 @@ from tabsim.files import defaults
 from tabsim.runtime.dask_workers import (TabsimCoresPlugin, TabsimWorkerPlugin, core_groups, pin_process,  # noqa: F401
                                          prepare_worker, run_task)
 from tabsim.runtime.executors import ExecutorError, check_address, default_compilation_cache, numerics
-from tabsim.runtime.health import CONNECT_SECONDS, LostWorkers, probe_scheduler, within
+from tabsim.runtime.health import PROBE_SECONDS, SCHEDULER_SECONDS, LostWorkers, probe_scheduler, within
 
 # ------------------------------------------------------------------------------------------------
 # The Dask executor
 
 
 WORKER_WAIT_SECONDS = 30.0  # for the first worker of a scheduler that has none (read at call time)
+SETUP_SECONDS = 120.0  # at least, for every worker to set up (import JAX, check the numerics)
 
 
 class DaskExecutor:
@@ -95,6 +96,10 @@ class DaskExecutor:
         :func:`core_groups`), so that N workers do not each start an N-core XLA thread pool and
         fight over the cores; ``False`` leaves them unpinned. Workers of an existing cluster are not
         pinned.
+      timeout: the longest, in seconds, the scheduler is waited for: to connect (``Client(timeout=...)``),
+        to answer each question during the run (its workers, their memory, the workers it lost) and to
+        close. A scheduler that answers nothing for that long (stopped, its machine gone) ends the run with
+        one :class:`ExecutorError`; the chunks already finished are kept for ``--resume``.
 
     The cluster starts on ``__enter__`` (or the first use). Iterate with :meth:`imap_unordered` (what
     :func:`tabsim.runtime.store.execute` uses) or :meth:`map` (results in order).
@@ -102,7 +107,8 @@ class DaskExecutor:
 
     def __init__(self, workers: int | None = None, *, scheduler: str | None = None, client=None,
                  compile_cache: str | Path | bool | None = None, retries: int = 3, in_flight: int | None = None,
-                 announce: bool = True, dashboard: bool = True, pin: bool = True, oversubscribe: bool = False):
+                 announce: bool = True, dashboard: bool = True, pin: bool = True, oversubscribe: bool = False,
+                 timeout: float = SCHEDULER_SECONDS):
         given = [n for n, v in (("workers", workers), ("scheduler", scheduler), ("client", client)) if v is not None]
         if len(given) > 1:
             raise ValueError(f"DaskExecutor: give one of workers, scheduler and client, not {' and '.join(given)}")
@@ -114,6 +120,8 @@ class DaskExecutor:
             raise ValueError(f"retries: {retries!r} is not a whole number >= 0")
         if in_flight is not None and (not isinstance(in_flight, int) or in_flight < 1):
             raise ValueError(f"in_flight: {in_flight!r} is not a whole number >= 1")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout: {timeout!r} is not a number of seconds > 0")
         if workers is not None and workers > cpu_count() and not oversubscribe:
             # one single-threaded worker per core is what the machine runs at once; more only cost memory
             # and start-up (1000 asked on 2 cores started 36 processes in 5 s before anything ran)
@@ -121,7 +129,8 @@ class DaskExecutor:
                   f"--oversubscribe to start {workers})", file=sys.stderr, flush=True)  # with -q too: not what was asked
             workers = cpu_count()
         self.workers, self.scheduler, self.retries, self.in_flight = workers, scheduler, retries, in_flight
-        self.announce, self.dashboard, self.pin = announce, dashboard, pin
+        self.announce, self.dashboard, self.pin, self.timeout = announce, dashboard, pin, float(timeout)
+        self._unanswered = False  # the scheduler let a question go unanswered: nothing more is asked of it
         self._cpus: dict = {}
         if compile_cache is False:
             self.compile_cache = None
@@ -146,10 +155,10 @@ class DaskExecutor:
         if self.compile_cache:
             Path(self.compile_cache).mkdir(parents=True, exist_ok=True)
         if self.scheduler is not None:
-            probe_scheduler(self.scheduler)
+            probe_scheduler(self.scheduler, None if self.timeout >= PROBE_SECONDS else self.timeout)
             try:
-                self.client = within(CONNECT_SECONDS + 5, f"--scheduler {self.scheduler}",
-                                      lambda: Client(self.scheduler, timeout=f"{CONNECT_SECONDS:g}s"))
+                self.client = within(self.timeout + 5, f"--scheduler {self.scheduler}",
+                                      lambda: Client(self.scheduler, timeout=f"{self.timeout:g}s"))
             except (OSError, TimeoutError, MemoryError, ValueError) as err:
                 raise ExecutorError(f"--scheduler {self.scheduler}: cannot connect to a Dask scheduler there "
                                     f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
@@ -192,7 +201,7 @@ class DaskExecutor:
         """A scheduler that no worker has joined would hold every chunk for ever, in silence: wait at most
         :data:`WORKER_WAIT_SECONDS` for one, saying so, then give up with a message."""
         try:
-            if self.client.scheduler_info().get("workers"):
+            if self.ask(self.client.scheduler_info).get("workers"):
                 return
         except Exception:  # noqa: BLE001  (the wait below tells)
             pass
@@ -216,7 +225,9 @@ class DaskExecutor:
         self._numerics = numerics()
         if self._cpus:
             self.client.register_plugin(TabsimCoresPlugin(self._cpus), name="tabsim-cores")
-        self.client.register_plugin(TabsimWorkerPlugin(self._numerics, self.compile_cache), name="tabsim")
+        # answered once every worker has set up (imported JAX): longer than a question, still bounded
+        self.ask(self.client.register_plugin, TabsimWorkerPlugin(self._numerics, self.compile_cache), "tabsim",
+                 seconds=max(self.timeout, SETUP_SECONDS))
         if self.announce and not self._announced:
             self._announced = True
             link = self.dashboard_link
@@ -224,17 +235,36 @@ class DaskExecutor:
                 print(f"dask dashboard: {link}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        """Close the client and the local cluster this executor started (an external cluster keeps running)."""
+        """Close the client and the local cluster this executor started (an external cluster keeps running),
+        each given at most ``timeout`` seconds (a scheduler that went away is not waited for longer)."""
         client, cluster = self.client, self.cluster
         self.cluster = None
         if client is not None and self._owns_client:
             self.client = None
             with contextlib.suppress(Exception):
-                client.close()
+                within(self.timeout + 5, "dask", lambda: client.close(timeout=self.timeout))
         if cluster is not None:
             with contextlib.suppress(Exception):
-                cluster.close()
+                within(self.timeout + 5, "dask", lambda: cluster.close(timeout=self.timeout))
         self._started = self.client is not None
+
+    def ask(self, fn: Callable, *args, seconds: float | None = None):
+        """``fn(*args)``, a call that waits for the scheduler, given at most ``timeout`` seconds (else
+        ``seconds``): a scheduler that answers nothing for that long is an :class:`ExecutorError`, and is
+        asked nothing more."""
+        if self._unanswered:
+            raise ExecutorError(self._silence())
+        try:
+            return within(seconds or self.timeout, "dask", lambda: fn(*args), message=self._silence(seconds))
+        except ExecutorError:
+            self._unanswered = True
+            raise
+
+    def _silence(self, seconds: float | None = None) -> str:
+        where = f" at {self.scheduler}" if self.scheduler else ""
+        return (f"dask: the scheduler{where} answered nothing within {seconds or self.timeout:g} s (stopped, "
+                "overloaded, or its machine is gone); chunks already finished are kept: rerun the same command "
+                "with --resume to continue (--dask-timeout SECONDS waits longer)")
 
     def __enter__(self) -> "DaskExecutor":
         return self.start()
@@ -251,9 +281,9 @@ class DaskExecutor:
         if self.cluster is not None and not self._serves_dashboard:
             return None
         try:
-            if "dashboard" not in self.client.scheduler_info().get("services", {}):
+            if "dashboard" not in self.ask(self.client.scheduler_info).get("services", {}):
                 return None
-            if self.cluster is None and not self.client.run_on_scheduler(_has_bokeh):
+            if self.cluster is None and not self.ask(self.client.run_on_scheduler, _has_bokeh):
                 return None
         except Exception:
             return None
@@ -268,13 +298,14 @@ class DaskExecutor:
     def worker_pids(self) -> dict[str, int]:
         """``{worker address: process id}`` of the workers now connected."""
         self.start()
-        return self.client.run(os.getpid)
+        return self.ask(self.client.run, os.getpid)
 
     @property
     def memory_limit(self) -> int | None:
         """The smallest memory limit of the workers now connected, in bytes (None: no limit)."""
         self.start()
-        limits = [w.get("memory_limit") or 0 for w in self.client.scheduler_info(n_workers=-1)["workers"].values()]
+        info = self.ask(lambda: self.client.scheduler_info(n_workers=-1))
+        limits = [w.get("memory_limit") or 0 for w in info["workers"].values()]
         limits = [x for x in limits if x > 0]
         return min(limits) if limits else None
 
@@ -283,7 +314,9 @@ class DaskExecutor:
         """Chunks the cluster computes at a time: its workers' threads (1 when it cannot say); a run's plan
         records it (:class:`tabsim.runtime.planning.RunPlan`)."""
         try:
-            return max(1, sum(self.client.nthreads().values()))
+            return max(1, sum(self.ask(self.client.nthreads).values()))
+        except ExecutorError:  # a scheduler that does not answer ends the run
+            raise
         except Exception:
             return 1
 
@@ -339,9 +372,9 @@ class DaskExecutor:
                                     "with more memory") from None
         finally:
             left = [f for _, f in pending.values()]
-            if left and self.client is not None:
+            if left and self.client is not None and not self._unanswered:
                 with contextlib.suppress(Exception):
-                    self.client.cancel(left)
+                    self.ask(self.client.cancel, left)
 
     def map(self, fn: Callable, items: Iterable) -> Iterator:
         """``fn(item)`` for every item, in order (chunks still run in parallel)."""

@@ -12,7 +12,8 @@ from tabsim.runtime.executors import ExecutorError
 
 
 PROBE_SECONDS = 5.0  # a Dask scheduler greets a new connection at once (its handshake), well within this
-CONNECT_SECONDS = 10.0  # the client's own connection, after the probe
+# the longest the scheduler is waited for (--dask-timeout): to connect, to answer a question, to close
+SCHEDULER_SECONDS = 30.0
 HANDSHAKE_MAX = 1 << 16  # bytes: a scheduler's greeting is about 60; more is another service's data
 
 
@@ -78,9 +79,9 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
                             "scheduler (give the scheduler's own port, 8786 by default)")
 
 
-def within(seconds: float, what: str, fn):
-    """``fn()`` in a helper thread, or :class:`ExecutorError` naming ``what`` when it takes longer than
-    ``seconds`` (a connection that neither succeeds nor fails is not waited for)."""
+def within(seconds: float, what: str, fn, *, message: str | None = None):
+    """``fn()`` in a helper thread, or :class:`ExecutorError` naming ``what`` (else saying ``message``) when
+    it takes longer than ``seconds`` (a connection that neither succeeds nor fails is not waited for)."""
     box: dict = {}
 
     def call():
@@ -93,7 +94,7 @@ def within(seconds: float, what: str, fn):
     t.start()
     t.join(seconds)
     if t.is_alive():
-        raise ExecutorError(f"{what}: no Dask scheduler answered within {seconds:g} s")
+        raise ExecutorError(message or f"{what}: no Dask scheduler answered within {seconds:g} s")
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -116,7 +117,9 @@ class LostWorkers:
 
     def _count(self) -> int | None:
         try:
-            events = self.ex.client.get_events("all")
+            events = self.ex.ask(self.ex.client.get_events, "all")
+        except ExecutorError:  # the scheduler answered nothing in time: the run ends, in one line
+            raise
         except Exception:  # noqa: BLE001  (the scheduler is busy or gone: the next check will tell)
             return None
         return sum(1 for _, msg in events if isinstance(msg, dict) and msg.get("action") == "remove-worker")
@@ -143,4 +146,4 @@ class LostWorkers:
                                 "logs")
 
 
-__all__ = ["probe_scheduler", "within", "LostWorkers", "PROBE_SECONDS", "CONNECT_SECONDS", "MAX_RESTARTS"]
+__all__ = ["probe_scheduler", "within", "LostWorkers", "PROBE_SECONDS", "SCHEDULER_SECONDS", "MAX_RESTARTS"]
