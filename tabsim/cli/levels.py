@@ -142,7 +142,7 @@ def unknown_field(option: str, name: str) -> None:
     where = f"{option} {name}".strip()
     usage(f"{where}: unknown field{suggest(name, field_names())}; give a numeric field (lr, algo.lr, "
           "prior_strength, ...) or a static one (task.n_prompts, algo.estimator, preset, ...); "
-          "`tabsim config show` lists every field")
+          "`tabsim config show paper` lists every field")
 
 
 def parse_vary(specs, option: str = "--vary") -> dict:

@@ -71,6 +71,7 @@ def parse_set(specs) -> dict:
     the allowed ones named."""
     # lazy: the names come with the config's (kept out of `tabsim run --help`)
     from tabsim.base.choices import TREE_FIELDS
+    from tabsim.config.models import traced_name
 
     allowed = _allowed_keys()
     out: dict = {}
@@ -81,6 +82,8 @@ def parse_set(specs) -> dict:
         if not eq or not key:
             usage(f"--set {spec!r}: expected KEY=VALUE with a dotted KEY, e.g. --set algo.lr=0.1")
         parts = key.split(".")
+        if parts[0] == "sweep" and len(parts) > 2 and traced_name(".".join(parts[1:])):  # sweep.algo.lr: lr
+            parts = ["sweep", traced_name(".".join(parts[1:]))]
         if key == "preset" or (parts[0] == "sweep" and len(parts) > 1 and _static_sweep(".".join(parts[1:]))):
             parts = parts[:1] + [".".join(parts[1:])] if parts[0] == "sweep" else parts
         elif parts[0] not in allowed:

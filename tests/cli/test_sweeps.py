@@ -78,6 +78,8 @@ def test_key_value_arguments_set_and_sweep():
     assert cfg.sweep == {"lr": [0.05, 0.1]} and cfg.train.steps == 40 and cfg.task.prior_strength == 0.3
     grouped = build_config({}, overrides=("algo.estimator=grpo,rloo",), multirun=True, default_preset="paper")
     assert [g.values for g in grouped.groups] == [{"algo.estimator": "grpo"}, {"algo.estimator": "rloo"}]
+    # --set sweep.SECTION.FIELD names a numeric field dotted too
+    assert build_config({}, sets=("sweep.algo.lr=[0.1,0.2]",), default_preset="paper").sweep == {"lr": [0.1, 0.2]}
     # a list value is one value, not a sweep
     cfg = build_config({}, overrides=("arms.arms=[frozen,true]",), default_preset="paper")
     assert cfg.arms.arms == ["frozen", "true"] and not cfg.sweep
