@@ -15,7 +15,7 @@ from tabsim.base.registry import suggest
 # built-in components of tabsim.sim.algos' registries (a component registered at run time is found in the
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "gpg", "passk", "sign",
-              "batch_std")
+              "batch_std", "mapo")
 RATIOS = ("token", "sequence", "sequence-sum")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "gmpo")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum")

@@ -64,6 +64,10 @@ PRESETS: dict[str, dict] = {
     # Lite PPO (arXiv 2508.08221): group-mean, batch-std advantage (TRL scale_rewards="batch": Bessel std,
     # eps 1e-4) and token-level aggregation over the batch; PPO clip 0.2, no KL.
     "lite_ppo": {"algo": _algo(estimator="batch_std", std_eps=1e-4, aggregation="token-mean")},
+    # MAPO (arXiv 2509.18849) as its authors' released recipe: the certainty-weighted mixed advantage (Bessel
+    # std, eps 1e-6), clip 0.2/0.3 with the dual clip (c = 3), token-mean, low_var_kl in the loss (beta 0.01).
+    "mapo": {"algo": _algo(estimator="mapo", surrogate="dual_clip", eps_high=0.3, dual_clip_c=3.0,
+                           kl="low_var_kl", kl_placement="loss", beta=0.01)},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

@@ -158,9 +158,26 @@ def np_batch_std(r, lengths, valid, hp):
     return np.zeros((B, G)) if std == 0 else centred / (std + hp["std_eps"])
 
 
+def np_mapo(r, lengths, valid, hp):
+    """Certainty-weighted mix of the z-score and the percent deviation (MAPO, arXiv 2509.18849)."""
+    B, G = r.shape
+    z = np_grpo(r, lengths, valid, hp)
+    out = np.zeros((B, G))
+    for b in range(B):
+        mean = sum(r[b]) / G
+        if all(x == r[b, 0] for x in r[b]):
+            continue
+        p = sum(1 for x in r[b] if x == 1.0) / G
+        w = 4 * p * (1 - p)
+        for g in range(G):
+            out[b, g] = w * z[b, g] + (1 - w) * (r[b, g] - mean) / (mean + hp["std_eps"])
+    return out
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
-                 "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std}
+                 "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
+                 "mapo": np_mapo}
 
 
 def np_ratio_token(logp, logp_old, mask):
@@ -799,3 +816,55 @@ def test_batch_std_has_no_expected_flow():
                    "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}})
     with pytest.raises(ConfigError, match=r"algo.estimator = 'batch_std' has no exact flow: .*batch.*'sampled'$"):
         check_dynamics(cfg)
+
+
+# ----------------------------------------------------------------------------------------------
+# mapo: MAPO's certainty-weighted mixed advantage (arXiv 2509.18849)
+# ----------------------------------------------------------------------------------------------
+def test_mapo_by_hand():
+    # one success in four: p = 1/4, weight 4 p (1 - p) = 3/4 on the z-score (Bessel std 1/2), 1/4 on the
+    # percent deviation (r - 1/4) / (1/4): the success gets 3/4 * 3/2 + 1/4 * 3 = 15/8, a failure
+    # 3/4 * (-1/2) + 1/4 * (-1) = -5/8; two in four (p = 1/2) is GRPO's z-score, +-sqrt(3)/2
+    with jax.enable_x64(True):
+        got = _estimate("mapo", [[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0] * 4], std_ddof=1.0, std_eps=0.0)
+    np.testing.assert_allclose(got[0], [15 / 8, -5 / 8, -5 / 8, -5 / 8], rtol=1e-14)
+    np.testing.assert_allclose(got[1], [math.sqrt(3) / 2] * 2 + [-math.sqrt(3) / 2] * 2, rtol=1e-14)
+    assert (got[2] == 0.0).all()
+
+
+def np_mapo_authors(rewards, eps=1e-6):
+    """The MAPO authors' released trainer (``grpomixpro``), rewritten from its source: per group the
+    Bessel-std z-score and the mean-scaled deviation, each with eps 1e-6, weighted by 4 p (1 - p) and
+    1 - 4 p (1 - p), p the share of rewards equal to 1."""
+    out = np.zeros_like(rewards, dtype=float)
+    for b, r in enumerate(np.asarray(rewards, dtype=float)):
+        mean, std = r.mean(), r.std(ddof=1)
+        p = np.sum(r == 1.0) / r.size
+        out[b] = 4 * p * (1 - p) * (r - mean) / (std + eps) + (1 - 4 * p * (1 - p)) * (r - mean) / (mean + eps)
+    return out
+
+
+def test_mapo_matches_its_authors_trainer():
+    b = make_batch(seed=8, B=8, G=12)
+    with jax.enable_x64(True):
+        got = _estimate("mapo", b["rewards"], std_ddof=1.0, std_eps=1e-6)
+    np.testing.assert_allclose(got, np_mapo_authors(b["rewards"]), **TOL)
+
+
+def test_mapo_equivalences():
+    r = np.array([[1.0, 0.0, 1.0, 0.0, 1.0, 0.0], [0.9, 0.2, 0.4, 0.0, 0.3, 0.6], [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    with jax.enable_x64(True):
+        got = _estimate("mapo", r, std_ddof=1.0, std_eps=1e-6)
+        z = _estimate("grpo", r, std_ddof=1.0, std_eps=1e-6)
+        centred = _estimate("dr_grpo", r)
+    np.testing.assert_allclose(got[0], z[0], **TOL)  # half solved: GRPO's z-score
+    np.testing.assert_allclose(got[1], centred[1] / (r[1].mean() + 1e-6), **TOL)  # no reward of 1: percent deviation
+    # a nearly failed group (p = 1/6) moves more than under GRPO: its success up and its failures down
+    assert got[2, 0] > z[2, 0] > 0 and got[2, 1] < z[2, 1] < 0
+
+
+def test_mapo_has_an_expected_flow():
+    from tabsim.config import resolve
+    from tabsim.runtime.run import check_dynamics
+    check_dynamics(resolve({"preset": "mapo", "task": {"n_prompts": 4, "n_answers": 3, "n_correct": 1},
+                            "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}}))

@@ -39,6 +39,8 @@ EXPECTED = {
                  aggregation="seq-mean-token-mean", kl_placement="none"),
     "lite_ppo": dict(estimator="batch_std", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
                      aggregation="token-mean", kl_placement="none", filter=False),
+    "mapo": dict(estimator="mapo", std_ddof=1, std_eps=1e-6, surrogate="dual_clip", eps_low=0.2, eps_high=0.3,
+                 dual_clip_c=3.0, aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.01),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }
@@ -104,7 +106,7 @@ def test_preset_runs_end_to_end_and_compiles_once(name):
 
 
 # the presets added after the end-to-end test above: one shared smoke run on a small tree (multi-token answers)
-SMOKE_PRESETS = ("gmpo", "lite_ppo")
+SMOKE_PRESETS = ("gmpo", "lite_ppo", "mapo")
 
 
 def test_the_newer_presets_train_on_a_small_tree():

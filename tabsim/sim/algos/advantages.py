@@ -173,6 +173,30 @@ def batch_std(rewards, *, lengths, valid, hp):
     return jnp.where(std > 0, centred / jnp.where(std > 0, std + hp.std_eps, 1.0), 0.0)
 
 
+@register_estimator("mapo")
+def mapo(rewards, *, lengths, valid, hp):
+    """Mixed advantage: the z-score and the percent deviation weighted by the group's certainty.
+
+    ``A = 4p(1 - p) (r - mean_g) / (std_g + eps) + (1 - 4p(1 - p)) (r - mean_g) / (mean_g + eps)`` with ``p``
+    the fraction of the group's rewards equal to 1 (MAPO, Huang et al., arXiv 2509.18849, as in its authors'
+    released trainer, ``grpomixpro``): a half-solved group (p = 1/2) gets GRPO's z-score, a nearly solved or
+    nearly failed one the percent deviation ``(r - mean_g) / mean_g``. ``hp.std_ddof`` and ``hp.std_eps``
+    pick the std (the authors: Bessel, 1e-6) and the epsilon of both denominators. Homogeneous groups give 0.
+
+    Args:
+      rewards: ``[B, G]``.
+    Returns:
+      ``[B, G]`` advantages.
+    """
+    p = (rewards == 1.0).astype(rewards.dtype).mean(-1, keepdims=True)
+    certainty = 4.0 * p * (1.0 - p)
+    homogeneous = _homogeneous(rewards)
+    centred = _centred(rewards)
+    z = centred / jnp.where(homogeneous, 1.0, group_std(rewards, hp.std_ddof) + hp.std_eps)
+    percent = centred / jnp.where(homogeneous, 1.0, rewards.mean(-1, keepdims=True) + hp.std_eps)
+    return jnp.where(homogeneous, 0.0, certainty * z + (1.0 - certainty) * percent)
+
+
 @register_estimator("opo")
 def opo(rewards, *, lengths, valid, hp):
     """Length-weighted group baseline ``A_i = r_i - sum_j |o_j| r_j / sum_j |o_j|``.
