@@ -22,6 +22,13 @@ interval of the mean covers about 92% of the time (measured in tests/stats/test_
 default, ``method="rescaled"``, stretches each percentile bound away from the estimate by
 ``sqrt(n / (n - 1))`` (``n`` the runs per task, the smaller of X's and Y's), the rescaling of the
 with-replacement bootstrap for stratified samples (McCarthy and Snowden, 1985; Rao and Wu, 1988).
+``method="bca"`` gives bias-corrected and accelerated intervals (Efron, 1987) from
+``scipy.stats.bootstrap``, each task's runs a sample of its own, so that its resampling is stratified
+too. Every bound is clipped to the values the statistic can take on these scores (a probability to
+[0, 1], an optimality gap to [0, threshold - min score]), which a stretched bound could leave.
+
+``conditions=True`` also resamples the tasks (with replacement, the same tasks for X and Y), rliable's
+``task_bootstrap``: the interval then speaks for other conditions like these, not for these ones only.
 """
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ from tabsim.stats import checks as v
 from tabsim.stats.draws import resample_indices
 
 AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
-METHODS = ("rescaled", "percentile")
+METHODS = ("rescaled", "percentile", "bca")
 _BLOCK = 2_000_000  # resampled values held at once; bounds memory, not the result
 
 
@@ -87,90 +94,156 @@ def check_scores(scores, name: str = "scores") -> np.ndarray:
 
 
 def stratified_resamples(scores: np.ndarray, n_resamples: int, rng: np.random.Generator,
-                         factor: int = 1) -> Iterator[np.ndarray]:
+                         factor: int = 1, tasks_drawn: np.ndarray | None = None) -> Iterator[np.ndarray]:
     """Blocks ``[b, runs, tasks]`` of stratified resamples (runs drawn with replacement within each task)
-    that together hold ``n_resamples``; ``factor`` shrinks the blocks for statistics that need more memory."""
+    that together hold ``n_resamples``; ``factor`` shrinks the blocks for statistics that need more memory.
+    ``tasks_drawn`` (``[n_resamples, tasks]`` task indices) resamples the tasks as well."""
     runs, tasks = scores.shape
     per_block = max(1, _BLOCK // (runs * tasks * factor))
     done = 0
     while done < n_resamples:
         b = min(per_block, n_resamples - done)
         idx = resample_indices(rng, runs, (b, runs, tasks))
-        yield np.take_along_axis(scores[None], idx, axis=1)
+        if tasks_drawn is None:
+            yield np.take_along_axis(scores[None], idx, axis=1)
+        else:  # the tasks first, then runs drawn afresh within each drawn task (a task drawn twice differs)
+            yield np.take_along_axis(np.moveaxis(scores[:, tasks_drawn[done:done + b]], 1, 0), idx, axis=1)
         done += b
 
 
-def _interval(boot: np.ndarray, est: np.ndarray, ci: float, method: str, runs: int) -> tuple[np.ndarray, np.ndarray]:
+def _tasks_drawn(conditions: bool, n_resamples: int, tasks: int, rng: np.random.Generator) -> np.ndarray | None:
+    return resample_indices(rng, tasks, (n_resamples, tasks)) if conditions else None
+
+
+def _interval(boot: np.ndarray, est: np.ndarray, ci: float, method: str, runs: int,
+              bounds: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bounds of ``boot`` ``[B, k]`` (stretched by ``sqrt(runs / (runs - 1))`` when rescaled),
+    clipped to ``bounds``: the least and greatest values the statistics can take."""
     lo, hi = np.percentile(boot, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
     if method == "rescaled":
         c = np.sqrt(runs / (runs - 1))
         lo, hi = est - c * (est - lo), est + c * (hi - est)
-    return lo, hi
+    return np.clip(lo, *bounds), np.clip(hi, *bounds)
+
+
+def _bca(stat_of_columns: Callable, columns: list[np.ndarray], est: np.ndarray, ci: float, n_resamples: int,
+         rng: np.random.Generator, bounds: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """BCa bounds from ``scipy.stats.bootstrap``, each column (a task's runs) resampled on its own; a
+    statistic with no spread over the resamples (or an undefined correction) keeps its estimate."""
+    import warnings
+
+    from scipy import stats as sps  # lazy, as in aggregate_iqm
+
+    with warnings.catch_warnings():  # degenerate resamples are answered below, not warned about
+        warnings.simplefilter("ignore")
+        got = sps.bootstrap(tuple(columns), stat_of_columns, vectorized=True, paired=False, method="BCa",
+                            n_resamples=n_resamples, confidence_level=ci, rng=rng)
+    lo, hi = (np.asarray(b, dtype=float).reshape(est.shape) for b in got.confidence_interval)
+    lo, hi = np.where(np.isfinite(lo), lo, est), np.where(np.isfinite(hi), hi, est)
+    return np.clip(np.minimum(lo, est), *bounds), np.clip(np.maximum(hi, est), *bounds)
+
+
+def _flat(columns) -> np.ndarray:
+    """Columns ``[..., runs_t]`` (their leading axes broadcast) as one ``[..., sum runs_t]`` array."""
+    lead = np.broadcast_shapes(*(c.shape[:-1] for c in columns))
+    return np.concatenate([np.broadcast_to(c, lead + c.shape[-1:]) for c in columns], axis=-1)
 
 
 def _bootstrap(stat: Callable[[np.ndarray], np.ndarray], scores: np.ndarray, n_resamples: int,
-               rng: np.random.Generator, factor: int = 1) -> np.ndarray:
+               rng: np.random.Generator, factor: int = 1, tasks_drawn: np.ndarray | None = None) -> np.ndarray:
     return np.concatenate([np.atleast_1d(stat(block)).reshape(len(block), -1)
-                           for block in stratified_resamples(scores, n_resamples, rng, factor)])
+                           for block in stratified_resamples(scores, n_resamples, rng, factor, tasks_drawn)])
 
 
-def _check_settings(ci, n_resamples, method, threshold=1.0) -> tuple[float, int, str]:
+def _check_settings(ci, n_resamples, method, threshold=1.0, conditions=False) -> tuple[float, int, str]:
     level = v.check_level(ci)
     n = v.check_int(n_resamples, "n_resamples", minimum=100)
     if not np.isfinite(threshold):
         raise ValueError(f"threshold must be a finite number, got {threshold!r}")
-    return level, n, v.check_method(method, METHODS)
+    method = v.check_method(method, METHODS)
+    if not isinstance(conditions, (bool, np.bool_)):
+        raise ValueError(f"conditions must be True or False, got {conditions!r}")
+    if conditions and method == "bca":
+        raise ValueError("method: 'bca' resamples seeds within conditions only; with conditions resampled as well "
+                         "choose 'percentile' or 'rescaled'")
+    return level, n, method
 
 
 def aggregate_intervals(scores, *, threshold: float = 1.0, ci: float = 0.95, n_resamples: int = 2000,
-                        method: str = "rescaled", random_state=0) -> dict[str, tuple[float, float, float]]:
+                        method: str = "rescaled", random_state=0, conditions: bool = False,
+                        ) -> dict[str, tuple[float, float, float]]:
     """Each aggregate of :data:`AGGREGATES` with its stratified-bootstrap percentile interval.
 
     Args:
       scores: ``[runs, tasks]``.
       threshold: the optimality gap's target (the metric's best attainable value).
       ci: two-sided level; n_resamples: bootstrap resamples (>= 100);
-      method: ``"rescaled"`` (default) or ``"percentile"`` (rliable's), see the module's docstring;
-      random_state: int seed or ``numpy.random.Generator``.
+      method: ``"rescaled"`` (default), ``"percentile"`` (rliable's) or ``"bca"``, see the module's docstring;
+      random_state: int seed or ``numpy.random.Generator``; conditions: resample the tasks as well.
 
     Returns:
       ``{name: (estimate, low, high)}``.
     """
     arr = check_scores(scores)
-    level, n, method = _check_settings(ci, n_resamples, method, threshold)
+    level, n, method = _check_settings(ci, n_resamples, method, threshold, conditions)
     rng = np.random.default_rng(random_state)
 
     def stat(s):
         return np.stack([aggregate_mean(s), aggregate_median(s), aggregate_iqm(s),
                          optimality_gap(s, threshold=threshold)], axis=-1)
 
-    boot = _bootstrap(stat, arr, n, rng)
     est = stat(arr)
-    lo, hi = _interval(boot, est, level, method, arr.shape[0])
+    least, most = arr.min(), arr.max()
+    gap = np.array([threshold - min(most, threshold), threshold - min(least, threshold)])
+    bounds = (np.array([least, least, least, gap[0]]), np.array([most, most, most, gap[1]]))
+    if method == "bca":
+        def of_columns(*cols, axis=-1):
+            means = np.stack([c.mean(axis=-1) for c in cols], axis=-1)
+            flat = _flat(cols)
+            from scipy import stats as sps
+
+            return np.stack([means.mean(axis=-1), np.median(means, axis=-1), sps.trim_mean(flat, 0.25, axis=-1),
+                             threshold - np.minimum(flat, threshold).mean(axis=-1)])
+
+        lo, hi = _bca(of_columns, list(arr.T), est, level, n, rng, bounds)
+    else:
+        boot = _bootstrap(stat, arr, n, rng, tasks_drawn=_tasks_drawn(conditions, n, arr.shape[1], rng))
+        lo, hi = _interval(boot, est, level, method, arr.shape[0], bounds)
     return {name: (float(est[i]), float(lo[i]), float(hi[i])) for i, name in enumerate(AGGREGATES)}
 
 
 def improvement_interval(x, y, *, ci: float = 0.95, n_resamples: int = 2000, method: str = "rescaled",
-                         random_state=0) -> tuple[float, float, float]:
+                         random_state=0, conditions: bool = False) -> tuple[float, float, float]:
     """Probability of improvement of X over Y with its interval: X and Y resampled independently, each
-    stratified by task. ``x``: ``[runs_x, tasks]``, ``y``: ``[runs_y, tasks]`` (the same tasks)."""
+    stratified by task (and, with ``conditions``, the same tasks drawn for both).
+    ``x``: ``[runs_x, tasks]``, ``y``: ``[runs_y, tasks]`` (the same tasks)."""
     x, y = check_scores(x, "x"), check_scores(y, "y")
     if x.shape[1] != y.shape[1]:
         raise ValueError(f"x and y must hold the same tasks, got {x.shape[1]} and {y.shape[1]} columns")
-    level, n, method = _check_settings(ci, n_resamples, method)
+    level, n, method = _check_settings(ci, n_resamples, method, conditions=conditions)
     rng = np.random.default_rng(random_state)
+    est = np.atleast_1d(probability_of_improvement(x, y))
+    if method == "bca":
+        tasks = x.shape[1]
+
+        def of_columns(*cols, axis=-1):
+            return np.mean([np.mean((xc[..., :, None] > yc[..., None, :]) + 0.5 * (xc[..., :, None] == yc[..., None, :]),
+                                    axis=(-2, -1)) for xc, yc in zip(cols[:tasks], cols[tasks:])], axis=0)[None]
+
+        lo, hi = _bca(of_columns, [*x.T, *y.T], est, level, n, rng, (0.0, 1.0))
+        return float(est[0]), float(lo[0]), float(hi[0])
     factor = max(x.shape[0], y.shape[0])
-    bx = np.concatenate(list(stratified_resamples(x, n, rng, factor)))
-    by = np.concatenate(list(stratified_resamples(y, n, rng, factor)))
+    drawn = _tasks_drawn(conditions, n, x.shape[1], rng)
+    bx = np.concatenate(list(stratified_resamples(x, n, rng, factor, drawn)))
+    by = np.concatenate(list(stratified_resamples(y, n, rng, factor, drawn)))
     step = max(1, _BLOCK // (x.shape[0] * y.shape[0] * x.shape[1]))
     boot = np.concatenate([probability_of_improvement(bx[i:i + step], by[i:i + step]) for i in range(0, n, step)])
-    est = probability_of_improvement(x, y)
-    lo, hi = _interval(boot, est, level, method, min(x.shape[0], y.shape[0]))
-    return float(est), float(max(lo, 0.0)), float(min(hi, 1.0))
+    lo, hi = _interval(boot[:, None], est, level, method, min(x.shape[0], y.shape[0]), (0.0, 1.0))
+    return float(est[0]), float(lo[0]), float(hi[0])
 
 
 def profile_intervals(scores, taus, *, ci: float = 0.95, n_resamples: int = 2000, method: str = "rescaled",
-                      random_state=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      random_state=0, conditions: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The performance profile (fraction of runs above each ``tau``) with pointwise bootstrap bands.
 
     Returns ``(fraction, low, high)``, each ``[len(taus)]``."""
@@ -178,9 +251,15 @@ def profile_intervals(scores, taus, *, ci: float = 0.95, n_resamples: int = 2000
     taus = np.asarray(taus, dtype=float)
     if taus.ndim != 1 or taus.size == 0 or not np.isfinite(taus).all():
         raise ValueError(f"taus must be a non-empty 1-D array of finite thresholds, got shape {taus.shape}")
-    level, n, method = _check_settings(ci, n_resamples, method)
+    level, n, method = _check_settings(ci, n_resamples, method, conditions=conditions)
     rng = np.random.default_rng(random_state)
-    boot = _bootstrap(lambda s: score_distribution(s, taus), arr, n, rng, factor=taus.size)
     est = score_distribution(arr, taus)
-    lo, hi = _interval(boot, est, level, method, arr.shape[0])
-    return est, np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+    if method == "bca":
+        def of_columns(*cols, axis=-1):
+            flat = _flat(cols)
+            return np.moveaxis(np.mean(flat[..., None, :] > taus[:, None], axis=-1), -1, 0)
+
+        return (est, *_bca(of_columns, list(arr.T), est, level, n, rng, (0.0, 1.0)))
+    boot = _bootstrap(lambda s: score_distribution(s, taus), arr, n, rng, factor=taus.size,
+                      tasks_drawn=_tasks_drawn(conditions, n, arr.shape[1], rng))
+    return (est, *_interval(boot, est, level, method, arr.shape[0], (0.0, 1.0)))

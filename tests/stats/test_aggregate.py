@@ -132,13 +132,35 @@ def test_intervals_cover_at_the_nominal_rate_many_studies():
     _check_coverage(_coverage(n_studies=1000, runs=10, n_resamples=2000, seed=12), 1000)
 
 
-def test_intervals_match_rliable_when_installed():
-    rly = pytest.importorskip("rliable.library")
-    metrics = pytest.importorskip("rliable.metrics")
-    rng = np.random.default_rng(5)
-    x, y = rng.normal(0.5, 0.2, size=(8, 5)), rng.normal(0.4, 0.2, size=(8, 5))
-    _, ci = rly.get_interval_estimates({"x": x}, metrics.aggregate_iqm, reps=20000)
-    got = agg.aggregate_intervals(x, n_resamples=20000, method="percentile")["iqm"]
-    assert got[1:] == pytest.approx(tuple(ci["x"][:, 0]), abs=0.01)  # both Monte Carlo: about 3 s.e. of a bound
-    _, ci = rly.get_interval_estimates({"x,y": (x, y)}, metrics.probability_of_improvement, reps=5000)
-    assert agg.improvement_interval(x, y, n_resamples=5000, method="percentile")[1:] == pytest.approx(tuple(ci["x,y"][:, 0]), abs=0.02)
+def test_rescaled_bounds_stay_where_the_statistic_can_be():
+    # one seed short of the target: the optimality gap's bootstrap lies in [0, 0.01/6]; stretched, its low
+    # bound fell below 0 (-0.00018 in a real sweep), and the mean's high bound above the best score
+    s = np.ones((6, 1))
+    s[0, 0] = 0.99
+    for method in agg.METHODS:
+        got = agg.aggregate_intervals(s, n_resamples=500, method=method, random_state=0)
+        assert got["optimality_gap"][1] >= 0.0 and got["mean"][2] <= 1.0, method
+        assert all(lo <= est <= hi for est, lo, hi in got.values()), method
+
+
+def test_bca_is_scipys_with_each_condition_a_sample():
+    rng = np.random.default_rng(4)
+    x = rng.normal(0.5, 0.2, size=(9, 1))
+    got = agg.aggregate_intervals(x, n_resamples=1000, method="bca", random_state=np.random.default_rng(7))["mean"]
+    want = stats.bootstrap((x[:, 0],), np.mean, n_resamples=1000, method="BCa", rng=np.random.default_rng(7))
+    assert got[1:] == pytest.approx(tuple(want.confidence_interval), abs=1e-12)
+    two = rng.normal(0.5, 0.2, size=(9, 2))
+    lo, hi = agg.aggregate_intervals(two, n_resamples=1000, method="bca")["mean"][1:]
+    pct = agg.aggregate_intervals(two, n_resamples=1000, method="percentile")["mean"][1:]
+    assert lo < two.mean() < hi and hi - lo == pytest.approx(pct[1] - pct[0], rel=0.25)
+
+
+def test_conditions_resampled_too_widen_the_interval_when_conditions_differ():
+    rng = np.random.default_rng(8)
+    x = np.linspace(0.1, 0.9, 6) + rng.normal(0, 0.01, size=(5, 6))  # conditions far apart, seeds close
+    within = agg.aggregate_intervals(x, n_resamples=1000, method="percentile")["mean"]
+    both = agg.aggregate_intervals(x, n_resamples=1000, method="percentile", conditions=True)["mean"]
+    se = np.linspace(0.1, 0.9, 6).std() / np.sqrt(6)  # the bootstrap standard error over conditions
+    assert both[2] - both[1] == pytest.approx(2 * 1.96 * se, rel=0.2) and within[2] - within[1] < 0.2 * se
+    with pytest.raises(ValueError, match="'bca' resamples seeds within conditions only"):
+        agg.aggregate_intervals(x, method="bca", conditions=True)
