@@ -28,13 +28,15 @@ def _algo(**kw) -> dict:
     return {**base, **kw}
 
 
+# TRL's GRPO (the ``grpo`` preset's settings), shared by the presets that change only its sampling
+_GRPO = dict(std_eps=1e-4, aggregation="seq-mean-token-mean", kl="k3", kl_placement="loss", beta=0.04)
+
 PRESETS: dict[str, dict] = {
     # The reference simulator of arXiv 2606.05932 (docs/science.md, the reference simulator).
     "paper": PAPER,
     # DeepSeekMath GRPO (arXiv 2402.03300) as TRL loss_type="grpo": z-score with the Bessel std and
     # eps 1e-4, PPO clip 0.2, seq-mean-token-mean, k3 KL in the loss (beta 0.04).
-    "grpo": {"algo": _algo(std_eps=1e-4, aggregation="seq-mean-token-mean", kl="k3", kl_placement="loss",
-                           beta=0.04)},
+    "grpo": {"algo": _algo(**_GRPO)},
     # Dr. GRPO (arXiv 2503.20783): no std, token sum over a constant (answers x max length), no KL.
     "dr_grpo": {"algo": _algo(estimator="dr_grpo", aggregation="seq-mean-token-sum-norm")},
     # DAPO (arXiv 2503.14476): clip-higher 0.2/0.28, token-mean, dynamic-sampling filter, no KL;
@@ -68,6 +70,10 @@ PRESETS: dict[str, dict] = {
     # std, eps 1e-6), clip 0.2/0.3 with the dual clip (c = 3), token-mean, low_var_kl in the loss (beta 0.01).
     "mapo": {"algo": _algo(estimator="mapo", surrogate="dual_clip", eps_high=0.3, dual_clip_c=3.0,
                            kl="low_var_kl", kl_placement="loss", beta=0.01)},
+    # 2-GRPO ("It Takes Two: Your GRPO Is Secretly DPO", arXiv 2510.00977): the grpo preset with two answers per
+    # prompt; a discordant pair of 0/1 rewards gets a DPO-like
+    # contrast +-0.5 / (1/sqrt(2) + eps), about +-0.707, an equal pair 0.
+    "2_grpo": {"algo": _algo(**_GRPO), "train": {"group_size": 2}},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

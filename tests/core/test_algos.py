@@ -868,3 +868,23 @@ def test_mapo_has_an_expected_flow():
     from tabsim.runtime.run import check_dynamics
     check_dynamics(resolve({"preset": "mapo", "task": {"n_prompts": 4, "n_answers": 3, "n_correct": 1},
                             "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}}))
+
+
+def test_two_grpo_gives_each_group_a_pairwise_contrast():
+    """2-GRPO (arXiv 2510.00977): its two answers per prompt make the group z-score a DPO-like contrast,
+    +-c sign(r_i - r_j): c = (1/2) / (1/sqrt(2) + eps) for 0/1 rewards (Bessel std), 1/sqrt(2) for any gap when
+    eps = 0 (RLOO keeps the gap), 1 with the population std; an equal pair gives 0."""
+    from tabsim.config import resolve
+    algo, G = resolve({"preset": "2_grpo"}).algo, resolve({"preset": "2_grpo"}).train.group_size
+    r = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.9], [1.0, 1.0], [0.0, 0.0]])[:, :G]
+    sign = np.sign(r - r[:, ::-1])
+    binary = [0, 1, 3, 4]
+    with jax.enable_x64(True):
+        got = _estimate(algo.estimator, r[binary], std_ddof=float(algo.std_ddof), std_eps=algo.std_eps)
+        no_eps = _estimate(algo.estimator, r, std_ddof=float(algo.std_ddof), std_eps=0.0)
+        population = _estimate(algo.estimator, r, std_ddof=0.0, std_eps=0.0)
+        rloo = _estimate("rloo", r)
+    np.testing.assert_allclose(got, 0.5 * sign[binary] / (1 / math.sqrt(2) + algo.std_eps), rtol=1e-14)
+    np.testing.assert_allclose(no_eps, sign / math.sqrt(2), rtol=1e-14)
+    np.testing.assert_allclose(population, sign, rtol=1e-14)
+    np.testing.assert_allclose(rloo, r - r[:, ::-1], rtol=1e-14)

@@ -41,6 +41,8 @@ EXPECTED = {
                      aggregation="token-mean", kl_placement="none", filter=False),
     "mapo": dict(estimator="mapo", std_ddof=1, std_eps=1e-6, surrogate="dual_clip", eps_low=0.2, eps_high=0.3,
                  dual_clip_c=3.0, aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.01),
+    "2_grpo": dict(estimator="grpo", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                   aggregation="seq-mean-token-mean", kl="k3", kl_placement="loss", beta=0.04),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }
@@ -58,6 +60,11 @@ def test_preset_is_its_recipe(name):
         assert getattr(a, field) == want, (name, field, getattr(a, field), want)
     if a.kl_placement == "none":
         assert a.beta == 0.0
+
+
+def test_two_grpo_is_grpo_with_two_answers_per_prompt():
+    two, grpo = resolve({"preset": "2_grpo"}), resolve({"preset": "grpo"})
+    assert two.train.group_size == 2 and two.algo == grpo.algo
 
 
 def test_spurious_rewards_reuses_each_batch_for_eight_updates():
@@ -106,7 +113,7 @@ def test_preset_runs_end_to_end_and_compiles_once(name):
 
 
 # the presets added after the end-to-end test above: one shared smoke run on a small tree (multi-token answers)
-SMOKE_PRESETS = ("gmpo", "lite_ppo", "mapo")
+SMOKE_PRESETS = ("gmpo", "lite_ppo", "mapo", "2_grpo")
 
 
 def test_the_newer_presets_train_on_a_small_tree():
