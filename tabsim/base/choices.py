@@ -17,7 +17,7 @@ from tabsim.base.registry import suggest
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "gpg", "passk", "sign",
               "batch_std", "mapo")
 RATIOS = ("token", "sequence", "sequence-sum")
-SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "gmpo")
+SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "gmpo", "spo")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
 KL_PLACEMENTS = ("loss", "reward", "none")

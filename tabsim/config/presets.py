@@ -74,6 +74,9 @@ PRESETS: dict[str, dict] = {
     # prompt; a discordant pair of 0/1 rewards gets a DPO-like
     # contrast +-0.5 / (1/sqrt(2) + eps), about +-0.707, an equal pair 0.
     "2_grpo": {"algo": _algo(**_GRPO), "train": {"group_size": 2}},
+    # Simple Policy Optimization (arXiv 2401.16025): its quadratic pull back to the trust region (eps 0.2) in
+    # place of the clip, mean over tokens, no KL; the paper's critic (GAE) becomes the group z-score.
+    "spo": {"algo": _algo(surrogate="spo", aggregation="token-mean")},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

@@ -253,8 +253,14 @@ def np_reinforce_tok(l, lp, a, hp):
     return -a * lp, 0.0, -a
 
 
+def np_spo_tok(l, lp, a, hp):
+    eps = hp["eps_high"] if a > 0 else hp["eps_low"]
+    w = math.exp(l)
+    return -(a * w - abs(a) * (w - 1) ** 2 / (2 * eps)), -(a * w - abs(a) * (w - 1) * w / eps), 0.0
+
+
 NP_SURROGATES = {"clip": np_clip_tok, "dual_clip": np_dual_clip_tok, "cispo": np_cispo_tok, "sapo": np_sapo_tok,
-                 "importance": np_importance_tok, "reinforce": np_reinforce_tok}
+                 "importance": np_importance_tok, "reinforce": np_reinforce_tok, "spo": np_spo_tok}
 
 
 # Each answer-level surrogate reference returns (the answer's loss, d loss / d log_ratio of each token) for one
@@ -888,3 +894,52 @@ def test_two_grpo_gives_each_group_a_pairwise_contrast():
     np.testing.assert_allclose(no_eps, sign / math.sqrt(2), rtol=1e-14)
     np.testing.assert_allclose(population, sign, rtol=1e-14)
     np.testing.assert_allclose(rloo, r - r[:, ::-1], rtol=1e-14)
+
+
+# ----------------------------------------------------------------------------------------------
+# spo: Simple Policy Optimization's quadratic penalty (arXiv 2401.16025)
+# ----------------------------------------------------------------------------------------------
+def _spo(w, a, **hp):
+    with jax.enable_x64(True):
+        l = jnp.log(jnp.asarray(w, dtype=jnp.float64))
+        loss = SURROGATES["spo"](l, l, jnp.asarray(a, dtype=jnp.float64), hyper(**hp))
+        grad = jax.grad(lambda x: SURROGATES["spo"](x, x, jnp.asarray(a, dtype=jnp.float64), hyper(**hp)).sum())(l)
+    return np.asarray(loss), np.asarray(grad)
+
+
+def test_spo_by_hand():
+    # A = 2, eps 0.25, w = 1.5: -(2 * 1.5 - 2 * 0.25 / 0.5) = -2; A = -1, eps_low 0.2, w = 0.5: -(-0.5 - 0.25 / 0.4)
+    loss, _ = _spo([1.5, 0.5], [2.0, -1.0], eps_low=0.2, eps_high=0.25)
+    np.testing.assert_allclose(loss, [-2.0, 0.5 + 0.625], rtol=1e-14)
+
+
+def test_spo_optimum_is_the_trust_region_edge_and_its_gradient_at_one_is_ppos():
+    # d loss / d log w = 0 at w = 1 + eps_high for A > 0 and 1 - eps_low for A < 0 (PPO's clip edges), where PPO's
+    # gradient is already 0; at w = 1 both are -A (the policy gradient)
+    _, at_edge = _spo([1.28, 0.8], [1.7, -0.6], eps_low=0.2, eps_high=0.28)
+    np.testing.assert_allclose(at_edge, 0.0, atol=1e-15)
+    _, at_one = _spo([1.0, 1.0], [1.7, -0.6], eps_low=0.2, eps_high=0.28)
+    with jax.enable_x64(True):
+        ppo = jax.grad(lambda x: SURROGATES["clip"](x, x, jnp.asarray([1.7, -0.6]), hyper(eps_low=0.2,
+                                                                                       eps_high=0.28)).sum())
+        np.testing.assert_allclose(at_one, np.asarray(ppo(jnp.zeros(2))), rtol=1e-14)
+    # past the edge PPO's gradient is 0 while SPO's pushes back toward the range
+    _, past = _spo([1.5, 0.6], [1.7, -0.6], eps_low=0.2, eps_high=0.28)
+    assert past[0] > 0 and past[1] < 0
+
+
+def np_spo_authors(ratios, advantages, epsilon):
+    """The SPO authors' released trainer (``compute_policy_loss``, algo 'spo'), rewritten from its source:
+    the negated mean over samples of A r - |A| (r - 1)^2 / (2 epsilon)."""
+    r, a = np.asarray(ratios, dtype=float), np.asarray(advantages, dtype=float)
+    return -np.mean(a * r - np.abs(a) * (r - 1) ** 2 / (2 * epsilon))
+
+
+def test_spo_matches_its_authors_trainer():
+    b = make_batch(seed=31, T=1)
+    l, a = b["logp"] - b["logp_old"], b["adv"][..., None]
+    with jax.enable_x64(True):
+        losses = SURROGATES["spo"](jnp.asarray(l), jnp.asarray(b["logp"]), jnp.asarray(a), hyper(eps_low=0.2,
+                                                                                                  eps_high=0.2))
+        got = AGGREGATIONS["token-mean"](losses, jnp.ones_like(losses))
+    np.testing.assert_allclose(float(got), np_spo_authors(np.exp(l), a * np.ones_like(l), 0.2), **TOL)

@@ -79,6 +79,21 @@ def reinforce(log_ratio, logp, adv, hp):
     return -adv * logp
 
 
+@register_surrogate("spo", clipped=False)
+def spo(log_ratio, logp, adv, hp):
+    """Simple Policy Optimization: ``-(A w - |A| (w - 1)^2 / (2 eps))``, a quadratic pull back into the trust region.
+
+    Xie et al., arXiv 2401.16025 (their released trainer's ``spo`` loss). Instead of PPO's hard clip, which zeroes
+    a token's gradient once its ratio leaves the range, the penalty bends the objective so its optimum in ``w`` is
+    the range's edge ``1 + sgn(A) eps`` and every token keeps a gradient. The paper has one ``eps``; here
+    ``eps = eps_high`` for ``A > 0`` and ``eps_low`` for ``A < 0`` (the paper's with ``eps_low = eps_high``). At
+    ``w = 1`` its gradient is the policy gradient, as PPO's.
+    """
+    w = jnp.exp(log_ratio)
+    eps = jnp.where(adv > 0, hp.eps_high, hp.eps_low)
+    return -(adv * w - jnp.abs(adv) * (w - 1.0) ** 2 / (2.0 * eps))
+
+
 def _gmpo_clipped(log_ratio, adv, hp):
     """The tokens GMPO's log-space clip holds: ``l > eps_high`` with ``A > 0``, ``l < -eps_low`` with ``A < 0``."""
     return ((adv > 0) & (log_ratio > hp.eps_high)) | ((adv < 0) & (log_ratio < -hp.eps_low))
