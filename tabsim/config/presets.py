@@ -77,6 +77,11 @@ PRESETS: dict[str, dict] = {
     # Simple Policy Optimization (arXiv 2401.16025): its quadratic pull back to the trust region (eps 0.2) in
     # place of the clip, mean over tokens, no KL; the paper's critic (GAE) becomes the group z-score.
     "spo": {"algo": _algo(surrogate="spo", aggregation="token-mean")},
+    # LUSPO (arXiv 2602.05261) as TRL loss_type="luspo": GSPO's clipped sequence ratio with each answer's loss
+    # scaled by its length (the sum over its tokens of the broadcast loss), mean over answers; clip 2e-3/2.5e-3
+    # (the paper's section 5.1, TRL's paper index), TRL's z-score (eps 1e-4), no KL.
+    "luspo": {"algo": _algo(std_eps=1e-4, ratio="sequence", eps_low=2e-3, eps_high=2.5e-3,
+                            aggregation="seq-mean-token-sum")},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

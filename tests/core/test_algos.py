@@ -943,3 +943,51 @@ def test_spo_matches_its_authors_trainer():
                                                                                                   eps_high=0.2))
         got = AGGREGATIONS["token-mean"](losses, jnp.ones_like(losses))
     np.testing.assert_allclose(float(got), np_spo_authors(np.exp(l), a * np.ones_like(l), 0.2), **TOL)
+
+
+# ----------------------------------------------------------------------------------------------
+# luspo: GSPO with each answer's loss scaled by its length (arXiv 2602.05261; TRL loss_type="luspo")
+# ----------------------------------------------------------------------------------------------
+def np_trl_luspo(logp, logp_old, mask, adv, eps_low, eps_high):
+    """TRL GRPOTrainer's loss with loss_type="luspo" and importance_sampling_level="sequence", rewritten from its
+    source: one log-weight per answer, the masked mean of its token log-ratios (clamped count >= 1); the PPO clip
+    of exp(.) times A as a [B, 1] loss; the loss is the mean over answers of that loss times the answer's length."""
+    lr = (logp - logp_old).reshape(-1, logp.shape[-1])
+    m = mask.reshape(lr.shape)
+    a = adv.reshape(-1, 1)
+    w = np.exp((lr * m).sum(-1, keepdims=True) / np.maximum(m.sum(-1, keepdims=True), 1.0))
+    per = -np.minimum(w * a, np.clip(w, 1 - eps_low, 1 + eps_high) * a)
+    return float((per * m.sum(1, keepdims=True)).mean())
+
+
+def _preset_loss(name, b, mask, **over):
+    from tabsim.config import resolve
+    from tabsim.runtime.run import algo_spec
+    cfg = resolve({"preset": name, "algo": over})
+    hp = hyper(eps_low=cfg.algo.eps_low, eps_high=cfg.algo.eps_high, beta=0.0)
+    with jax.enable_x64(True):
+        got, _ = policy_loss(algo_spec(cfg), jnp.asarray(b["logq"]), jnp.asarray(b["tokens"]), jnp.asarray(mask),
+                             jnp.asarray(b["adv"]), jnp.asarray(b["logp_old"]), jnp.asarray(b["logq_ref"]), hp)
+    return float(got), cfg.algo
+
+
+def test_luspo_matches_trl():
+    b = make_batch(seed=41)
+    b["logp_old"] = b["logp"] + np.random.default_rng(41).normal(scale=3e-3, size=b["logp"].shape)  # near the bounds
+    mask = b["mask"]  # TRL has no filter: every group kept
+    got, algo = _preset_loss("luspo", b, mask)
+    want = np_trl_luspo(b["logp"], b["logp_old"], mask, b["adv"], algo.eps_low, algo.eps_high)
+    np.testing.assert_allclose(got, want, **TOL)
+    w = np.exp(((b["logp"] - b["logp_old"]) * mask).sum(-1) / mask.sum(-1))
+    assert ((w > 1 + algo.eps_high) | (w < 1 - algo.eps_low)).any() and (abs(w - 1) < algo.eps_low).any()
+
+
+def test_luspo_is_gspo_times_length():
+    b = make_batch(seed=42, T=1)  # one-token answers: every length is 1
+    mask = b["mask"] * b["valid"][:, None, None]
+    luspo, algo = _preset_loss("luspo", b, mask)
+    gspo, _ = _preset_loss("gspo", b, mask, eps_low=algo.eps_low, eps_high=algo.eps_high)
+    np.testing.assert_allclose(luspo, gspo, **TOL)
+    long = make_batch(seed=42)  # longer answers weigh more: not GSPO's mean over tokens
+    assert not np.isclose(_preset_loss("luspo", long, long["mask"])[0],
+                          _preset_loss("gspo", long, long["mask"], eps_low=algo.eps_low, eps_high=algo.eps_high)[0])

@@ -45,6 +45,8 @@ EXPECTED = {
                    aggregation="seq-mean-token-mean", kl="k3", kl_placement="loss", beta=0.04),
     "spo": dict(estimator="grpo", surrogate="spo", eps_low=0.2, eps_high=0.2, aggregation="token-mean",
                 kl_placement="none"),
+    "luspo": dict(estimator="grpo", std_eps=1e-4, ratio="sequence", surrogate="clip", eps_low=2e-3, eps_high=2.5e-3,
+                  aggregation="seq-mean-token-sum", kl_placement="none"),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }
@@ -115,7 +117,7 @@ def test_preset_runs_end_to_end_and_compiles_once(name):
 
 
 # the presets added after the end-to-end test above: one shared smoke run on a small tree (multi-token answers)
-SMOKE_PRESETS = ("gmpo", "lite_ppo", "mapo", "2_grpo", "spo")
+SMOKE_PRESETS = ("gmpo", "lite_ppo", "mapo", "2_grpo", "spo", "luspo")
 
 
 def test_the_newer_presets_train_on_a_small_tree():
