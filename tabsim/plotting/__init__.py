@@ -17,13 +17,16 @@ from tabsim.plotting.palette import (
     TERM_COLORS,
     TERM_MARKERS,
     color_of,
+    colors_for,
 )
 
 # the figures load matplotlib: imported on first use, so the palette and the figure pool stay light
 _EXPORTS = {"save_figure": "figures", "plot_curves": "figures", "plot_final": "figures", "FIGURE_FORMATS": "formats",
-            "figure_formats": "formats", "plot_profile": "profiles"}
+            "figure_formats": "formats", "plot_profile": "compare_figures", "plot_intervals": "compare_figures",
+            "plot_improvement": "compare_figures", "plot_sample_efficiency": "compare_figures"}
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["ALGO_COLORS", "ARM_COLORS", "ARM_STYLES", "FALLBACK_COLORS", "PAGE_RC", "REFERENCE_COLOR", "SETTING_COLORS",
-           "TERM_COLORS", "TERM_MARKERS", "color_of", *_EXPORTS]
+           "TERM_COLORS", "TERM_MARKERS", "color_of", "colors_for",
+           *_EXPORTS]

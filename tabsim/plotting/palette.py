@@ -37,8 +37,29 @@ FALLBACK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c56
 
 
 def color_of(name: str, index: int = 0) -> str:
-    """The project colour of an arm, partition term, algorithm or setting; a cycle colour otherwise."""
+    """The project colour of an arm, partition term, algorithm or setting; a cycle colour otherwise.
+    Several names in one figure: :func:`colors_for`, which never gives two of them one colour."""
     for table in (ARM_COLORS, TERM_COLORS, ALGO_COLORS, SETTING_COLORS):
         if name in table:
             return table[name]
     return FALLBACK_COLORS[index % len(FALLBACK_COLORS)]
+
+
+def colors_for(names) -> dict[str, str]:
+    """A distinct colour for each of ``names``, in order: its project colour where no earlier name has
+    it, else the first cycle colour no name has taken (so grpo's red is not given again to gpg, nor
+    rloo's brown to reinforce_pp); past the ten cycle colours, the cycle repeats."""
+    names = [str(n) for n in names]
+    own = {n: color_of(n) for n in names if any(n in t for t in (ARM_COLORS, TERM_COLORS, ALGO_COLORS,
+                                                                    SETTING_COLORS))}
+    out: dict[str, str] = {}
+    taken = set()
+    for n in names:
+        if n in own and own[n] not in taken:
+            out[n] = own[n]
+        else:
+            reserved = taken | {own[m] for m in names if m in own and m not in out}
+            free = [c for c in FALLBACK_COLORS if c not in reserved]
+            out[n] = free[0] if free else FALLBACK_COLORS[len(out) % len(FALLBACK_COLORS)]
+        taken.add(out[n])
+    return out

@@ -32,6 +32,7 @@ too. Every bound is clipped to the values the statistic can take on these scores
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Iterator
 
 import numpy as np
@@ -130,9 +131,7 @@ def _bca(stat_of_columns: Callable, columns: list[np.ndarray], est: np.ndarray, 
          rng: np.random.Generator, bounds: tuple) -> tuple[np.ndarray, np.ndarray]:
     """BCa bounds from ``scipy.stats.bootstrap``, each column (a task's runs) resampled on its own; a
     statistic with no spread over the resamples (or an undefined correction) keeps its estimate."""
-    import warnings
-
-    from scipy import stats as sps  # lazy, as in aggregate_iqm
+    from scipy import stats as sps  # lazy: as in aggregate_iqm, scipy.stats only when it is used
 
     with warnings.catch_warnings():  # degenerate resamples are answered below, not warned about
         warnings.simplefilter("ignore")
@@ -197,11 +196,11 @@ def aggregate_intervals(scores, *, threshold: float = 1.0, ci: float = 0.95, n_r
     gap = np.array([threshold - min(most, threshold), threshold - min(least, threshold)])
     bounds = (np.array([least, least, least, gap[0]]), np.array([most, most, most, gap[1]]))
     if method == "bca":
+        from scipy import stats as sps  # lazy: as in aggregate_iqm, scipy.stats only when it is used
+
         def of_columns(*cols, axis=-1):
             means = np.stack([c.mean(axis=-1) for c in cols], axis=-1)
             flat = _flat(cols)
-            from scipy import stats as sps
-
             return np.stack([means.mean(axis=-1), np.median(means, axis=-1), sps.trim_mean(flat, 0.25, axis=-1),
                              threshold - np.minimum(flat, threshold).mean(axis=-1)])
 

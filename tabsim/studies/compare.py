@@ -2,14 +2,15 @@
 
     import tabsim as ts
     cmp = ts.compare("results/estimators", by="algo.estimator")   # a run folder, a Result or a frame
-    cmp.frame      # statistic x group (x versus): estimate, low, high
+    cmp.frame      # statistic x group (x versus): estimate, low, high, and the method that gave them
     cmp.profile    # performance profiles: fraction of runs above tau, with bands
-    cmp.figure()   # the performance-profile figure
+    cmp.curves     # sample efficiency: each group's IQM at each evaluated step, with bands
+    cmp.figures()  # rliable's four figures: intervals, probability of improvement, profile, curves
 
 A *group* is a level of ``by`` (an estimator, a preset, an arm); a *condition* is a combination of
 the other swept fields (the stratum: seeds are resampled within it); a *run* is one seed of one
-group in one condition, scored by ``metric`` at its final evaluated step. The estimators are in
-:mod:`tabsim.stats.aggregate`.
+group in one condition, scored by ``metric`` at its final evaluated step, raw or normalised per
+condition (:mod:`tabsim.stats.normalize`). The estimators are in :mod:`tabsim.stats.aggregate`.
 """
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ import pandas as pd
 from tabsim.runtime.loading import KEY_COLUMNS, ResultFolderError
 from tabsim.runtime.run import Result
 from tabsim.stats import aggregate as agg
+from tabsim.stats import normalize as norm
 from tabsim.stats.partition import ACC_COLUMNS, DIFFERENCE_TERMS, seed_partition
+from tabsim.studies.compare_notes import NOT_APPLICABLE, RESAMPLED, annotate
 
 TERMS = DIFFERENCE_TERMS + ACC_COLUMNS  # partition terms a comparison can score (per seed)
 DEFAULT_METRIC, DEFAULT_ARM, DEFAULT_THRESHOLD = "pass1", "true", 1.0
@@ -47,28 +50,44 @@ class Comparison:
     profile: pd.DataFrame
     scores: pd.DataFrame
     settings: dict
+    curves: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     def figure(self):
         """The performance-profile figure (:func:`tabsim.plotting.profiles.plot_profile`)."""
-        from tabsim.plotting.profiles import plot_profile  # lazy: matplotlib only when a figure is drawn
+        return self.figures()["profile"]
 
-        return plot_profile(self.profile, metric=self.settings["label"], by=self.settings["by"],
-                            ci=self.settings["ci"])
+    def figures(self) -> dict:
+        """rliable's figures by name: ``intervals`` (each aggregate's interval per group), ``improvement``
+        (the probabilities of improvement), ``profile`` and, with two or more evaluated steps, ``curves``
+        (IQM over training steps); each says the interval method and the normalisation."""
+        from tabsim.plotting import compare_figures as cf  # lazy: matplotlib only when a figure is drawn
+
+        s = self.settings
+        kw = {"metric": s["label"], "by": s["by"], "ci": s["ci"], "method": s["method"],
+              "normalization": s["normalize"]}
+        out = {"intervals": cf.plot_intervals(self.frame, **kw), "improvement": cf.plot_improvement(self.frame, **kw),
+               "profile": cf.plot_profile(self.profile, **kw)}
+        if len(self.curves) and self.curves["step"].nunique() > 1:
+            out["curves"] = cf.plot_sample_efficiency(self.curves, **kw)
+        return out
 
     def write(self, folder: str | Path, *, figure: bool = True, formats=None, **extra) -> list[Path]:
-        """Write ``compare.csv``, ``profile.csv``, ``scores.csv``, ``provenance.json`` (the settings and
-        ``extra``) and, with ``figure``, ``profile.png`` into ``folder``; returns the paths."""
+        """Write ``compare.csv``, ``profile.csv``, ``scores.csv``, ``curves.csv``, ``provenance.json`` (the
+        settings and ``extra``) and, with ``figure``, each of :meth:`figures` as ``NAME.png`` into ``folder``;
+        returns the paths."""
         from tabsim.files.atomic import write_frame, write_json  # lazy: the files floor only when writing
         from tabsim.files.provenance import provenance
 
         folder = Path(folder)
         out = [write_frame(folder / f"{name}.csv", getattr(self, attr))
-               for name, attr in (("compare", "frame"), ("profile", "profile"), ("scores", "scores"))]
+               for name, attr in (("compare", "frame"), ("profile", "profile"), ("scores", "scores"),
+                                  ("curves", "curves")) if name != "curves" or len(self.curves)]
         out.append(write_json(folder / "provenance.json", provenance(compare=self.settings, **extra)))
         if figure:
             from tabsim.plotting.figures import save_figure  # lazy: matplotlib only when a figure is drawn
 
-            out += save_figure(self.figure(), folder / "profile", formats)
+            for name, fig in self.figures().items():
+                out += save_figure(fig, folder / name, formats)
         return out
 
 
@@ -188,7 +207,8 @@ def check_resamples(n_resamples, scores: dict[str, np.ndarray]) -> None:
 
 def compare(source, *, by: str, metric: str = DEFAULT_METRIC, arm: str | None = None,
             threshold: float = DEFAULT_THRESHOLD, ci: float = 0.95, n_resamples: int = 2000, method: str = "rescaled",
-            taus: int = 51, random_state: int = 0, log: Callable[[str], None] | None = None) -> Comparison:
+            taus=51, random_state: int = 0, log: Callable[[str], None] | None = None, pairs=None,
+            normalize: str = "none", conditions: bool = False) -> Comparison:
     """Aggregate ``metric`` per level of ``by`` across conditions and seeds, with stratified bootstrap intervals.
 
     Args:
@@ -196,67 +216,163 @@ def compare(source, *, by: str, metric: str = DEFAULT_METRIC, arm: str | None = 
         verify`` reports them), a :class:`~tabsim.runtime.run.Result` or its tidy frame.
       by: the swept field whose levels are compared (``"algo.estimator"``, ``"preset"``, ``"arm"``, ...).
       metric: a float column of the frame at each run's final step (default ``pass1``), or a partition
-        term per seed (``d_null``, ``d_elicit``, ``d_rd``, ``d_naive``, ``d_total``, ``acc_true``, ...).
+        term per seed (``d_null``, ``d_elicit``, ``d_rd``, ``d_naive``, ``d_total``, ``acc_true``, ...);
+        a difference term has no optimality gap (:data:`NOT_APPLICABLE`).
       arm: the arm whose ``metric`` is scored (default ``true``, or the run's only arm); not with
         ``by="arm"`` or a partition term.
-      threshold: the optimality gap's target, the best value the metric can reach (1.0 for accuracies).
+      threshold: the optimality gap's target, the best value the metric can reach (1.0 for accuracies and
+        for normalised scores).
       ci: two-sided level; n_resamples: bootstrap resamples, in [:data:`MIN_RESAMPLES`, :data:`MAX_RESAMPLES`];
         method: ``"rescaled"`` (percentile bounds stretched by ``sqrt(n / (n - 1))``, which covers at the
-        nominal rate with few seeds) or ``"percentile"`` (rliable's), see :mod:`tabsim.stats.aggregate`;
-        taus: points of the performance profile;
+        nominal rate with few seeds), ``"percentile"`` (rliable's) or ``"bca"``, see
+        :mod:`tabsim.stats.aggregate`; conditions: resample the conditions as well as the seeds;
+      taus: the performance profile's thresholds: a number of points from the least score to the greatest,
+        or the thresholds themselves;
       random_state: the bootstrap's seed; log: called with a line before the resampling and with its
-        progress and the time left, every few seconds while it lasts.
+        progress and the time left, every few seconds while it lasts;
+      pairs: the ``(x, y)`` groups whose probability of improvement P(x > y) is reported (default: every
+        ordered pair);
+      normalize: ``"none"``, ``"minmax"`` or ``"arms"`` (:mod:`tabsim.stats.normalize`), per condition.
 
     Groups may hold different numbers of seeds: each is resampled on its own (the probability of
     improvement resamples the two groups independently), and each reports its own ``n_seeds``.
 
     Returns:
-      :class:`Comparison`; its ``frame`` has one row per (statistic, group[, versus]).
+      :class:`Comparison`; its ``frame`` has one row per (statistic, group[, versus]), each with the
+      interval method, the normalisation and a ``note`` where an estimate needs one.
     """
     frame = _source_frame(source)
     allowed = condition_columns(frame, "") + ["arm"]
     if not isinstance(by, str) or by not in allowed:
         raise CompareError(f"by: {by!r} is not a swept field of the run; allowed: {', '.join(map(str, allowed))}")
-    if not (isinstance(taus, int) and taus >= 2):
-        raise CompareError(f"taus: {taus!r} must be an integer >= 2 (points of the performance profile)")
     if not isinstance(random_state, (int, np.integer)) or isinstance(random_state, bool) or random_state < 0:
         raise CompareError(f"random_state: {random_state!r} must be an integer >= 0 (the bootstrap's seed)")
+    if normalize not in norm.NORMALIZATIONS:
+        raise CompareError(f"normalize: {normalize!r} is not a normalisation; allowed: {', '.join(norm.NORMALIZATIONS)}")
     runs, conds = _runs(frame, by, metric, arm)
-    scores = _matrices(runs, by, conds, metric)
+    scale = _scale(frame, runs, by, conds, metric, arm, normalize)
+    scores = _matrices(scale(runs), by, conds, metric)
+    grid = _grid(taus, scores)
+    pairs = _pairs(pairs, scores)
     check_resamples(n_resamples, scores)
+    steps = {} if metric in TERMS else _step_matrices(frame, by, conds, metric, arm, scale, scores)
     try:
-        opts = {"ci": ci, "n_resamples": n_resamples, "method": method}
-        table, profile = _statistics(scores, threshold=threshold, taus=taus, random_state=random_state, log=log,
-                                     **opts)
+        opts = {"ci": ci, "n_resamples": n_resamples, "method": method, "conditions": conditions}
+        table, profile, curves = _statistics(scores, threshold=threshold, grid=grid, pairs=pairs, steps=steps,
+                                             skip=NOT_APPLICABLE.get(metric, {}), random_state=random_state,
+                                             log=log, **opts)
     except ValueError as err:
         raise CompareError(str(err)) from None
+    label = metric if metric in TERMS or by == "arm" else f"{metric} ({arm or _default_arm(frame)})"
     n_cond = next(iter(scores.values())).shape[1]
     n_seeds = {name: int(m.shape[0]) for name, m in scores.items()}
-    table.insert(0, "metric", metric)
-    table["n_conditions"] = n_cond
-    table["n_seeds"] = table["group"].map(n_seeds)
-    table["n_seeds_versus"] = table["versus"].map(n_seeds).astype("Int64")
-    label = metric if metric in TERMS or by == "arm" else f"{metric} ({arm or _default_arm(frame)})"
-    settings = {"by": by, "metric": metric, "label": label, "arm": arm, "threshold": threshold, "ci": ci,
-                "n_resamples": n_resamples, "method": method, "random_state": random_state, "conditions": conds,
-                "groups": list(scores), "n_conditions": n_cond, "n_seeds": n_seeds}
+    settings = {"by": by, "metric": metric, "label": label, "arm": _arm_of(frame, by, metric, arm),
+                "threshold": threshold, "ci": ci, "n_resamples": n_resamples, "method": method,
+                "resampled": RESAMPLED[bool(conditions)], "normalize": normalize,
+                "normalization": norm.DESCRIPTIONS[normalize], "random_state": random_state, "conditions": conds,
+                "groups": list(scores), "pairs": [list(p) for p in pairs], "taus": [float(t) for t in grid],
+                "n_conditions": n_cond, "n_seeds": n_seeds,
+                "not_reported": dict(NOT_APPLICABLE.get(metric, {}))}
+    table = annotate(table, settings)
     names = labels(pd.unique(runs[by]))
-    long = runs.rename(columns={by: "group"}).assign(group=lambda d: d["group"].map(names))
-    return Comparison(frame=table, profile=profile, scores=long.reset_index(drop=True), settings=settings)
+    long = scale(runs).rename(columns={by: "group"}).assign(group=lambda d: d["group"].map(names))
+    return Comparison(frame=table, profile=profile, scores=long.reset_index(drop=True), settings=settings,
+                      curves=curves)
 
 
-def _statistics(scores: dict[str, np.ndarray], *, threshold, taus: int, random_state, log, **opts):
-    """The aggregates, the probabilities of improvement and the profiles, as (table, profile), said to ``log``
-    as they go: one resampling job at a time, its share of the work counted in runs resampled."""
-    seeds = np.random.SeedSequence(random_state).spawn(len(scores) ** 2)
+def _arm_of(frame, by, metric, arm) -> str:
+    """The arm scored: '' where the groups are the arms, 'all' for a partition term (it combines them)."""
+    return "" if by == "arm" else "all" if metric in TERMS else (arm or _default_arm(frame))
+
+
+def _grid(taus, scores) -> np.ndarray:
     values = np.concatenate([m.ravel() for m in scores.values()])
-    grid = np.linspace(values.min(), values.max(), taus)
+    if isinstance(taus, (int, np.integer)) and not isinstance(taus, bool):
+        if taus < 2:
+            raise CompareError(f"taus: {taus!r} must be an integer >= 2 (points of the performance profile)")
+        return np.linspace(values.min(), values.max(), int(taus))
+    try:
+        grid = np.asarray(taus, dtype=float)
+    except (TypeError, ValueError):
+        grid = np.array([])
+    if grid.ndim != 1 or grid.size < 1 or not np.isfinite(grid).all():
+        raise CompareError(f"taus: {taus!r} must be an integer >= 2 or a list of finite thresholds")
+    return np.unique(grid)
+
+
+def _pairs(pairs, scores) -> list[tuple[str, str]]:
+    if pairs is None:
+        return list(itertools.permutations(scores, 2))
+    out = []
+    for pair in pairs:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise CompareError(f"pairs: {pair!r} must be two groups (x, y)")
+        x, y = (str(g) for g in pair)
+        for g in (x, y):
+            if g not in scores:
+                raise CompareError(f"pairs: {g!r} is not a group; allowed: {', '.join(scores)}")
+        if x == y:
+            raise CompareError(f"pairs: ({x}, {y}) compares a group with itself; name two groups")
+        out.append((x, y))
+    return list(dict.fromkeys(out))
+
+
+def _scale(frame, runs, by, conds, metric, arm, normalize) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The normalisation as a function of a runs frame (``score`` per row): the same map per condition
+    (and group, for ``arms``) at every step, taken from the final step."""
+    if normalize == "none":
+        return lambda rows: rows
+    keys = list(conds) if normalize == "minmax" or by == "arm" else [by, *conds]
+    if normalize == "arms":
+        if metric in TERMS:
+            raise CompareError(f"normalize: 'arms' does not apply to {metric!r}, a partition term (already a "
+                               "difference of arms); choose minmax or none")
+        have = {str(a) for a in pd.unique(frame["arm"])}
+        if not {"frozen", "true"} <= have:
+            raise CompareError(f"normalize: 'arms' needs the frozen and true arms; the run has {', '.join(sorted(have))}")
+        last = frame.groupby([c for c in [by, *conds] if c != "arm"] or ["arm"], observed=True)["step"].transform("max")
+        ref = frame[frame["step"] == last].rename(columns={metric: "score"}).assign(_all=0)
+        maps = norm.reference_maps(ref, keys or ["_all"], low="frozen", high="true")
+    else:
+        maps = norm.minmax_maps(runs.assign(_all=0), keys or ["_all"])
+
+    def scale(rows):
+        try:
+            return norm.apply_maps(rows.assign(_all=0), maps, keys or ["_all"]).drop(columns="_all")
+        except ValueError as err:
+            raise CompareError(f"normalize {normalize!r}: {err}") from None
+    return scale
+
+
+def _step_matrices(frame, by, conds, metric, arm, scale, scores) -> dict[int, dict[str, np.ndarray]]:
+    """Each evaluated step's score matrices (for the sample-efficiency curves): the steps at which every
+    run of every group has a value."""
+    rows = _pick_arm(frame, by, arm)[[by, *conds, "seed", "step", metric]].rename(columns={metric: "score"})
+    rows = rows[rows.groupby("step")["score"].transform(lambda v: v.notna().all())]
+    out = {}
+    for step, at in rows.groupby("step", sort=True):
+        try:
+            got = _matrices(scale(at.drop(columns="step")), by, conds, metric)
+        except CompareError:
+            continue
+        if all(got[g].shape == scores[g].shape for g in scores):
+            out[int(step)] = got
+    return out
+
+
+def _statistics(scores: dict[str, np.ndarray], *, threshold, grid, pairs, steps, skip, random_state, log, **opts):
+    """The aggregates, the probabilities of improvement, the profiles and the curves, as (table, profile,
+    curves), said to ``log`` as they go: one resampling job at a time, its share of the work counted in
+    runs resampled."""
+    seeds = np.random.SeedSequence(random_state).spawn(len(scores) ** 2)
     profile_seeds = np.random.SeedSequence([random_state, 1]).spawn(len(scores))
-    rows, parts = [], []
+    curve_seeds = np.random.SeedSequence([random_state, 2]).spawn(max(1, len(steps)))
+    rows, parts, points = [], [], []
+    every = list(itertools.permutations(scores, 2))
 
     def aggregate(k, name, m):
         got = agg.aggregate_intervals(m, threshold=threshold, random_state=np.random.default_rng(seeds[k]), **opts)
-        rows.extend((stat, name, "", *got[stat]) for stat in agg.AGGREGATES)
+        rows.extend((stat, name, "", *got[stat]) for stat in agg.AGGREGATES if stat not in skip)
 
     def improvement(k, x, y):
         got = agg.improvement_interval(scores[x], scores[y], random_state=np.random.default_rng(seeds[k]), **opts)
@@ -266,18 +382,27 @@ def _statistics(scores: dict[str, np.ndarray], *, threshold, taus: int, random_s
         frac, lo, hi = agg.profile_intervals(m, grid, random_state=np.random.default_rng(profile_seeds[k]), **opts)
         parts.append(pd.DataFrame({"group": name, "tau": grid, "fraction": frac, "low": lo, "high": hi}))
 
-    pairs = list(itertools.permutations(scores, 2))
+    def curve(k, step, ms):
+        rng = np.random.default_rng(curve_seeds[k])
+        for name, m in ms.items():
+            points.append((step, name, *agg.aggregate_intervals(m, threshold=threshold, random_state=rng,
+                                                                **opts)["iqm"]))
+
     # (work, job) in runs resampled: a pair's comparisons cost about a sixth of a run each, a profile's run
     # one and a half (timed at 6 to 200 seeds x 1 to 50 conditions)
     jobs = ([(m.size, functools.partial(aggregate, k, name, m)) for k, (name, m) in enumerate(scores.items())]
-            + [(scores[x].size * scores[y].shape[0] / 6, functools.partial(improvement, k, x, y))
-               for k, (x, y) in enumerate(pairs, start=len(scores))]
-            + [(1.5 * m.size, functools.partial(profile, k, name, m)) for k, (name, m) in enumerate(scores.items())])
+            + [(scores[x].size * scores[y].shape[0] / 6, functools.partial(improvement, every.index((x, y))
+                                                                           + len(scores), x, y)) for x, y in pairs]
+            + [(1.5 * m.size, functools.partial(profile, k, name, m)) for k, (name, m) in enumerate(scores.items())]
+            + [(sum(m.size for m in ms.values()), functools.partial(curve, k, step, ms))
+               for k, (step, ms) in enumerate(steps.items())])
     if log is not None:
-        log(f"resampling: {opts['n_resamples']} resamples of {len(scores)} groups and {len(pairs)} pairs")
+        log(f"resampling: {opts['n_resamples']} resamples of {len(scores)} groups and {len(pairs)} pairs"
+            + (f", IQM at {len(steps)} steps" if steps else ""))
     _run_jobs(jobs, log)
     table = pd.DataFrame(rows, columns=["statistic", "group", "versus", "estimate", "low", "high"])
-    return table, pd.concat(parts, ignore_index=True)
+    curves = pd.DataFrame(points, columns=["step", "group", "iqm", "low", "high"])
+    return table, pd.concat(parts, ignore_index=True), curves
 
 
 def _run_jobs(jobs, log) -> None:

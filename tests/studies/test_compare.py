@@ -254,9 +254,9 @@ def test_resamples_are_bounded_and_their_progress_said(run_dir, tmp_path, monkey
     monkeypatch.setattr(C, "PROGRESS_SECONDS", 0.0)  # every statistic's line, as a long resampling says them
     lines = []
     ts.compare(run_dir, by="algo.estimator", n_resamples=100, log=lines.append)
-    assert lines[0] == "resampling: 100 resamples of 3 groups and 6 pairs"
-    assert re.fullmatch(r"resampling: 2 of 12 statistics done in \d+ s; about \d+ s left", lines[1])
-    assert len(lines) == 11  # after each statistic but the first and the last
+    assert lines[0] == "resampling: 100 resamples of 3 groups and 6 pairs, IQM at 2 steps"
+    assert re.fullmatch(r"resampling: 2 of 14 statistics done in \d+ s; about \d+ s left", lines[1])
+    assert len(lines) == 13  # after each statistic (the curves' steps counted) but the first and the last
 
 
 def test_groups_with_unequal_seeds_report_their_own_n(tmp_path):
