@@ -18,6 +18,11 @@ Faults of the pool never cost the command its results: a worker that was killed,
 (``SIGSTOP``), or a pool that cannot start a worker (the working folder was removed) leaves its figures
 to this process, which draws them in :meth:`FigurePool.wait` after one note on stderr. A matplotlib
 that cannot be imported raises :class:`FiguresUnavailable`, one line naming ``--no-figure``.
+
+Ctrl-C, which a terminal sends to every process of the command, is the command's alone: the server and
+its workers ignore it (and start with it blocked), and the command ends the pool. The console script
+ends the server and multiprocessing's resource tracker as it exits (:func:`stop_helpers`), so that no
+process outlives the command.
 """
 from __future__ import annotations
 
