@@ -55,8 +55,9 @@ def test_command_writes_the_aggregates_of_each_group(run_dir, tmp_path):
     summary = json.loads(got.stdout)
     assert summary["groups"] == ESTIMATORS and summary["n_conditions"] == 3
     assert summary["n_seeds"] == dict.fromkeys(ESTIMATORS, SEEDS)
-    assert {p.name for p in out.iterdir()} >= {"compare.csv", "profile.csv", "scores.csv", "provenance.json",
-                                               "profile.png"}
+    assert {p.name for p in out.iterdir()} >= {"compare.csv", "profile.csv", "scores.csv", "curves.csv",
+                                               "provenance.json", "profile.png", "intervals.png", "improvement.png",
+                                               "curves.png"}
     table = pd.read_csv(out / "compare.csv", keep_default_na=False)
     frame = _frame()
     est = table.set_index(["statistic", "group", "versus"])["estimate"]
@@ -301,3 +302,81 @@ def test_a_results_file_swapped_for_a_link_is_refused(run_dir, tmp_path):
     os.symlink(elsewhere, run_dir / "results.csv")
     with pytest.raises(CompareError, match=r"added results.csv \(a link\)"):
         ts.compare(run_dir, by="arm", n_resamples=100)
+
+
+def test_every_row_says_its_arm_method_level_and_normalization(run_dir, tmp_path):
+    """compare.csv did not say which interval method gave its bounds, nor which arm was scored."""
+    out = tmp_path / "cmp"
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "algo.estimator", "--arm", "majority", "--out",
+                                    str(out), "--reps", "100", "--method", "percentile", "--no-figure"])
+    assert got.exit_code == 0, got.output
+    assert "method percentile (100 resamples of seeds within conditions); raw scores" in got.output
+    table = pd.read_csv(out / "compare.csv", keep_default_na=False)
+    assert set(table["arm"]) == {"majority"} and set(table["method"]) == {"percentile"}
+    assert set(table["normalization"]) == {"none"} and set(table["ci"]) == {0.95}
+    assert set(table["resampled"]) == {"seeds within conditions"}
+
+
+def test_a_statistic_that_does_not_apply_is_not_reported(run_dir):
+    """d_rd (TRUE - MAJORITY) had an optimality gap against 1.0, which means nothing for a difference."""
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "algo.estimator", "--metric", "d_rd", "--reps",
+                                    "100", "--no-figure", "--out", str(run_dir.parent / "o")])
+    assert got.exit_code == 0, got.output
+    assert "optimality_gap not reported for d_rd: a difference of two arms has no best attainable value" in got.output
+    table = pd.read_csv(run_dir.parent / "o" / "compare.csv")
+    assert "optimality_gap" not in set(table["statistic"]) and {"mean", "median", "iqm"} <= set(table["statistic"])
+
+
+def test_normalised_scores_per_condition(run_dir):
+    frame = _frame()
+    cmp = ts.compare(run_dir, by="algo.estimator", arm="majority", normalize="minmax", n_resamples=100)
+    raw = {e: _matrix(frame, e, arm="majority") for e in ESTIMATORS}
+    lo = np.min([m.min(axis=0) for m in raw.values()], axis=0)
+    hi = np.max([m.max(axis=0) for m in raw.values()], axis=0)
+    mean = cmp.frame.query("statistic == 'mean' and group == 'rloo'")["estimate"].item()
+    assert mean == pytest.approx(agg.aggregate_mean((raw["rloo"] - lo) / (hi - lo)))
+    assert cmp.scores["score"].min() == 0.0 and cmp.scores["score"].max() == 1.0
+    cmp = ts.compare(run_dir, by="algo.estimator", arm="majority", normalize="arms", n_resamples=100)
+    m = raw["grpo"]
+    frozen, true = (_matrix(frame, "grpo", arm=a).mean(axis=0) for a in ("frozen", "true"))
+    iqm = cmp.frame.query("statistic == 'iqm' and group == 'grpo'")["estimate"].item()
+    assert iqm == pytest.approx(agg.aggregate_iqm((m - frozen) / (true - frozen)))
+    assert set(cmp.frame["normalization"]) == {"arms"}
+    with pytest.raises(CompareError, match="normalize: 'arms' does not apply to 'd_rd'"):
+        ts.compare(run_dir, by="algo.estimator", metric="d_rd", normalize="arms", n_resamples=100)
+
+
+def test_pairs_thresholds_and_a_note_where_no_resample_moves_the_estimate(run_dir, tmp_path):
+    cmp = ts.compare(run_dir, by="arm", pairs=[("true", "frozen")], taus=[0.3, 0.9], n_resamples=100)
+    poi = cmp.frame[cmp.frame["statistic"] == "probability_of_improvement"]
+    assert poi[["group", "versus"]].values.tolist() == [["true", "frozen"]]
+    assert poi[["estimate", "low", "high"]].values.tolist() == [[1.0, 1.0, 1.0]]  # TRUE is 0.3 above FROZEN
+    assert "the groups' runs do not overlap in any condition" in poi["note"].item()
+    assert sorted(set(cmp.profile["tau"])) == [0.3, 0.9]
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "arm", "--pairs", "true", "noisy", "--out",
+                                    str(tmp_path / "o")])
+    assert got.exit_code == 1 and got.output.strip().splitlines() == [
+        "Error: pairs: 'noisy' is not a group; allowed: frozen, random, majority, true"]
+    got = CliRunner().invoke(main, ["compare", str(run_dir), "--by", "arm", "--taus", "0.2,x", "--out",
+                                    str(tmp_path / "o")])
+    assert got.exit_code == 2 and "--taus: '0.2,x' must be a number of points" in got.output
+
+
+def test_bca_and_conditions_resampled_are_named_in_the_rows(run_dir):
+    bca = ts.compare(run_dir, by="algo.estimator", method="bca", n_resamples=200)
+    assert set(bca.frame["method"]) == {"bca"} and (bca.frame["low"] <= bca.frame["estimate"]).all()
+    both = ts.compare(run_dir, by="algo.estimator", method="percentile", conditions=True, n_resamples=200)
+    assert set(both.frame["resampled"]) == {"conditions, then seeds within each"}
+    with pytest.raises(CompareError, match="'bca' resamples seeds within conditions only"):
+        ts.compare(run_dir, by="algo.estimator", method="bca", conditions=True, n_resamples=200)
+
+
+def test_sample_efficiency_curves_are_the_iqm_at_each_step(run_dir):
+    frame = _frame()
+    cmp = ts.compare(run_dir, by="algo.estimator", n_resamples=100)
+    assert sorted(set(cmp.curves["step"])) == [0, 10]
+    at0 = frame[(frame["algo.estimator"] == "rloo") & (frame["arm"] == "true") & (frame["step"] == 0)]
+    m = at0.pivot(index="seed", columns="prior_strength", values="pass1").to_numpy()
+    row = cmp.curves.query("step == 0 and group == 'rloo'")
+    assert row["iqm"].item() == pytest.approx(agg.aggregate_iqm(m)) and row["low"].item() <= row["iqm"].item()
+    assert set(cmp.figures()) == {"intervals", "improvement", "profile", "curves"}
