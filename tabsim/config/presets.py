@@ -82,6 +82,12 @@ PRESETS: dict[str, dict] = {
     # (the paper's section 5.1, TRL's paper index), TRL's z-score (eps 1e-4), no KL.
     "luspo": {"algo": _algo(std_eps=1e-4, ratio="sequence", eps_low=2e-3, eps_high=2.5e-3,
                             aggregation="seq-mean-token-sum")},
+    # INTELLECT-2 (arXiv 2505.07291) as TRL's paper-index setting: two-sided clipping delta = 4 (for A < 0 the
+    # ratio is capped at 4, the dual clip with c = 4), eps 0.2, k3 KL in the loss (beta 0.001), TRL's default
+    # loss_type "dapo" (token-mean) and z-score (eps 1e-4), 16 answers per prompt.
+    "intellect_2": {"algo": _algo(std_eps=1e-4, surrogate="dual_clip", dual_clip_c=4.0, kl="k3", kl_placement="loss",
+                                  beta=0.001),
+                    "train": {"group_size": 16}},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

@@ -991,3 +991,34 @@ def test_luspo_is_gspo_times_length():
     long = make_batch(seed=42)  # longer answers weigh more: not GSPO's mean over tokens
     assert not np.isclose(_preset_loss("luspo", long, long["mask"])[0],
                           _preset_loss("gspo", long, long["mask"], eps_low=algo.eps_low, eps_high=algo.eps_high)[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# intellect_2: TRL's two-sided clipping (delta) is the dual clip with c = delta (arXiv 2505.07291)
+# ----------------------------------------------------------------------------------------------
+def np_trl_two_sided_tok(l, a, eps_low, eps_high, delta):
+    """TRL GRPOTrainer's per-token loss with `delta` set, rewritten from its source: coef_2 = clamp(w, 1 - eps_low,
+    1 + eps_high), coef_1 = clamp(w, max=delta), loss = -min(coef_1 A, coef_2 A); returns (loss, d loss / d l)."""
+    w = math.exp(l)
+    c1, d1 = (w, w) if w <= delta else (delta, 0.0)
+    c2, d2 = (w, w) if 1 - eps_low <= w <= 1 + eps_high else (_clip(w, 1 - eps_low, 1 + eps_high), 0.0)
+    return (-c1 * a, -d1 * a) if c1 * a <= c2 * a else (-c2 * a, -d2 * a)
+
+
+def test_intellect_2_two_sided_clip_is_the_dual_clip():
+    from tabsim.config import resolve
+    algo = resolve({"preset": "intellect_2"}).algo
+    b = make_batch(seed=51)
+    l = b["logp"] - b["logp_old"]
+    l[:2] += 1.6  # ratios beyond delta = 4 with both signs of A
+    a = b["adv"][..., None] * np.ones_like(l)
+    pairs = [np_trl_two_sided_tok(l[i], a[i], algo.eps_low, algo.eps_high, algo.dual_clip_c) for i in np.ndindex(l.shape)]
+    want, want_grad = (np.array(v).reshape(l.shape) for v in zip(*pairs))
+    hp = hyper(eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip_c=algo.dual_clip_c)
+    with jax.enable_x64(True):
+        fn = lambda x: SURROGATES[algo.surrogate](x, x, jnp.asarray(b["adv"][..., None]), hp)  # noqa: E731
+        got = np.asarray(fn(jnp.asarray(l)))
+        grad = np.asarray(jax.grad(lambda x: fn(x).sum())(jnp.asarray(l)))
+    np.testing.assert_allclose(got, want, **TOL)
+    np.testing.assert_allclose(grad, want_grad, **TOL)
+    assert ((np.exp(l) > algo.dual_clip_c) & (a < 0)).any() and ((np.exp(l) > algo.dual_clip_c) & (a > 0)).any()

@@ -47,6 +47,8 @@ EXPECTED = {
                 kl_placement="none"),
     "luspo": dict(estimator="grpo", std_eps=1e-4, ratio="sequence", surrogate="clip", eps_low=2e-3, eps_high=2.5e-3,
                   aggregation="seq-mean-token-sum", kl_placement="none"),
+    "intellect_2": dict(estimator="grpo", std_eps=1e-4, surrogate="dual_clip", dual_clip_c=4.0, eps_low=0.2,
+                        eps_high=0.2, aggregation="token-mean", kl="k3", kl_placement="loss", beta=0.001),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }
@@ -116,8 +118,10 @@ def test_preset_runs_end_to_end_and_compiles_once(name):
     assert n_programs(resolve(base)) == 2
 
 
-# the presets added after the end-to-end test above: one shared smoke run on a small tree (multi-token answers)
-SMOKE_PRESETS = ("gmpo", "lite_ppo", "mapo", "2_grpo", "spo", "luspo")
+# the presets added after the end-to-end test above that bring a component of their own: one shared smoke run on a
+# small tree (multi-token answers); the newer presets composed of existing components (2_grpo, luspo, intellect_2)
+# run end to end above with -m heavy, each compilation being some seconds of the default suite
+SMOKE_PRESETS = ("gmpo", "lite_ppo", "mapo", "spo")
 
 
 def test_the_newer_presets_train_on_a_small_tree():
