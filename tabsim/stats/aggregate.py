@@ -128,15 +128,17 @@ def _interval(boot: np.ndarray, est: np.ndarray, ci: float, method: str, runs: i
 
 
 def _bca(stat_of_columns: Callable, columns: list[np.ndarray], est: np.ndarray, ci: float, n_resamples: int,
-         rng: np.random.Generator, bounds: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """BCa bounds from ``scipy.stats.bootstrap``, each column (a task's runs) resampled on its own; a
+         rng: np.random.Generator, bounds: tuple, cells: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """BCa bounds from ``scipy.stats.bootstrap``, each column (a task's runs) resampled on its own, in
+    batches that hold about :data:`_BLOCK` values (``cells``: values one resample's statistic holds); a
     statistic with no spread over the resamples (or an undefined correction) keeps its estimate."""
     from scipy import stats as sps  # lazy: as in aggregate_iqm, scipy.stats only when it is used
 
     with warnings.catch_warnings():  # degenerate resamples are answered below, not warned about
         warnings.simplefilter("ignore")
         got = sps.bootstrap(tuple(columns), stat_of_columns, vectorized=True, paired=False, method="BCa",
-                            n_resamples=n_resamples, confidence_level=ci, rng=rng)
+                            n_resamples=n_resamples, confidence_level=ci, rng=rng,
+                            batch=max(1, _BLOCK // max(cells, sum(c.size for c in columns))))
     lo, hi = (np.asarray(b, dtype=float).reshape(est.shape) for b in got.confidence_interval)
     lo, hi = np.where(np.isfinite(lo), lo, est), np.where(np.isfinite(hi), hi, est)
     return np.clip(np.minimum(lo, est), *bounds), np.clip(np.maximum(hi, est), *bounds)
@@ -229,7 +231,7 @@ def improvement_interval(x, y, *, ci: float = 0.95, n_resamples: int = 2000, met
             return np.mean([np.mean((xc[..., :, None] > yc[..., None, :]) + 0.5 * (xc[..., :, None] == yc[..., None, :]),
                                     axis=(-2, -1)) for xc, yc in zip(cols[:tasks], cols[tasks:])], axis=0)[None]
 
-        lo, hi = _bca(of_columns, [*x.T, *y.T], est, level, n, rng, (0.0, 1.0))
+        lo, hi = _bca(of_columns, [*x.T, *y.T], est, level, n, rng, (0.0, 1.0), x.shape[0] * y.shape[0])
         return float(est[0]), float(lo[0]), float(hi[0])
     factor = max(x.shape[0], y.shape[0])
     drawn = _tasks_drawn(conditions, n, x.shape[1], rng)
@@ -258,7 +260,7 @@ def profile_intervals(scores, taus, *, ci: float = 0.95, n_resamples: int = 2000
             flat = _flat(cols)
             return np.moveaxis(np.mean(flat[..., None, :] > taus[:, None], axis=-1), -1, 0)
 
-        return (est, *_bca(of_columns, list(arr.T), est, level, n, rng, (0.0, 1.0)))
+        return (est, *_bca(of_columns, list(arr.T), est, level, n, rng, (0.0, 1.0), arr.size * taus.size))
     boot = _bootstrap(lambda s: score_distribution(s, taus), arr, n, rng, factor=taus.size,
                       tasks_drawn=_tasks_drawn(conditions, n, arr.shape[1], rng))
     return (est, *_interval(boot, est, level, method, arr.shape[0], (0.0, 1.0)))
