@@ -36,6 +36,7 @@ DEFAULT_METRIC, DEFAULT_ARM, DEFAULT_THRESHOLD = "pass1", "true", 1.0
 MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000  # bootstrap resamples; the default is 2,000
 MAX_RESAMPLE_BYTES = 1 << 30  # what the resamples of one pair of groups may hold at once
 PROGRESS_SECONDS = 5.0  # a line on the resampling's progress at most this often
+CURVE_STEPS = 21  # evaluated steps on the sample-efficiency curves: each costs a group's resampling
 
 
 class CompareError(ValueError):
@@ -346,9 +347,12 @@ def _scale(frame, runs, by, conds, metric, arm, normalize) -> Callable[[pd.DataF
 
 def _step_matrices(frame, by, conds, metric, arm, scale, scores) -> dict[int, dict[str, np.ndarray]]:
     """Each evaluated step's score matrices (for the sample-efficiency curves): the steps at which every
-    run of every group has a value."""
+    run of every group has a value, at most :data:`CURVE_STEPS` of them evenly spread (the last kept)."""
     rows = _pick_arm(frame, by, arm)[[by, *conds, "seed", "step", metric]].rename(columns={metric: "score"})
     rows = rows[rows.groupby("step")["score"].transform(lambda v: v.notna().all())]
+    steps = np.sort(pd.unique(rows["step"]))
+    if len(steps) > CURVE_STEPS:
+        rows = rows[rows["step"].isin(steps[np.unique(np.linspace(0, len(steps) - 1, CURVE_STEPS).round().astype(int))])]
     out = {}
     for step, at in rows.groupby("step", sort=True):
         try:

@@ -380,3 +380,13 @@ def test_sample_efficiency_curves_are_the_iqm_at_each_step(run_dir):
     row = cmp.curves.query("step == 0 and group == 'rloo'")
     assert row["iqm"].item() == pytest.approx(agg.aggregate_iqm(m)) and row["low"].item() <= row["iqm"].item()
     assert set(cmp.figures()) == {"intervals", "improvement", "profile", "curves"}
+
+
+def test_curves_keep_at_most_curve_steps_evenly_spread_with_the_last(monkeypatch):
+    from tabsim.studies import compare as C
+
+    frame = _frame()
+    frame = pd.concat([frame.assign(step=frame["step"] + 20 * k) for k in range(3)], ignore_index=True)  # 6 steps
+    monkeypatch.setattr(C, "CURVE_STEPS", 3)
+    cmp = ts.compare(frame, by="algo.estimator", n_resamples=100)
+    assert sorted(set(cmp.curves["step"])) == [0, 20, 50]  # of 0, 10, ..., 50: the first, the middle, the last
