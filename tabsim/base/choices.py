@@ -14,10 +14,10 @@ from tabsim.base.registry import suggest
 
 # built-in components of tabsim.sim.algos' registries (a component registered at run time is found in the
 # registry itself, see tabsim.config)
-ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "opo", "gpg", "passk", "sign",
-              "batch_std", "mapo")
+ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
+              "passk", "sign")
 RATIOS = ("token", "sequence", "sequence-sum")
-SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "gmpo", "spo")
+SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
 KL_PLACEMENTS = ("loss", "reward", "none")

@@ -7,6 +7,7 @@ one-line message, :func:`unknown`.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Mapping
 
 
@@ -19,6 +20,14 @@ def suggest(name, allowed) -> str:
 def unknown(kind: str, name, allowed) -> str:
     """The message for ``name`` not among ``allowed``: the kind, the closest name and the allowed ones."""
     return f"unknown {kind} {name!r}{suggest(name, allowed)}; allowed: {', '.join(sorted(map(str, allowed)))}"
+
+
+def _registrant(frame) -> str:
+    """The module that asked for a registration: the first caller outside the registering helpers (``register``,
+    ``register_env``, ``register_surrogate`` and their inner decorators)."""
+    while frame is not None and (frame.f_code.co_name.startswith("register") or frame.f_code.co_name == "deco"):
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
 class UnknownName(KeyError, ValueError):
@@ -60,6 +69,7 @@ class Registry(Mapping):
         self._items: dict[str, object] = {}
         self._meta: dict[str, dict] = {}
         self._versions: dict[str, int] = {}
+        self._own: set[str] = set()
 
     def __getitem__(self, name):
         try:
@@ -80,8 +90,10 @@ class Registry(Mapping):
             return False
 
     def is_own(self, name: str) -> bool:
-        """Whether ``name`` is one of the package's own components (defined in a module under ``own``)."""
-        return str(getattr(self[name], "__module__", "")).startswith(self.own)
+        """Whether ``name`` is one of the package's own components (registered by a module under ``own``; a
+        user's name for one of tabsim's functions is the user's)."""
+        self[name]  # an unknown name raises UnknownName
+        return name in self._own
 
     def register(self, name: str, **meta):
         """A decorator that registers its argument under ``name``, with the keywords ``meta``, and returns it."""
@@ -91,12 +103,17 @@ class Registry(Mapping):
             raise ValueError(f"{self.kind} {name!r} is one of tabsim's own ({self[name]!r}); register yours "
                              f"under another name (taken: {', '.join(self)})")
 
+        # who registers decides whose the name is: tabsim's modules register its own components, anyone else
+        # (a notebook aliasing tabsim's grpo under a name of theirs, say) registers a user's
+        own = _registrant(sys._getframe(1)).startswith(self.own)
+
         def deco(obj):
-            if (self.builtin is not None and name not in self.builtin
-                    and str(getattr(obj, "__module__", "")).startswith(self.own)):
+            if own and self.builtin is not None and name not in self.builtin:
                 raise ValueError(f"{self.kind} {name!r} is one of tabsim's own but not among the names the config "
                                  f"reads ({', '.join(self.builtin)}); add it to that list (tabsim.base.choices)")
             self._items[name] = obj
+            if own:
+                self._own.add(name)
             self._meta[name] = dict(meta)
             self._versions[name] = self._versions.get(name, 0) + 1
             return obj

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from tabsim.cli.jsonout import emit, json_option, say as tell
 from tabsim.cli.options import executor_options, guarded, open_executor, output_options
 from tabsim.cli.phases import Phases
 from tabsim.prereg.errors import PreregError
@@ -24,8 +25,9 @@ def _fail(err: Exception):
 
 @click.group("claims", invoke_without_command=True)
 @_ROOT
+@json_option
 @click.pass_context
-def command(ctx, root):
+def command(ctx, root, as_json):
     """Published claims as pre-registered studies: list them with their verdicts, run them, write their page.
 
     \b
@@ -42,15 +44,23 @@ def command(ctx, root):
 
     try:
         studies, waiting = claims.load_claims(root), claims.load_waiting(root)
+        rows = []
         for c in studies:
             run = claims.read_claim_run(c, verify=False)
             state = "locked, not run" if (c.folder / "plan.yaml.lock.json").is_file() else "not locked"
             verdict = f"{run.verdict.verdict} ({run.verdict.region_text})" if run else state
-            click.echo(f"{c.id:<10} {verdict}\n{'':<10} {c.title} (arXiv {c.paper.arxiv})")
+            rows.append({"id": c.id, "title": c.title, "arxiv": c.paper.arxiv,
+                         "verdict": run.verdict.verdict if run else None,
+                         "region": run.verdict.region_text if run else None, "state": "run" if run else state})
+            tell(f"{c.id:<10} {verdict}\n{'':<10} {c.title} (arXiv {c.paper.arxiv})", as_json)
         for w in waiting:
-            click.echo(f"{w.id:<10} {w.status.upper()}: {w.claim}\n{'':<10} waits for {w.waits_for}")
+            tell(f"{w.id:<10} {w.status.upper()}: {w.claim}\n{'':<10} waits for {w.waits_for}", as_json)
     except PreregError as err:
         _fail(err)
+    if as_json:
+        emit({"command": "claims", "studies": rows,
+              "waiting": [{"id": w.id, "status": w.status, "claim": w.claim, "waits_for": w.waits_for}
+                          for w in waiting]})
 
 
 @command.command("run")
@@ -67,8 +77,9 @@ def command(ctx, root):
 @click.option("--quiet", "-q", is_flag=True, help="No phase lines.")
 @output_options
 @executor_options
+@json_option
 @click.pass_obj
-def run_cmd(root, ids, quick, out, key, public_key, quiet, overwrite, resume, executor, workers, scheduler):
+def run_cmd(root, ids, quick, out, key, public_key, quiet, overwrite, resume, executor, workers, scheduler, as_json):
     """Run the claim studies IDS (default: all): confirmatory from their locks, or reduced with --quick."""
     say = Phases(quiet)
     say("tabsim claims run: loading the engine and the statistics")
@@ -76,23 +87,30 @@ def run_cmd(root, ids, quick, out, key, public_key, quiet, overwrite, resume, ex
 
     try:
         studies = claims.load_claims(root, list(ids) or None)
-        with guarded(out), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
+        reads = [("claim studies (--root)", root)] + [(what, Path(k)) for what, k in
+                                                       (("private key (--key)", key), ("public key", public_key)) if k]
+        with guarded(out, reads=reads), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             runs = [claims.run_claim(c, quick=quick, out=out, resume=resume, overwrite=overwrite, key=key,
                                      public_key=public_key, executor=ex, log=say) for c in studies]
             claims.write_summary(out, runs)
     except PreregError as err:
         _fail(err)
     for r in runs:
-        click.echo(f"{r.claim.id:<8} {r.verdict.verdict:<14} {r.verdict.region_text}")
-    click.echo(f"wrote {out}/summary.md, summary.csv and one figure per claim ({say.seconds():.1f} s)")
+        tell(f"{r.claim.id:<8} {r.verdict.verdict:<14} {r.verdict.region_text}", as_json)
+    tell(f"wrote {out}/summary.md, summary.csv and one figure per claim ({say.seconds():.1f} s)", as_json)
+    if as_json:
+        emit({"command": "claims run", "out": str(out), "quick": quick, "seconds": say.seconds(),
+              "claims": [{"id": r.claim.id, "verdict": r.verdict.verdict, "region": r.verdict.region_text}
+                         for r in runs]})
 
 
 @command.command("report")
 @click.option("--page", default=Path("docs/claims.md"), show_default=True, type=click.Path(dir_okay=False, path_type=Path),
               help="The page to write; the figures go to assets/claims/ beside it.")
 @click.option("--public-key", default=None, metavar="KEY", help="The key the runs must be signed with.")
+@json_option
 @click.pass_obj
-def report_cmd(root, page, public_key):
+def report_cmd(root, page, public_key, as_json):
     """Write the claims page and its figures from the studies' verified confirmatory runs."""
     from tabsim.prereg import claims  # lazy: see the module docstring
 
@@ -104,4 +122,7 @@ def report_cmd(root, page, public_key):
     except PreregError as err:
         _fail(err)
     extra = f"; not run yet, left out: {', '.join(not_run)}" if not_run else ""
-    click.echo(f"wrote {page} ({len(runs)} claim stud{'y' if len(runs) == 1 else 'ies'}){extra}")
+    tell(f"wrote {page} ({len(runs)} claim stud{'y' if len(runs) == 1 else 'ies'}){extra}", as_json)
+    if as_json:
+        emit({"command": "claims report", "page": str(page), "claims": [r.claim.id for r in runs],
+              "not_run": not_run})

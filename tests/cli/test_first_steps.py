@@ -131,7 +131,7 @@ def test_python_m_tabsim_is_the_command(tmp_path):
 
 def test_the_license_is_the_mit_text_pyproject_names():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert meta["license"] == {"text": "MIT"}
+    assert meta["license"] == "MIT" and meta["license-files"] == ["LICENSE"]  # an SPDX expression (PEP 639)
     text = (ROOT / "LICENSE").read_text()
     assert text.startswith("MIT License") and "Copyright (c) 2026 tabsim contributors" in text
     assert "Permission is hereby granted, free of charge" in text and 'THE SOFTWARE IS PROVIDED "AS IS"' in text

@@ -37,6 +37,8 @@ def inputs(tmp_path):
     shutil.copytree(ROOT / "experiments" / "audits", tmp_path / "tables")
     shutil.copytree(ROOT / "preregistration" / "clipping_null", tmp_path / "plan",
                     ignore=shutil.ignore_patterns("results"))
+    shutil.copytree(ROOT / "preregistration" / "claims", tmp_path / "claims",
+                    ignore=shutil.ignore_patterns("results", "*.png"))
     return tmp_path
 
 
@@ -61,6 +63,8 @@ CASES = {  # command line (FOLDER is the tmp folder), the input that must stay a
                     "study", "the calibration cache it reads and writes"),
     "prereg run": (["prereg", "run", "{t}/plan/plan.yaml", "--exploratory", "--out", "{t}/plan", "--overwrite"],
                    "plan", "--out {t}/plan: holds {t}/plan/plan.yaml, the plan it reads"),
+    "claims run": (["claims", "--root", "{t}/claims", "run", "-q", "--quick", "--out", "{t}/claims/B17/quick"],
+                   "claims", "--out {t}/claims/B17/quick: lies inside {t}/claims, the claim studies (--root)"),
     "reproduce": (["--compile-cache", "{t}/study", "reproduce", "--out", "{t}/study", "--overwrite"], "study",
                   "--out {t}/study: is {t}/study, the compilation cache it reads and writes"),
 }

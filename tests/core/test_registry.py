@@ -10,6 +10,11 @@ import pytest
 from tabsim.base.registry import Registry, UnknownName
 
 
+def _as_package(source: str, **names):
+    """Run ``source`` as the package's own modules do: from a module named under ``own="pkg."``."""
+    exec(source, {"__name__": "pkg.components", **names})
+
+
 def _fruit():
     reg = Registry("fruit")
     for name in ("pear", "apple", "fig"):
@@ -25,13 +30,13 @@ def test_names_keep_registration_order_and_the_decorator_returns_its_argument():
 
 
 def test_a_users_name_registered_again_is_replaced_and_counted_and_an_own_one_refused():
-    reg = _fruit()  # strings: defined in no module of the package, so a user's
+    reg = _fruit()  # registered from this test module, outside the package: a user's
     assert reg.version("apple") == 1
     assert reg.register("apple", sweet=False)("GREEN") == "GREEN"
     assert reg["apple"] == "GREEN" and reg.meta("apple") == {"sweet": False} and reg.version("apple") == 2
     assert reg.names() == ("pear", "apple", "fig")  # replaced in place
-    own = Registry("tool", own="builtins")
-    own.register("size")(len)
+    own = Registry("tool", own="pkg.")
+    _as_package("own.register('size')(len)", own=own)
     with pytest.raises(ValueError, match=r"tool 'size' is one of tabsim's own .*taken: size"):
         own.register("size")(abs)
     assert own["size"] is len and own.version("size") == 1
@@ -133,8 +138,8 @@ def test_a_users_name_can_be_unregistered_and_registered_again_but_not_an_own_on
     assert "apple" not in reg and reg.names() == ("pear", "fig")
     reg.register("apple")("RED")
     assert reg["apple"] == "RED" and reg.version("apple") == 2  # the count goes on: no earlier program is reused
-    own = Registry("tool", own="builtins")
-    own.register("size")(len)
+    own = Registry("tool", own="pkg.")
+    _as_package("own.register('size')(len)", own=own)
     with pytest.raises(ValueError, match="tool 'size' is one of tabsim's own and cannot be unregistered"):
         own.unregister("size")
     with pytest.raises(KeyError, match="unknown fruit 'plum'"):
@@ -143,13 +148,14 @@ def test_a_users_name_can_be_unregistered_and_registered_again_but_not_an_own_on
 
 def test_an_own_component_outside_the_configs_list_of_names_is_refused():
     """The config validates tabsim's own names from one list before JAX loads; the registry reads the same list."""
-    own = Registry("tool", own="builtins", builtin=("len",))
-    own.register("len")(len)
+    own = Registry("tool", own="pkg.", builtin=("len",))
+    _as_package("own.register('len')(len)", own=own)
     with pytest.raises(ValueError, match=r"tool 'size' is one of tabsim's own but not among the names the config "
                                          r"reads \(len\); add it to that list"):
-        own.register("size")(len)
-    own.register("mine")(lambda x: x)  # a user's (defined outside the package): any name
-    assert list(own) == ["len", "mine"]
+        _as_package("own.register('size')(len)", own=own)
+    own.register("mine")(lambda x: x)  # a user's (registered outside the package): any name
+    own.register("also_len")(len)  # a user's name for one of the package's functions is the user's
+    assert list(own) == ["len", "mine", "also_len"] and not own.is_own("also_len") and own.is_own("len")
     from tabsim.base import choices
     from tabsim.sim import algos
 
