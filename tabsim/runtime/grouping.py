@@ -13,6 +13,7 @@ from tabsim.base.choices import TREE_FIELDS
 from tabsim.config import Config, ConfigError, deep_merge, resolve, static_field
 from tabsim.config.models import traced_name
 from tabsim.config.presets import PRESETS
+from tabsim.config.validate import flat_sweep
 
 # static fields a sweep may not vary, and why
 NOT_SWEPT = {
@@ -101,17 +102,6 @@ def resolved(groups, sweep: dict) -> dict:
     return out
 
 
-def _flatten(sweep: dict, prefix: str = "") -> dict:
-    """``{"task": {"n_prompts": [..]}}`` (a TOML ``[sweep.task]`` table) as ``{"task.n_prompts": [..]}``."""
-    out: dict = {}
-    for k, v in sweep.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _set(data: dict, field: str, value) -> None:
     node = data
     *path, last = field.split(".")
@@ -165,7 +155,7 @@ def plan(config: Config | dict | None = None, **overrides) -> Plan | None:
     if not isinstance(sweep, dict):
         return None
     static, order = {}, []
-    for name, levels in _flatten(sweep).items():
+    for name, levels in flat_sweep(sweep).items():
         canon = static_name(name)
         if canon in NOT_SWEPT:
             raise ConfigError(f"sweep.{name}: not a field a sweep varies: {NOT_SWEPT[canon]}")

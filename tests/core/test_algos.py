@@ -551,16 +551,11 @@ def _bandit_loss(spec, logits, tokens, mask, adv, logp_old, hp):
     return policy_loss(spec, logq, tokens, mask, adv, logp_old, jax.lax.stop_gradient(logq), hp)[0]
 
 
-@pytest.mark.parametrize("T,surrogate,aggregation", [
-    (1, "clip", "token-mean"), (3, "clip", "seq-mean-token-mean"), (3, "dual_clip", "token-mean"),
-    (1, "sapo", "seq-mean-token-sum-norm"), (3, "cispo", "seq-mean-token-mean")])
-def test_gspo_equals_grpo_when_every_answer_is_one_token(T, surrogate, aggregation):
-    """Sequence ratios = token ratios for one-token answers (padding after the token when T > 1):
-    same loss and same gradient, with GSPO's tiny clip range so that clipping is active."""
-    rng = np.random.default_rng(T)
-    B, G, A = 4, 6, 5
+def _one_token_batch(rng, T, *, drift, B=4, G=6, A=5):
+    """Bandit answers as one token padded to length ``T``: logits [B, A], tokens and mask [B, G, T], adv [B, G],
+    the old policy's log-probabilities [B, A] (the logits moved by ``drift``) and its logp_old [B, G, T]."""
     logits = rng.normal(size=(B, A))
-    old = logits + rng.normal(scale=1e-3, size=(B, A))  # ratios within ~1e-3 of 1: the 3e-4 clip binds
+    old = logits + rng.normal(scale=drift, size=(B, A))
     tokens = np.zeros((B, G, T), int)
     tokens[..., 0] = rng.integers(0, A, size=(B, G))
     mask = np.zeros((B, G, T))
@@ -568,6 +563,17 @@ def test_gspo_equals_grpo_when_every_answer_is_one_token(T, surrogate, aggregati
     adv = rng.normal(size=(B, G))
     old_logq = old - np.log(np.exp(old).sum(-1, keepdims=True))
     logp_old = np.take_along_axis(old_logq, tokens[..., 0], -1)[..., None] * mask
+    return logits, tokens, mask, adv, old_logq, logp_old
+
+
+@pytest.mark.parametrize("T,surrogate,aggregation", [
+    (1, "clip", "token-mean"), (3, "clip", "seq-mean-token-mean"), (3, "dual_clip", "token-mean"),
+    (1, "sapo", "seq-mean-token-sum-norm"), (3, "cispo", "seq-mean-token-mean")])
+def test_gspo_equals_grpo_when_every_answer_is_one_token(T, surrogate, aggregation):
+    """Sequence ratios = token ratios for one-token answers (padding after the token when T > 1):
+    same loss and same gradient, with GSPO's tiny clip range so that clipping is active."""
+    # ratios within ~1e-3 of 1: the 3e-4 clip binds
+    logits, tokens, mask, adv, old_logq, logp_old = _one_token_batch(np.random.default_rng(T), T, drift=1e-3)
     hp = hyper(eps_low=3e-4, eps_high=4e-4)
     with jax.enable_x64(True):
         args = [jnp.asarray(x) for x in (logits, tokens, mask, adv, logp_old)]
@@ -595,17 +601,7 @@ def test_gmpo_equals_grpo_when_every_answer_is_one_token(T):
     """GMPO's geometric mean of one ratio is the ratio: with log-space bounds eps it is PPO's clip with
     1 - eps_low' = e^-eps and 1 + eps_high' = e^eps, the same loss and gradient (padding after the token
     when T > 1), with the clip holding some tokens."""
-    rng = np.random.default_rng(7 + T)
-    B, G, A = 4, 6, 5
-    logits = rng.normal(size=(B, A))
-    old = logits + rng.normal(scale=0.3, size=(B, A))
-    tokens = np.zeros((B, G, T), int)
-    tokens[..., 0] = rng.integers(0, A, size=(B, G))
-    mask = np.zeros((B, G, T))
-    mask[..., 0] = 1.0
-    adv = rng.normal(size=(B, G))
-    old_logq = old - np.log(np.exp(old).sum(-1, keepdims=True))
-    logp_old = np.take_along_axis(old_logq, tokens[..., 0], -1)[..., None] * mask
+    logits, tokens, mask, adv, old_logq, logp_old = _one_token_batch(np.random.default_rng(7 + T), T, drift=0.3)
     eps = 0.2
     hps = {"gmpo": hyper(eps_low=eps, eps_high=eps),
            "clip": hyper(eps_low=1 - math.exp(-eps), eps_high=math.exp(eps) - 1)}
@@ -622,23 +618,17 @@ def test_gmpo_equals_grpo_when_every_answer_is_one_token(T):
     assert np.abs(out["clip"][1]).max() > 1e-3 and 0.05 < held.mean() < 0.95
 
 
-def test_gmpo_differs_from_grpo_with_multi_token_answers():
-    """With real multi-token answers the geometric mean is another objective (the test can fail)."""
+@pytest.mark.parametrize("variant, grpo", [
+    (AlgoSpec(surrogate="gmpo", aggregation="seq-mean-token-mean"),  # the geometric mean of token ratios
+     AlgoSpec(surrogate="clip", aggregation="seq-mean-token-mean")),
+    (AlgoSpec(ratio="sequence", surrogate="clip"), AlgoSpec(ratio="token", surrogate="clip")),  # GSPO's ratio
+], ids=["gmpo", "gspo"])
+def test_a_sequence_level_variant_differs_from_grpo_with_multi_token_answers(variant, grpo):
+    """With real multi-token answers GMPO's and GSPO's objectives are not GRPO's (the test can fail)."""
     b = make_batch(seed=5)
     with jax.enable_x64(True):
         args = [jnp.asarray(b[k]) for k in ("logq", "tokens", "mask", "adv", "logp_old", "logq_ref")]
-        vals = [float(policy_loss(AlgoSpec(surrogate=s, aggregation="seq-mean-token-mean"), *args, hyper())[0])
-                for s in ("gmpo", "clip")]
-    assert abs(vals[0] - vals[1]) > 1e-4
-
-
-def test_gspo_differs_from_grpo_with_multi_token_answers():
-    """With real multi-token answers the sequence ratio is a different objective (the test can fail)."""
-    b = make_batch(seed=5)
-    with jax.enable_x64(True):
-        args = [jnp.asarray(b[k]) for k in ("logq", "tokens", "mask", "adv", "logp_old", "logq_ref")]
-        vals = [float(policy_loss(AlgoSpec(ratio=r, surrogate="clip"), *args, hyper())[0])
-                for r in ("sequence", "token")]
+        vals = [float(policy_loss(spec, *args, hyper())[0]) for spec in (variant, grpo)]
     assert abs(vals[0] - vals[1]) > 1e-4
 
 

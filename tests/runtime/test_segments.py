@@ -197,6 +197,8 @@ def _read_progress(stream, seen: list):
             seen.append(buf)
 
 
+@pytest.mark.heavy  # 25 s of the suite: test_a_sigint_taken_by_a_chunks_thread_is_seen_while_the_chunk_runs and
+# tests/runtime/test_faults.py's real SIGINT cover the default suite
 def test_real_sigint_stops_at_a_segment_and_resume_gives_the_same_bytes(tmp_path, optimized_xla):
     """Every run here is a process of its own, compiled as a user's (the long run dominates the suite's time
     otherwise): interrupted and resumed, against one run straight through."""
