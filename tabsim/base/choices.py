@@ -127,3 +127,6 @@ def check_tree(tree: dict, n_answers: int | None, *, big: float) -> None:
     if n_answers is not None and n_leaves < n_answers:
         raise ValueError(f"task.tree.depth: depth={depth} with branching={b} has {n_leaves} leaves, fewer than "
                          f"task.n_answers={n_answers}; some answers would be unreachable")
+
+# bootstrap resamples a comparison may draw (tabsim compare --resamples; the default is 2,000)
+RESAMPLES_BOUNDS = (100, 100_000)

@@ -181,8 +181,8 @@ def _flushed(code: int) -> int:
 def entry() -> None:
     """The ``tabsim`` console script: :func:`main`, then a quick exit.
 
-    SIGTERM interrupts a command as Ctrl-C does (status 143; neither lands inside an import), and stdout that cannot be written ends it in
-    one line (:func:`tabsim.cli.jsonout.guard_stdout`). A process that has loaded JAX, pandas, statsmodels
+    SIGTERM interrupts a command as Ctrl-C does (status 143; neither lands inside an import), and stdout
+    that cannot be written ends it in one line (:func:`tabsim.cli.jsonout.guard_stdout`). A process that has loaded JAX, pandas, statsmodels
     and matplotlib spends 0.5-0.8 s at interpreter exit tearing down their modules and XLA's client; none of
     it is needed once the command has returned (every output is written and renamed into place by then).
     So the exit handlers run (``atexit``: temporary folders, logging, Dask), the figure pool's helper

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
+from tabsim.base.choices import RESAMPLES_BOUNDS
 from tabsim.cli.jsonout import emit, json_option, say
 from tabsim.cli.options import check_out, fail, open_store
 from tabsim.cli.phases import Phases
 from tabsim.cli.completion import complete_factor
 
-# the bounds of --reps, as tabsim.studies.compare has them (that module loads pandas: not for --help)
-MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000
+MIN_RESAMPLES, MAX_RESAMPLES = RESAMPLES_BOUNDS  # from the ground floor: tabsim.studies.compare loads pandas
 
 STATISTICS = ("mean", "median", "iqm", "optimality_gap")
 SILENT_SECONDS = 3.0  # at most this long with no line while the run is read and scored

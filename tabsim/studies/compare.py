@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from tabsim.base.choices import RESAMPLES_BOUNDS
 from tabsim.runtime.loading import KEY_COLUMNS, ResultFolderError
 from tabsim.runtime.run import Result
 from tabsim.stats import aggregate as agg
@@ -33,7 +34,7 @@ from tabsim.studies.compare_notes import NOT_APPLICABLE, RESAMPLED, annotate
 
 TERMS = DIFFERENCE_TERMS + ACC_COLUMNS  # partition terms a comparison can score (per seed)
 DEFAULT_METRIC, DEFAULT_ARM, DEFAULT_THRESHOLD = "pass1", "true", 1.0
-MIN_RESAMPLES, MAX_RESAMPLES = 100, 100_000  # bootstrap resamples; the default is 2,000
+MIN_RESAMPLES, MAX_RESAMPLES = RESAMPLES_BOUNDS  # bootstrap resamples; the default is 2,000
 MAX_RESAMPLE_BYTES = 1 << 30  # what the resamples of one pair of groups may hold at once
 PROGRESS_SECONDS = 5.0  # a line on the resampling's progress at most this often
 CURVE_STEPS = 21  # evaluated steps on the sample-efficiency curves: each costs a group's resampling
