@@ -36,6 +36,7 @@ from tabsim.prereg.manipulation import evaluate_moves, flag_hypotheses
 from tabsim.prereg.schema import (
     COEFFICIENT_PREFIX,
     ESTIMAND_ARMS,
+    PAIRED_PREFIX,
     PARTITION_ARMS,
     PARTITION_ESTIMANDS,
     POINT_RULES,
@@ -135,6 +136,35 @@ def _difference_estimate(plan: Plan, seed_df: pd.DataFrame, estimand: str, condi
     return Estimate(estimand, condition, est, ci, a.ci_method, int(num.size), p_floor=_floor(a.ci_method, a.n_resamples))
 
 
+def _paired_estimate(plan: Plan, frame: pd.DataFrame, estimand: str, condition: dict) -> Estimate:
+    """``paired:<factor>``: the factor's first level minus its second, differenced within each seed.
+
+    The levels of a design run on the same seeds, so the honest interval is the one-sample interval of
+    the seeds' differences (``analysis.ci_method``, ``n - 1`` degrees of freedom for ``t``): it keeps the
+    correlation the shared seeds give, and a level without seed noise (FROZEN) is not counted as a second
+    sample. The condition fixes every other factor, so each seed has one run per level.
+    """
+    a = plan.analysis
+    name = estimand[len(PAIRED_PREFIX):]
+    first, second = (str(x) for x in plan.factor(name).levels)
+    rows = _select(final_rows(frame), condition)
+    wide = rows.assign(_level=rows[name].astype(str)).pivot_table(
+        index="seed", columns="_level", values=a.metric, aggfunc="first", observed=True)
+    if not {first, second} <= set(wide.columns):
+        raise ValueError(f"{estimand} at {condition}: runs of both levels {first!r} and {second!r} are needed")
+    x = (wide[first] - wide[second]).dropna().to_numpy(float)
+    if x.size < 2:
+        raise ValueError(f"{estimand} at {condition}: {x.size} paired seeds; an interval needs at least 2")
+
+    def ci(level, x=x):
+        iv = stats.mean_interval(x, ci=level, method=a.ci_method, n_resamples=a.n_resamples,
+                                 random_state=a.random_state)
+        return iv.low, iv.high
+
+    return Estimate(estimand, condition, float(x.mean()), ci, f"{a.ci_method} (paired by seed)", int(x.size),
+                    {"sd": float(x.std(ddof=1)), "levels": [first, second]}, _floor(a.ci_method, a.n_resamples))
+
+
 def _floor(method: str, n_resamples: int) -> float:
     return 0.0 if method == "t" else 1.0 / (n_resamples + 1)
 
@@ -203,6 +233,8 @@ def estimate(plan: Plan, frame: pd.DataFrame, seed_df, estimand: str, condition:
         if missing:
             raise ValueError(f"{estimand} needs the arms {list(ESTIMAND_ARMS[estimand])}; missing {missing}")
         return _difference_estimate(plan, seed_df, estimand, condition)
+    if estimand.startswith(PAIRED_PREFIX):
+        return _paired_estimate(plan, frame, estimand, condition)
     return _factorial_estimate(plan, frame, estimand, condition, cache)
 
 

@@ -19,7 +19,11 @@ PARTITION_ESTIMANDS = ("d_null", "d_elicit", "d_rd", "d_naive", "d_total", "bias
 RATIO_ESTIMANDS = ("rd_fraction", "elicitation_share", "rd_share")
 FACTORIAL_ESTIMANDS = ("interaction_ratio",)
 COEFFICIENT_PREFIX = "coefficient:"
-ESTIMANDS = PARTITION_ESTIMANDS + RATIO_ESTIMANDS + FACTORIAL_ESTIMANDS + (COEFFICIENT_PREFIX + "<TERM>",)
+# paired:<FACTOR>: the first level of a two-level factor minus the second, differenced within each seed
+# (the levels of a design share their seeds), its interval from the seeds' differences
+PAIRED_PREFIX = "paired:"
+ESTIMANDS = PARTITION_ESTIMANDS + RATIO_ESTIMANDS + FACTORIAL_ESTIMANDS + (COEFFICIENT_PREFIX + "<TERM>",
+                                                                          PAIRED_PREFIX + "<FACTOR>")
 PARTITION_ARMS = ("frozen", "random", "majority", "true")
 # arms each estimand compares (docs/science.md, estimands)
 ESTIMAND_ARMS = {"d_null": ("frozen", "random"), "d_elicit": ("random", "majority"), "d_rd": ("majority", "true"),
