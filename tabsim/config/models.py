@@ -89,6 +89,10 @@ def registered(field: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*CHOICES[field], *extra)))
 
 
+# AlgoConfig fields written to a config only when set away from their default (see its serializer)
+ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef")
+
+
 class AlgoConfig(Section):
     estimator: str = "grpo"
     ratio: str = "token"
@@ -114,6 +118,19 @@ class AlgoConfig(Section):
     adam_b1: float = Field(0.9, ge=0.0, lt=1.0)
     adam_b2: float = Field(0.999, ge=0.0, lt=1.0)
     adam_eps: float = Field(1e-8, gt=0.0, le=1.0)
+    gvpo_beta: float = Field(0.1, gt=0.0, le=BIG)
+    kl_cov_ratio: float = Field(2e-4, gt=0.0, le=1.0)
+    kl_cov_coef: float = Field(1.0, ge=0.0, le=BIG)
+
+    @model_serializer(mode="wrap")
+    def _new_knobs_unwritten_at_default(self, handler):
+        # a knob added after a config was written is left out at its default, so that config's digest (and the
+        # runs' stores and files) stays the one written before the knob existed
+        out = handler(self)
+        for name in ALGO_UNWRITTEN_AT_DEFAULT:
+            if name in out and getattr(self, name) == type(self).model_fields[name].default:
+                out.pop(name)
+        return out
 
     @field_validator(*CHOICES)
     @classmethod

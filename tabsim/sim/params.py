@@ -39,6 +39,9 @@ class Hyper:
     adam_b1: float = 0.9
     adam_b2: float = 0.999
     adam_eps: float = 1e-8
+    gvpo_beta: float = 0.1  # GVPO: the implicit reward's scale beta (arXiv 2504.19599)
+    kl_cov_ratio: float = 2e-4  # KL-Cov: share of the batch's tokens with the largest covariance (arXiv 2505.22617)
+    kl_cov_coef: float = 1.0  # KL-Cov: coefficient of |log ratio| on those tokens
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

@@ -284,6 +284,48 @@ def np_gmpo_answer(l, m, a, hp):
 NP_ANSWER_SURROGATES = {"gmpo": np_gmpo_answer}
 
 
+# Each batch surrogate reference returns (per-token losses [B, G, T], d sum(loss) / d logp [B, G, T]) for the whole
+# batch (log-ratios logp - logp_old), as the loss reads more than one answer.
+def np_gvpo_batch(logp, logp_old, mask, adv, hp):
+    B, G, T = logp.shape
+    beta = hp["gvpo_beta"]
+    loss, grad = np.zeros((B, G, T)), np.zeros((B, G, T))
+    for b in range(B):
+        s = [beta * sum((logp[b, i, t] - logp_old[b, i, t]) * mask[b, i, t] for t in range(T)) for i in range(G)]
+        gap = [s[i] - sum(s) / G - adv[b, i] for i in range(G)]
+        n = [sum(mask[b, i]) for i in range(G)]  # the copies of each answer's loss in the masked sum
+        for i in range(G):
+            d = n[i] * gap[i] - sum(n[j] * gap[j] for j in range(G)) / G
+            for t in range(T):
+                loss[b, i, t] = 0.5 * gap[i] ** 2
+                grad[b, i, t] = d * beta * mask[b, i, t]
+    return loss, grad
+
+
+def np_kl_cov_batch(logp, logp_old, mask, adv, hp):
+    """verl's compute_policy_loss_kl_cov as a loop: the valid tokens in order, their covariance, the top
+    max(1, int(n ratio)) (ties to the earlier token), -A w, plus coef |l| on those."""
+    idx = [i for i in np.ndindex(logp.shape) if mask[i] > 0]
+    a = [adv[i[:2]] for i in idx]
+    lp = [logp[i] for i in idx]
+    ma, ml = sum(a) / len(idx), sum(lp) / len(idx)
+    cov = [(x - ma) * (y - ml) for x, y in zip(a, lp)]
+    k = max(1, int(len(idx) * hp["kl_cov_ratio"]))
+    top = {idx[j] for j in sorted(range(len(idx)), key=lambda j: (-cov[j], j))[:k]}
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    for i in np.ndindex(logp.shape):
+        l, A = logp[i] - logp_old[i], adv[i[:2]]
+        loss[i] = -A * math.exp(l)
+        grad[i] = -A * math.exp(l)
+        if i in top:
+            loss[i] += hp["kl_cov_coef"] * abs(l)
+            grad[i] += hp["kl_cov_coef"] * np.sign(l)
+    return loss, grad
+
+
+NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch}
+
+
 def np_token_mean(loss, mask):
     num = den = 0.0
     for idx in np.ndindex(loss.shape):
@@ -359,7 +401,7 @@ NP_KL = {n: n for n in ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")}
 def test_every_registered_component_has_a_numpy_reference():
     assert set(ESTIMATORS) == set(NP_ESTIMATORS)
     assert set(RATIOS) == set(NP_RATIOS)
-    assert set(SURROGATES) == set(NP_SURROGATES) | set(NP_ANSWER_SURROGATES)
+    assert set(SURROGATES) == set(NP_SURROGATES) | set(NP_ANSWER_SURROGATES) | set(NP_BATCH_SURROGATES)
     assert set(AGGREGATIONS) == set(NP_AGGREGATIONS)
     assert set(KL_ESTIMATORS) == set(NP_KL)
 
@@ -433,6 +475,27 @@ def test_answer_level_surrogate_value_and_gradient_match_numpy(name):
     np.testing.assert_allclose(np.asarray(grad), np.array([r[1] for r in ref]).reshape(l.shape), **TOL)
     held = np.array([g == 0 and m > 0 for r, mm in zip(ref, mask.reshape(-1, l.shape[-1])) for g, m in zip(r[1], mm)])
     assert 0.05 < held.mean() < 0.95  # clipped and free tokens both compared
+
+
+@pytest.mark.parametrize("name", sorted(NP_BATCH_SURROGATES))
+def test_batch_surrogate_value_and_gradient_match_numpy(name):
+    """A surrogate of the whole batch (GVPO's group centring, KL-Cov's batch-wide ranking): per-token losses and
+    the gradient of their sum with respect to logp (the token log-ratio logp - logp_old moves with it)."""
+    b = make_batch(seed=12)
+    mask = b["mask"] * b["valid"][:, None, None]
+    hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7)  # 10% of ~60 tokens: 5 penalised
+    want, want_grad = NP_BATCH_SURROGATES[name](b["logp"], b["logp_old"], mask, b["adv"], hp)
+    with jax.enable_x64(True):
+        old, adv, m = (jnp.asarray(b[k]) for k in ("logp_old", "adv", "mask"))
+        m = jnp.asarray(mask)
+
+        def loss(lp):
+            return batch.surrogate(name, (lp - old) * m, lp, adv[..., None], hyper(**hp), mask=m, logp_old=old)
+
+        got = loss(jnp.asarray(b["logp"]))
+        grad = jax.grad(lambda lp: (loss(lp) * m).sum())(jnp.asarray(b["logp"]))
+    np.testing.assert_allclose(np.asarray(got) * mask, want * mask, **TOL)
+    np.testing.assert_allclose(np.asarray(grad), want_grad * mask, **TOL)
 
 
 def test_gmpo_by_hand():
@@ -682,7 +745,7 @@ def test_component_conformance(kind, name):
             return RATIOS[name](b["logp"], b["logp_old"], b["mask"])
         if kind == "surrogate":
             return batch.surrogate(name, b["logp"] - b["logp_old"], b["logp"], b["adv"][..., None], hp,
-                                   mask=b["mask"])
+                                   mask=b["mask"], logp_old=b["logp_old"])
         if kind == "aggregation":
             return AGGREGATIONS[name](b["logp"], b["mask"] * b["valid"][:, None, None])
         return KL_ESTIMATORS[name](b["logp"], b["logp_ref"], b["logq"], b["logq_ref"])

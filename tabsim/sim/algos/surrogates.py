@@ -14,12 +14,14 @@ from tabsim.base.registry import Registry
 SURROGATES = Registry("surrogate", builtin=choices.SURROGATES)
 
 
-def register_surrogate(name: str, *, clipped=True, batch: bool = False):
+def register_surrogate(name: str, *, clipped=True, batch: bool = False, **meta):
     """Register ``fn(log_ratio, logp, adv, hp)``, or ``fn(batch)`` with ``batch=True`` (a
     :class:`tabsim.sim.algos.batch.Batch`, which also holds the mask); ``clipped=False`` for losses with no
     hard clip (they never zero a token's gradient, so their clip fraction is 0), or ``clipped=active`` with
-    ``active(log_ratio, adv, hp) -> bool [B, G, T]`` the tokens whose gradient the loss's own clip zeroes."""
-    return SURROGATES.register(name, clipped=clipped, batch=batch)
+    ``active(log_ratio, adv, hp) -> bool [B, G, T]`` the tokens whose gradient the loss's own clip zeroes;
+    ``no_expected="why"`` for a loss that ``train.dynamics = "expected"`` cannot run exactly (it reads more
+    than one group)."""
+    return SURROGATES.register(name, clipped=clipped, batch=batch, **meta)
 
 
 @register_surrogate("clip")
@@ -124,6 +126,81 @@ def gmpo(batch):
     n = jnp.maximum(mask.sum(-1, keepdims=True), 1.0)
     a = adv if adv.shape[-1] == 1 else (adv * mask).sum(-1, keepdims=True) / n
     return jnp.broadcast_to(-a * jnp.exp((held * mask).sum(-1, keepdims=True) / n), l.shape)
+
+
+@register_surrogate("gvpo", clipped=False, batch=True)
+def gvpo(batch):
+    """GVPO: half the squared gap between an answer's centred implicit reward and its advantage.
+
+    Group Variance Policy Optimization (Zhang et al., arXiv 2504.19599), as its authors' released
+    ``compute_policy_loss_gvpo`` (github.com/jszkc/GVPO, ``GVPO/gvpo_core_algos.py``): with
+    ``s_i = beta sum_t (logp_{i,t} - logp_old_{i,t})`` the answer's implicit reward (the paper's ``beta log
+    pi_theta / pi_theta'``, the rollout policy as ``pi_theta'``) and ``A_i`` its advantage (the released recipe runs
+    verl's GRPO advantage without the std, ``r_i - mean_j r_j``: the ``dr_grpo`` estimator),
+
+        ``L_i = (1/2) ((s_i - mean_j s_j) - A_i)^2``
+
+    broadcast to the answer's tokens, so ``seq-mean-token-mean`` gives the mean of ``L_i`` over the batch's answers
+    (the released code sums ``L_i`` over its micro-batch and divides by ``G - 1``: a constant factor of the step).
+    The weights ``A_i - (s_i -
+    mean s)`` of ``grad logp(o_i)`` sum to zero over the group, which cancels the partition function of the
+    optimum ``pi_old exp(r / beta)``. On-policy (``s = 0``) the gradient is ``-beta sum_i A_i grad logp(o_i)``:
+    REINFORCE with centred rewards and each answer's token sum, times ``beta``. No ratio component is read (the
+    implicit reward is the answer's summed log-ratio, whatever ``algo.ratio`` is).
+
+    Args:
+      batch: a :class:`tabsim.sim.algos.batch.Batch`; reads ``logp``, ``logp_old``, ``mask``, ``adv``
+        (``[B, G, 1]``, or per token: its mean over the answer's tokens) and ``hp.gvpo_beta``.
+    Returns:
+      ``[B, G, T]`` the answer's loss on each of its tokens.
+    """
+    logp, mask, hp = batch.logp, batch.mask, batch.hp
+    n = jnp.maximum(mask.sum(-1), 1.0)
+    a = batch.adv[..., 0] if batch.adv.shape[-1] == 1 else (batch.adv * mask).sum(-1) / n
+    s = hp.gvpo_beta * ((logp - batch.logp_old) * mask).sum(-1)  # [B, G]
+    gap = (s - s.mean(-1, keepdims=True)) - a
+    return jnp.broadcast_to((0.5 * gap * gap)[..., None], logp.shape)
+
+
+def kl_cov_selected(adv, logp, mask, hp):
+    """``[B, G, T]`` bool: the ``max(1, floor(n k))`` valid tokens of the batch (``n`` of them) with the largest
+    ``(A_t - mean A) (logp_t - mean logp)`` (means over the valid tokens, ``logp`` detached), ``k =
+    hp.kl_cov_ratio``; ties go to the earlier token in ``[B, G, T]`` order (verl's ``torch.topk`` leaves them
+    unspecified)."""
+    a = jnp.broadcast_to(adv, logp.shape)
+    lp = jax.lax.stop_gradient(logp)
+    n = mask.sum()
+    centred = lambda x: x - (x * mask).sum() / jnp.maximum(n, 1.0)  # noqa: E731
+    cov = jnp.where(mask > 0, centred(a) * centred(lp), -jnp.inf).reshape(-1)
+    order = jnp.argsort(-cov, stable=True)
+    rank = jnp.zeros_like(order).at[order].set(jnp.arange(order.size, dtype=order.dtype))
+    k = jnp.maximum(jnp.floor(n * hp.kl_cov_ratio), 1.0)
+    return (rank.reshape(logp.shape) < k) & (mask > 0)
+
+
+@register_surrogate("kl_cov", clipped=False, batch=True,
+                    no_expected="it penalises the tokens of the whole batch with the largest covariance, a batch-wide "
+                                "ranking that the expected flow's per-prompt groups do not see")
+def kl_cov(batch):
+    """KL-Cov: the unclipped importance loss ``-A w``, plus ``coef |log w|`` on the tokens of largest covariance.
+
+    Cui et al., "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models", arXiv
+    2505.22617, as verl's ``compute_policy_loss_kl_cov`` (``verl/trainer/ppo/core_algos.py``, read at b178a3c):
+    ``cov_t = (A_t - mean A)(logp_t - mean logp)`` over the batch's valid tokens (``logp`` the current policy's,
+    detached); the ``max(1, floor(n kl_cov_ratio))`` tokens with the largest ``cov_t`` get
+    ``-A_t w_t + kl_cov_coef |l_t|``, every other token ``-A_t w_t`` (no clip, as verl). The ratio is the ratio
+    component's (verl: per token). Ties in the ranking go to the earlier token (see :func:`kl_cov_selected`).
+    With ``kl_cov_coef = 0`` it is the ``importance`` surrogate.
+
+    Args:
+      batch: a :class:`tabsim.sim.algos.batch.Batch`; reads ``log_ratio``, ``logp``, ``adv``, ``mask`` and ``hp``
+        (``kl_cov_ratio``, ``kl_cov_coef``).
+    Returns:
+      ``[B, G, T]`` per-token losses.
+    """
+    l, hp = batch.log_ratio, batch.hp
+    chosen = kl_cov_selected(batch.adv, batch.logp, batch.mask, hp)
+    return -batch.adv * jnp.exp(l) + jnp.where(chosen, hp.kl_cov_coef * jnp.abs(l), 0.0)
 
 
 def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip"):
