@@ -7,6 +7,7 @@ docs page is checked to be what the generator writes from the committed runs.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -82,6 +83,31 @@ def test_an_unknown_claim_id_names_the_allowed_ones(tmp_path):
     assert r.exit_code == 1 and "claim 'B99'" in r.output and "B11" in r.output and "B17" in r.output
 
 
+def _flow_run(claim_id: str, rows: list[dict]) -> claims.ClaimRun:
+    c = claims.load_claim(ROOT / claim_id)
+    verdict = claims.claim_verdict(c, _analysis(*((h, "INCONCLUSIVE", 0.0, -1.0, 1.0) for h in c.bearing)))
+    flow = pd.DataFrame(rows).assign(seed=-1, step=200)
+    return claims.ClaimRun(c, {}, ROOT / claim_id / "results", verdict, flow, False)
+
+
+def test_each_hypothesis_is_read_on_the_exact_expected_flow():
+    """The region table gives each hypothesis's estimand on the exact expected flow beside the seeds' estimate."""
+    priors = (0.05, 0.2, 0.5, 0.8)
+    rows = [{"prior_strength": p, "estimator": e, "arm": a,
+             "pass1": p if a == "frozen" else 0.1 + p - (0.01 * (i + 1) if e == "grpo" else 0.0)}
+            for i, p in enumerate(priors) for e in ("sign", "grpo") for a in ("frozen", "true")]
+    run = _flow_run("B11", rows)
+    exact = claims.expected_estimates(run)  # sign minus grpo on the TRUE arm: 0.01, 0.02, 0.03, 0.04
+    assert exact == pytest.approx({"H1": 0.01, "H2": 0.02, "H3": 0.03, "H4": 0.04}, abs=1e-9)
+    section = claims.page.claim_section(run, "B11.png")
+    header = next(line for line in section.splitlines() if line.startswith("| hypothesis |"))
+    assert claims.page.EXACT in header
+    assert "| H3 | p_s 0.50 | +0.0000 | [-2.0000, +2.0000] | +0.0300 |" in section
+    # a flow without one of the design's factors gives no column rather than a wrong number
+    assert claims.expected_estimates(_flow_run("B11", [{k: v for k, v in r.items() if k != "estimator"}
+                                                       for r in rows])) == {}
+
+
 def test_every_claim_study_is_complete_and_listed():
     studies = claims.load_claims(ROOT)
     assert len(studies) >= 2
@@ -149,6 +175,9 @@ def test_docs_page_is_written_from_the_runs(tmp_path):
         if r.claim.expected is not None:  # the exact expected update beside the Monte-Carlo mean
             both = claims.expected_beside(r)
             assert both is not None and len(both) > 0 and both["expected"].notna().all()
+            # and every region's estimand on the flow, beside the seeds' estimate
+            exact = claims.expected_estimates(r)
+            assert sorted(exact) == sorted(r.claim.bearing) and all(map(math.isfinite, exact.values()))
 
 
 @pytest.mark.heavy
