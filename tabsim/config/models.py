@@ -91,6 +91,9 @@ def registered(field: str) -> tuple[str, ...]:
 
 # AlgoConfig fields written to a config only when set away from their default (see its serializer)
 ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef")
+# knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
+ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),
+                "kl_cov_coef": ("surrogate", "kl_cov")}
 
 
 class AlgoConfig(Section):
@@ -128,6 +131,9 @@ class AlgoConfig(Section):
         # runs' stores and files) stays the one written before the knob existed
         out = handler(self)
         for name in ALGO_UNWRITTEN_AT_DEFAULT:
+            reader = ALGO_KNOB_OF.get(name)
+            if reader is not None and getattr(self, reader[0]) == reader[1]:
+                continue  # the chosen component reads it: shown even at its default
             if name in out and getattr(self, name) == type(self).model_fields[name].default:
                 out.pop(name)
         return out

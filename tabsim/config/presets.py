@@ -88,6 +88,18 @@ PRESETS: dict[str, dict] = {
     "intellect_2": {"algo": _algo(std_eps=1e-4, surrogate="dual_clip", dual_clip_c=4.0, kl="k3", kl_placement="loss",
                                   beta=0.001),
                     "train": {"group_size": 16}},
+    # GVPO (arXiv 2504.19599) as its authors' released run (GVPO/run_qwen2-7b_math_gvpo.sh): A = r - mean_g r (verl's
+    # grpo advantage without the std), the loss (1/2)((s_i - mean_g s) - A_i)^2 with s_i = 0.1 sum_t log(pi / pi_old),
+    # 4 answers per prompt, no KL; the mean over the batch's answers (the released sum / (G - 1) up to a constant).
+    "gvpo": {"algo": _algo(estimator="dr_grpo", surrogate="gvpo", gvpo_beta=0.1, aggregation="seq-mean-token-mean"),
+             "train": {"group_size": 4}},
+    # KL-Cov (arXiv 2505.22617) as its authors' released 7B recipe (recipe/dapo/7b_kl_cov.sh: k_percent 0.2, i.e.
+    # 0.2% of the tokens, ppo_kl_coef 1): -A w unclipped, plus |log w| on the 0.2% of the batch's tokens with the
+    # largest (A - mean A)(logp - mean logp) (at least one), verl's group z-score, token-mean, their DAPO filter of
+    # groups without spread, 8 answers, no KL.
+    "kl_cov": {"algo": _algo(surrogate="kl_cov", kl_cov_ratio=0.002, kl_cov_coef=1.0, aggregation="token-mean",
+                             filter=True),
+               "train": {"group_size": 8}},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

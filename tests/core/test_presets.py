@@ -55,6 +55,10 @@ EXPECTED = {
                   aggregation="seq-mean-token-sum", kl_placement="none"),
     "intellect_2": dict(estimator="grpo", std_eps=1e-4, surrogate="dual_clip", dual_clip_c=4.0, eps_low=0.2,
                         eps_high=0.2, aggregation="token-mean", kl="k3", kl_placement="loss", beta=0.001),
+    "gvpo": dict(estimator="dr_grpo", surrogate="gvpo", gvpo_beta=0.1, aggregation="seq-mean-token-mean",
+                 kl_placement="none"),
+    "kl_cov": dict(estimator="grpo", std_ddof=1, surrogate="kl_cov", kl_cov_ratio=0.002, kl_cov_coef=1.0,
+                   aggregation="token-mean", filter=True, kl_placement="none"),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -1,0 +1,107 @@
+"""GVPO (arXiv 2504.19599) and KL-Cov (arXiv 2505.22617): the optimum GVPO's loss reaches, its on-policy gradient,
+KL-Cov's selection by hand and its reduction to the unclipped importance loss."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tabsim.sim.algos import AlgoSpec, batch, policy_loss
+from tabsim.sim.algos.surrogates import kl_cov_selected
+from tabsim.sim.params import Hyper
+
+
+def _bandit(spec, logits, tokens, mask, adv, logp_old, hp):
+    logq = jnp.broadcast_to(jax.nn.log_softmax(logits, -1)[:, None, None, :], tokens.shape + (logits.shape[-1],))
+    return policy_loss(spec, logq, tokens, mask, adv, logp_old, jax.lax.stop_gradient(logq), hp)[0]
+
+
+def test_gvpo_one_exact_step_reaches_pi_old_times_exp_reward_over_beta():
+    """Every one of K answers sampled once: the mean over answers of (1/2)(beta (l_i - mean l) - (r_i - mean r))^2
+    is quadratic in the logits with Hessian (beta^2 / K)(I - 11^T / K), so one SGD step of lr K / beta^2 from the
+    rollout policy lands on its minimum, pi_old(a) exp(r_a / beta) normalised (the paper's KL-regularised optimum
+    with the rollout policy as reference)."""
+    K, beta = 5, 0.5
+    rng = np.random.default_rng(0)
+    with jax.enable_x64(True):
+        z = jnp.asarray(rng.normal(size=(1, K)))
+        r = jnp.asarray(rng.random((1, K)))
+        tokens = jnp.arange(K)[None, :, None]
+        mask = jnp.ones((1, K, 1))
+        logp_old = jnp.take_along_axis(jax.nn.log_softmax(z, -1), tokens[..., 0], -1)[..., None]
+        spec = AlgoSpec(estimator="dr_grpo", surrogate="gvpo", aggregation="seq-mean-token-mean")
+        hp = Hyper(gvpo_beta=beta)
+        adv = r - r.mean(-1, keepdims=True)
+        g = jax.grad(lambda x: _bandit(spec, x, tokens, mask, adv, logp_old, hp))(z)
+        new = jax.nn.softmax(z - K / beta**2 * g, -1)
+        want = jax.nn.softmax(z + r / beta, -1)
+    np.testing.assert_allclose(np.asarray(new), np.asarray(want), rtol=1e-12, atol=1e-14)
+    assert np.abs(np.asarray(want - jax.nn.softmax(z, -1))).max() > 0.05  # a real move
+
+
+def test_gvpo_on_policy_gradient_is_beta_times_reinforce_on_token_sums():
+    """On-policy (logp_old = logp) every implicit reward is 0 and the gradient is -beta sum_i A_i grad logp(o_i) for
+    centred advantages: beta times REINFORCE with each answer's token sum (multi-token answers of varied length)."""
+    rng = np.random.default_rng(1)
+    B, G, T, A, beta = 3, 4, 3, 4, 0.3
+    with jax.enable_x64(True):
+        logq = jnp.asarray(np.log(rng.dirichlet(np.ones(A), size=(B, G, T))))
+        tokens = jnp.asarray(rng.integers(0, A, size=(B, G, T)))
+        lengths = rng.integers(1, T + 1, size=(B, G))
+        mask = jnp.asarray((np.arange(T) < lengths[..., None]).astype(float))
+        adv = rng.normal(size=(B, G))
+        adv = jnp.asarray(adv - adv.mean(-1, keepdims=True))
+        logp_old = jnp.take_along_axis(logq, tokens[..., None], -1)[..., 0]
+        hp = Hyper(gvpo_beta=beta)
+
+        def grad(spec):
+            return jax.grad(lambda q: policy_loss(spec, q, tokens, mask, adv, logp_old, q, hp)[0])(logq)
+
+        gvpo = grad(AlgoSpec(surrogate="gvpo", aggregation="seq-mean-token-mean"))
+        reinforce = grad(AlgoSpec(surrogate="reinforce", aggregation="seq-mean-token-sum"))
+    np.testing.assert_allclose(np.asarray(gvpo), beta * np.asarray(reinforce), rtol=1e-10, atol=1e-13)
+    assert np.abs(np.asarray(reinforce)).max() > 1e-3
+
+
+def test_gvpo_by_hand():
+    """One group of two one-token answers, log-ratios 0.2 and -0.2, beta 0.5, A = +-0.5: s = +-0.1, so the gaps are
+    0.1 - 0.5 = -0.4 and -0.1 + 0.5 = 0.4 and each loss is 0.08."""
+    l = jnp.asarray([[[0.2], [-0.2]]])
+    got = batch.surrogate("gvpo", l, l, jnp.asarray([[[0.5], [-0.5]]]), Hyper(gvpo_beta=0.5), mask=jnp.ones_like(l),
+                          logp_old=jnp.zeros_like(l))
+    np.testing.assert_allclose(np.asarray(got)[0, :, 0], [0.08, 0.08], rtol=1e-6)
+
+
+def test_kl_cov_selects_the_largest_covariances_by_hand():
+    """Four valid tokens (the fifth is padding): A = (1, 1, -1, -1), logp = (-0.5, -2, -1, -0.1); means 0 and -0.9,
+    covariances (0.4, -1.1, 0.1, -0.8). Ratio 0.5 picks floor(4 * 0.5) = 2 tokens (the first and third); a tiny
+    ratio still picks one (the first); the padding never counts."""
+    adv = jnp.asarray([[[1.0], [1.0], [-1.0], [-1.0]]])
+    logp = jnp.asarray([[[-0.5, 0.0], [-2.0, 0.0], [-1.0, 0.0], [-0.1, 9.0]]])
+    mask = jnp.asarray([[[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]])
+    two = kl_cov_selected(adv, logp, mask, Hyper(kl_cov_ratio=0.5))
+    one = kl_cov_selected(adv, logp, mask, Hyper(kl_cov_ratio=2e-4))
+    assert np.asarray(two)[0, :, 0].tolist() == [True, False, True, False] and not np.asarray(two)[..., 1].any()
+    assert np.asarray(one)[0, :, 0].tolist() == [True, False, False, False]
+    l = jnp.asarray([[[0.3, 0.0], [0.1, 0.0], [-0.2, 0.0], [0.05, 0.0]]])
+    got = batch.surrogate("kl_cov", l, logp, adv, Hyper(kl_cov_ratio=0.5, kl_cov_coef=2.0), mask=mask)
+    want = [-np.exp(0.3) + 0.6, -np.exp(0.1), np.exp(-0.2) + 0.4, np.exp(0.05)]
+    np.testing.assert_allclose(np.asarray(got)[0, :, 0], want, rtol=1e-6)
+
+
+def test_kl_cov_without_its_penalty_is_the_importance_loss():
+    rng = np.random.default_rng(3)
+    with jax.enable_x64(True):
+        logits = jnp.asarray(rng.normal(size=(3, 5)))
+        tokens = jnp.asarray(rng.integers(0, 5, size=(3, 4, 2)))
+        mask = jnp.ones((3, 4, 2)).at[:, :, 1].set(0.0)
+        adv = jnp.asarray(rng.normal(size=(3, 4)))
+        logp_old = jnp.asarray(rng.normal(scale=0.3, size=(3, 4, 2))) - 1.5
+        out = {}
+        for name, coef in (("kl_cov", 0.0), ("importance", 0.0), ("kl_cov_on", 1.0)):
+            spec = AlgoSpec(surrogate=name.removesuffix("_on"))
+            hp = Hyper(kl_cov_ratio=0.3, kl_cov_coef=coef)
+            out[name] = jax.value_and_grad(lambda x: _bandit(spec, x, tokens, mask, adv, logp_old, hp))(logits)  # noqa: B023
+    np.testing.assert_allclose(out["kl_cov"][0], out["importance"][0], rtol=1e-12)
+    np.testing.assert_allclose(out["kl_cov"][1], out["importance"][1], rtol=1e-12, atol=1e-15)
+    assert abs(out["kl_cov_on"][0] - out["importance"][0]) > 1e-3  # the penalty does act when on
