@@ -15,7 +15,7 @@ from tabsim.base.registry import suggest
 # built-in components of tabsim.sim.algos' registries (a component registered at run time is found in the
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
-              "passk", "sign")
+              "passk", "sign", "ngrpo", "raft", "asymre", "pvpo")
 RATIOS = ("token", "sequence", "sequence-sum")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum")
@@ -32,7 +32,8 @@ ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
 HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr", "fnr", "lr", "beta", "std_eps",
                 "std_ddof", "eps_low", "eps_high", "dual_clip_c", "sapo_tau_pos", "sapo_tau_neg", "ent_coef",
                 "max_grad_norm", "filter", "adam_b1", "adam_b2", "adam_eps",
-                "gvpo_beta", "kl_cov_ratio", "kl_cov_coef")
+                "gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
+                "baseline_shift")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

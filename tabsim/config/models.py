@@ -90,7 +90,7 @@ def registered(field: str) -> tuple[str, ...]:
 
 
 # AlgoConfig fields written to a config only when set away from their default (see its serializer)
-ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef")
+ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef", "baseline_shift")
 # knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
 ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),
                 "kl_cov_coef": ("surrogate", "kl_cov")}
@@ -137,6 +137,7 @@ class AlgoConfig(Section):
             if name in out and getattr(self, name) == type(self).model_fields[name].default:
                 out.pop(name)
         return out
+    baseline_shift: float = Field(-0.1, ge=-BIG, le=BIG)
 
     @field_validator(*CHOICES)
     @classmethod

@@ -88,6 +88,32 @@ PRESETS: dict[str, dict] = {
     "intellect_2": {"algo": _algo(std_eps=1e-4, surrogate="dual_clip", dual_clip_c=4.0, kl="k3", kl_placement="loss",
                                   beta=0.001),
                     "train": {"group_size": 16}},
+    # NGRPO (arXiv 2509.18851) as its authors' released run (train_qwen2.5-math-7b_ngrpo.sh): advantage calibration
+    # (one virtual sample of reward 1 in every group's mean and Bessel std, eps 1e-6), asymmetric clip 0.16 (A < 0) /
+    # 0.24 (A > 0), verl's token-mean, no KL. Their filter drops only all-right groups (whose NGRPO advantage is 0
+    # anyway); tabsim's filter would also drop the all-wrong groups NGRPO exists for, so it stays off here.
+    "ngrpo": {"algo": _algo(estimator="ngrpo", eps_low=0.16, eps_high=0.24, aggregation="token-mean")},
+    # RAFT++ ("A Minimalist Approach to LLM Reasoning", arXiv 2504.11343) as its authors' run_raftpp.sh: A = max(r, 0)
+    # (rewarded answers only), PPO clip 0.2 (their dual clip c = 3 acts only where A < 0: never here), verl token-mean
+    # over every answer's tokens, low_var_kl in the loss 0.001, 4 answers per prompt.
+    "raft": {"algo": _algo(estimator="raft", aggregation="token-mean", kl="low_var_kl", kl_placement="loss",
+                           beta=0.001),
+             "train": {"group_size": 4}},
+    # Reinforce-Rej (arXiv 2504.11343, run_reinforce_rej.sh): the raw reward as the advantage in the paper's +-1
+    # encoding (A = 2r - 1, the sign estimator) on the groups with both outcomes (the all-right and all-wrong groups
+    # dropped: filter), no baseline or std; their loss otherwise as raft's (dual clip c = 3, eps 0.2, token-mean,
+    # low_var_kl 0.001, 4 answers).
+    "reinforce_rej": {"algo": _algo(estimator="sign", filter=True, surrogate="dual_clip", dual_clip_c=3.0,
+                                    aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.001),
+                      "train": {"group_size": 4}},
+    # AsymRE (arXiv 2506.20520): REINFORCE with no ratio or clip, A = r - (mean_g + delta), delta = -0.1 (the default
+    # of arXiv 2509.24203's implementation, Trinity-RFT's asymre), token-mean, no KL. The paper's point is
+    # off-policy data: sweep algo.epochs / algo.minibatches to make it so.
+    "asymre": {"algo": _algo(estimator="asymre", baseline_shift=-0.1, surrogate="reinforce", aggregation="token-mean")},
+    # PVPO (arXiv 2508.21104): A = r - V_ref(x), the reference policy's success rate on the prompt (exact from the
+    # task's prior, never refreshed), with the group z-score's PPO clip 0.2, token-mean, no KL; the paper's data
+    # filtering by that rate is not part of it.
+    "pvpo": {"algo": _algo(estimator="pvpo", aggregation="token-mean")},
     # GVPO (arXiv 2504.19599) as its authors' released run (GVPO/run_qwen2-7b_math_gvpo.sh): A = r - mean_g r (verl's
     # grpo advantage without the std), the loss (1/2)((s_i - mean_g s) - A_i)^2 with s_i = 0.1 sum_t log(pi / pi_old),
     # 4 answers per prompt, no KL; the mean over the batch's answers (the released sum / (G - 1) up to a constant).

@@ -43,6 +43,7 @@ class Hyper:
     kl_cov_ratio: float = 2e-4  # KL-Cov: share of the batch's tokens with the largest covariance (arXiv 2505.22617)
     kl_cov_coef: float = 1.0  # KL-Cov: coefficient of |log ratio| on those tokens
 
+    baseline_shift: float = -0.1  # AsymRE: delta added to the group-mean baseline (arXiv 2506.20520)
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 

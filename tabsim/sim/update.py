@@ -14,6 +14,7 @@ What fixes shapes or picks a code path is decided once, in :class:`UpdatePlan`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -27,6 +28,8 @@ from tabsim.base.precision import real
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.sim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only, take_logp, zero_variance
 from tabsim.sim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
+from tabsim.sim.algos.batch import context_reads
+from tabsim.sim.algos.context import estimator_context
 from tabsim.sim.params import Hyper
 
 
@@ -163,16 +166,19 @@ def score(env, algo: AlgoSpec, plan: UpdatePlan, arms, arm, seed, step, task_b, 
 
 
 # -- advantages -----------------------------------------------------------------------------------
-def advantage(algo: AlgoSpec, plan: UpdatePlan, rewards, outcome, kl_tok, rollout, hp: Hyper):
+def advantage(algo: AlgoSpec, plan: UpdatePlan, rewards, outcome, kl_tok, rollout, hp: Hyper, context=None):
     """``(adv, valid [B], mask [B, G, T])``: the estimator's advantages, the filter's keep indicator and the
-    token mask of the kept groups."""
+    token mask of the kept groups. ``context``: ``reads -> {field: array}`` (a callable, called only when the
+    estimator declared ``reads=``; see :func:`tabsim.sim.algos.context.estimator_context`)."""
     degenerate = zero_variance(rewards)
     valid = 1.0 - hp.filter * degenerate
     if plan.token_returns:
         adv = TOKEN_RETURNS[algo.estimator](outcome, hp.beta * kl_tok * rollout.mask, mask=rollout.mask,
                                             valid=valid)
     else:
-        adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp)
+        reads = context_reads(algo.estimator)
+        adv = advantages(algo, rewards, lengths=rollout.lengths, valid=valid, hp=hp,
+                         context=context(reads) if reads and context is not None else None)
     return adv, valid, rollout.mask * valid[:, None, None]
 
 
@@ -284,7 +290,9 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         logp_old = take_logp(logq_old, rollout.tokens) if plan.needs_old else None
         rewards, outcome, kl_tok = score(env, algo, plan, arms, arm, seed, step, task_b, rollout, logp_old,
                                          logq_old, logq_ref, hp)
-        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp)
+        context = functools.partial(estimator_context, env, task=task, idx=idx, every=plan.every, logits=state.logits,
+                                    rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)
+        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context)
         batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
         if plan.sparse:
             batch["rows"] = rows

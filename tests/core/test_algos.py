@@ -53,7 +53,24 @@ def make_batch(seed=0, B=5, G=6, T=4, A=5, binary=True):
 
 
 HP = dict(std_eps=1e-6, std_ddof=1.0, eps_low=0.2, eps_high=0.28, dual_clip_c=3.0, sapo_tau_pos=1.0,
-          sapo_tau_neg=1.05, beta=0.04, ent_coef=0.01)
+          sapo_tau_neg=1.05, beta=0.04, ent_coef=0.01, baseline_shift=-0.1)
+
+
+def estimator_context(name, b):
+    """The context fields estimator ``name`` declared (``reads=``), from a :func:`make_batch` batch."""
+    full = all_context(b)
+    return {k: full[k] for k in batch.context_reads(name)}
+
+
+def all_context(b):
+    """Every context field of a :func:`make_batch` batch: each prompt's reference success rate ``p0`` drawn at
+    random, the others as the step computes them from the rollout."""
+    rng = np.random.default_rng(int(b["tokens"].sum()))
+    full = {"p0": rng.random(len(b["rewards"])), "answers": b["tokens"][..., 0],
+            "prompts": np.arange(len(b["rewards"])), "seq_logp": (b["logp_old"] * b["mask"]).sum(-1),
+            "seq_logp_ref": (b["logp_ref"] * b["mask"]).sum(-1),
+            "entropy": (-(np.exp(b["logq"]) * b["logq"]).sum(-1) * b["mask"]).sum(-1) / b["mask"].sum(-1)}
+    return full
 
 
 def hyper(**kw):
@@ -174,10 +191,38 @@ def np_mapo(r, lengths, valid, hp):
     return out
 
 
+def np_ngrpo(r, lengths, valid, hp):
+    """GRPO's z-score over the G rewards and one virtual reward of 1; the real answers' advantages (NGRPO,
+    arXiv 2509.18851, as its authors' compute_ngrpo_outcome_advantage)."""
+    B, G = r.shape
+    out = np.zeros((B, G))
+    for b in range(B):
+        aug = list(r[b]) + [1.0]
+        mean = sum(aug) / (G + 1)
+        std = math.sqrt(sum((x - mean) ** 2 for x in aug) / (G + 1 - hp["std_ddof"]))
+        if std == 0:
+            continue
+        for g in range(G):
+            out[b, g] = (r[b, g] - mean) / (std + hp["std_eps"])
+    return out
+
+
+def np_raft(r, lengths, valid, hp):
+    return np.where(r > 0, r, 0.0)
+
+
+def np_asymre(r, lengths, valid, hp):
+    return np_dr_grpo(r, lengths, valid, hp) - hp["baseline_shift"]
+
+
+def np_pvpo(r, lengths, valid, hp, *, p0):
+    return r - p0[:, None]
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
                  "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
-                 "mapo": np_mapo}
+                 "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo}
 
 
 def np_ratio_token(logp, logp_old, mask):
@@ -412,10 +457,12 @@ def test_every_registered_component_has_a_numpy_reference():
 def test_estimator_matches_numpy(name, binary, ddof, eps):
     b = make_batch(seed=ddof * 7 + int(binary), binary=binary)
     hp = dict(HP, std_ddof=float(ddof), std_eps=eps)
-    want = NP_ESTIMATORS[name](b["rewards"], b["lengths"], b["valid"], hp)
+    context = estimator_context(name, b)
+    want = NP_ESTIMATORS[name](b["rewards"], b["lengths"], b["valid"], hp, **context)
     with jax.enable_x64(True):
-        got = ESTIMATORS[name](jnp.asarray(b["rewards"]), lengths=jnp.asarray(b["lengths"]),
-                               valid=jnp.asarray(b["valid"]), hp=hyper(**{"std_ddof": float(ddof), "std_eps": eps}))
+        got = batch.estimate(name, jnp.asarray(b["rewards"]), lengths=jnp.asarray(b["lengths"]),
+                             valid=jnp.asarray(b["valid"]), hp=hyper(**{"std_ddof": float(ddof), "std_eps": eps}),
+                             context={k: jnp.asarray(v) for k, v in context.items()})
         assert got.dtype == jnp.float64
     np.testing.assert_allclose(np.asarray(got), want, **TOL)
 
@@ -475,6 +522,7 @@ def test_answer_level_surrogate_value_and_gradient_match_numpy(name):
     np.testing.assert_allclose(np.asarray(grad), np.array([r[1] for r in ref]).reshape(l.shape), **TOL)
     held = np.array([g == 0 and m > 0 for r, mm in zip(ref, mask.reshape(-1, l.shape[-1])) for g, m in zip(r[1], mm)])
     assert 0.05 < held.mean() < 0.95  # clipped and free tokens both compared
+
 
 
 @pytest.mark.parametrize("name", sorted(NP_BATCH_SURROGATES))
@@ -706,7 +754,9 @@ def _stacked_hp(n):
 
 def _vbatch(n, seed):
     bs = [make_batch(seed=seed + i) for i in range(n)]
-    return {k: jnp.asarray(np.stack([b[k] for b in bs]), dtype=jnp.int32 if k == "tokens" else jnp.float32)
+    bs = [{**b, **all_context(b)} for b in bs]
+    ints = ("tokens", "answers", "prompts")
+    return {k: jnp.asarray(np.stack([b[k] for b in bs]), dtype=jnp.int32 if k in ints else jnp.float32)
             for k in bs[0]}
 
 
@@ -740,7 +790,8 @@ def test_component_conformance(kind, name):
 
     def alone(b, hp):
         if kind == "estimator":
-            return ESTIMATORS[name](b["rewards"], lengths=b["lengths"], valid=b["valid"], hp=hp)
+            return batch.estimate(name, b["rewards"], lengths=b["lengths"], valid=b["valid"], hp=hp,
+                                  context={k: b[k] for k in batch.context_reads(name)})
         if kind == "ratio":
             return RATIOS[name](b["logp"], b["logp_old"], b["mask"])
         if kind == "surrogate":
@@ -753,7 +804,8 @@ def test_component_conformance(kind, name):
     def fn(b, hp):
         if kind == "estimator":  # advantages are constants of the update: no gradient flows through them
             return alone(b, hp)
-        adv = advantages(spec, b["rewards"], lengths=b["lengths"], valid=b["valid"], hp=hp)
+        adv = advantages(spec, b["rewards"], lengths=b["lengths"], valid=b["valid"], hp=hp,
+                         context={k: b[k] for k in batch.context_reads(spec.estimator)})
         mask = b["mask"] * b["valid"][:, None, None]
 
         def loss(logq):

@@ -3,7 +3,11 @@
 A component registered with ``batch=True`` is one function of one argument, a :class:`Batch` (purejaxrl's
 ``Transition``): it reads the fields it needs by name, so a rule that needs the mask or the advantage's sign
 where the positional signatures do not pass them (GMPO's per-answer geometric mean with a sign-aware clip)
-is one function and one registration. tabsim's own components keep their positional signatures
+is one function and one registration. An estimator that needs what the rollout knew besides the rewards (the
+answers drawn, their log-probabilities, the prompt's reference success rate) declares it at registration,
+``register_estimator(name, batch=True, reads=("answers", "seq_logp"))``, and finds those fields filled
+(:data:`CONTEXT_FIELDS`); the step computes only what some estimator declares, so the programs of every other
+estimator are unchanged. tabsim's own components keep their positional signatures
 (``estimator(rewards, *, lengths, valid, hp)``, ``ratio(logp, logp_old, mask)``,
 ``surrogate(log_ratio, logp, adv, hp)``), which are the same computation; :func:`estimate`, :func:`ratio`
 and :func:`surrogate` call either form.
@@ -36,6 +40,18 @@ class Batch:
       log_ratio: ``[B, G, T]`` the ratio component's output (the surrogate's input).
       adv: ``[B, G, 1]`` advantages broadcast over tokens, or ``[B, G, T]`` per token.
       hp: the traced :class:`tabsim.sim.params.Hyper`.
+
+    Context an estimator declares with ``reads=`` (``None`` otherwise; see :data:`CONTEXT_FIELDS`):
+
+    Attributes:
+      answers: ``[B, G]`` int answer ids (the bandit's arm, the tree's leaf answer).
+      prompts: ``[B]`` int prompt ids (rows of the task's table).
+      seq_logp: ``[B, G]`` the rollout policy's log-probability of each whole answer, ``sum_t logp_old``
+        over its tokens (constants).
+      seq_logp_ref: ``[B, G]`` the same under the reference (the task's prior).
+      entropy: ``[B, G]`` the mean over the answer's visited nodes of the rollout policy's entropy.
+      p0: ``[B]`` the reference policy's probability of a correct answer (its success rate), a static
+        fact of the task. Correctness itself is never given: the rewards are the arm's.
     """
 
     rewards: Any = None
@@ -47,6 +63,16 @@ class Batch:
     log_ratio: Any = None
     adv: Any = None
     hp: Any = None
+    answers: Any = None
+    prompts: Any = None
+    seq_logp: Any = None
+    seq_logp_ref: Any = None
+    entropy: Any = None
+    p0: Any = None
+
+
+# the context fields an estimator may declare with ``reads=`` (what the step computes for it)
+CONTEXT_FIELDS = ("answers", "prompts", "seq_logp", "seq_logp_ref", "entropy", "p0")
 
 
 def reads_batch(registry, name: str) -> bool:
@@ -54,10 +80,28 @@ def reads_batch(registry, name: str) -> bool:
     return bool(registry.meta(name).get("batch", False))
 
 
-def estimate(name: str, rewards, *, lengths, valid, hp) -> jax.Array:
-    """Estimator ``name``'s advantages ``[B, G]``."""
+def context_reads(name: str) -> tuple[str, ...]:
+    """The context fields estimator ``name`` declared with ``reads=`` (``()`` for none); a field not among
+    :data:`CONTEXT_FIELDS`, or ``reads=`` without ``batch=True``, is refused in one line."""
+    meta = ESTIMATORS.meta(name)
+    reads = meta.get("reads", ())
+    reads = (reads,) if isinstance(reads, str) else tuple(reads)
+    if not reads:
+        return ()
+    unknown = [f for f in reads if f not in CONTEXT_FIELDS]
+    if unknown:
+        raise ValueError(f"estimator {name!r}: reads={reads!r} names {', '.join(map(repr, unknown))}; an estimator "
+                         f"may read {', '.join(CONTEXT_FIELDS)}")
+    if not meta.get("batch", False):
+        raise ValueError(f"estimator {name!r}: reads={reads!r} needs batch=True (the context arrives as fields of "
+                         "one Batch argument)")
+    return reads
+
+
+def estimate(name: str, rewards, *, lengths, valid, hp, context: dict | None = None) -> jax.Array:
+    """Estimator ``name``'s advantages ``[B, G]``; ``context`` holds the fields it declared with ``reads=``."""
     if reads_batch(ESTIMATORS, name):
-        return ESTIMATORS[name](Batch(rewards=rewards, lengths=lengths, valid=valid, hp=hp))
+        return ESTIMATORS[name](Batch(rewards=rewards, lengths=lengths, valid=valid, hp=hp, **(context or {})))
     return ESTIMATORS[name](rewards, lengths=lengths, valid=valid, hp=hp)
 
 
@@ -75,3 +119,23 @@ def surrogate(name: str, log_ratio, logp, adv, hp, *, mask, logp_old=None) -> ja
     if reads_batch(SURROGATES, name):
         return SURROGATES[name](Batch(mask=mask, logp=logp, logp_old=logp_old, log_ratio=log_ratio, adv=adv, hp=hp))
     return SURROGATES[name](log_ratio, logp, adv, hp)
+
+
+def probe_context(reads: tuple[str, ...], rewards) -> dict:
+    """Plausible context for the probe groups ``rewards [P, G]`` (NumPy): what a uniform rollout policy over G
+    answers and a reference with success rate 1/2 would give. The rewarded answers of a group share answer 0
+    and the others are distinct, so a histogram of answers is neither constant nor degenerate."""
+    import numpy as np
+
+    P, G = rewards.shape
+    dtype = rewards.dtype
+    distinct = np.broadcast_to(np.arange(1, G + 1), (P, G))
+    full = {
+        "answers": np.where(rewards > 0, 0, distinct).astype(np.int32),
+        "prompts": np.arange(P, dtype=np.int32),
+        "seq_logp": np.full((P, G), -np.log(G), dtype),
+        "seq_logp_ref": np.full((P, G), -np.log(G), dtype),
+        "entropy": np.full((P, G), np.log(G), dtype),
+        "p0": np.full((P,), 0.5, dtype),
+    }
+    return {k: full[k] for k in reads}

@@ -13,13 +13,13 @@ from tabsim.sim.ops import UNROLL, take_last, take_rows, weighted_counts
 from tabsim.sim.algos.advantages import ESTIMATORS
 from tabsim.sim.algos.aggregation import AGGREGATIONS
 from tabsim.sim.algos.kl import KL_ESTIMATORS
-from tabsim.sim.algos.batch import estimate, ratio, surrogate
+from tabsim.sim.algos.batch import context_reads, estimate, probe_context, ratio, surrogate
 from tabsim.sim.algos.spec import AlgoSpec
 from tabsim.sim.algos.surrogates import clip_fraction
 from tabsim.sim.params import Hyper
 
 
-def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp):
+def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp, context: dict | None = None):
     """Advantages ``[B, G]`` from the named estimator, checked where they leave it.
 
     Every estimator's output must have the rewards' shape ``[B, G]`` and float dtype (checked when the
@@ -27,10 +27,17 @@ def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp):
     traced, on a probe batch (see :func:`probe_estimator`), and a non-finite advantage there is refused;
     in the compiled program its advantages are counted for non-finite values, and a batch with any
     raises a ``RuntimeWarning`` naming the estimator (:func:`flag_nonfinite`). tabsim's own estimators
-    are finite by construction and their programs are unchanged.
+    are finite by construction and their programs are unchanged. ``context``: the fields the estimator
+    declared with ``reads=`` (:func:`tabsim.sim.algos.context.estimator_context`); an estimator that declared
+    some and is called without them is refused in one line.
     """
     name = spec.estimator
-    adv = estimate(name, rewards, lengths=lengths, valid=valid, hp=hp)
+    reads = context_reads(name)
+    missing = [f for f in reads if f not in (context or {})]
+    if missing:
+        raise ValueError(f"estimator {name!r} reads {', '.join(missing)}, which this caller does not compute "
+                         "(the engine's sampled step does; the exact expected flow does not)")
+    adv = estimate(name, rewards, lengths=lengths, valid=valid, hp=hp, context=context)
     check_advantages(name, adv, rewards)
     if ESTIMATORS.is_own(name):
         return adv
@@ -65,12 +72,14 @@ def probe_rewards(G: int, dtype):
 
 
 def probe_estimator(name: str, G: int, dtype, lengths_dtype) -> None:
-    """Call estimator ``name`` on :func:`probe_rewards` with one-token answers, every group kept and the
-    default hyperparameters (eagerly, also while a program is traced); refuse a non-finite advantage."""
+    """Call estimator ``name`` on :func:`probe_rewards` with one-token answers, every group kept, the
+    default hyperparameters and, for the context it declared, :func:`~tabsim.sim.algos.batch.probe_context`
+    (eagerly, also while a program is traced); refuse a non-finite advantage."""
     r = probe_rewards(G, dtype)
+    context = {k: jnp.asarray(v) for k, v in probe_context(context_reads(name), r).items()}
     with jax.ensure_compile_time_eval():
         adv = estimate(name, jnp.asarray(r), lengths=jnp.ones(r.shape, lengths_dtype),
-                       valid=jnp.ones(r.shape[:1], dtype), hp=Hyper())
+                       valid=jnp.ones(r.shape[:1], dtype), hp=Hyper(), context=context)
         check_advantages(name, adv, r)
         bad = ~np.isfinite(np.asarray(adv))
     if bad.any():

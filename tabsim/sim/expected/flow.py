@@ -14,6 +14,7 @@ from tabsim.sim.algos import AlgoSpec
 from tabsim.sim.engine import DIAG_KEYS, Schedule, check_schedule, compiler_options
 from tabsim.sim.expected import batch
 from tabsim.sim.algos import ESTIMATORS
+from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.expected.batch import batch_level
 from tabsim.sim.expected.general import general_step, outcome_table, symbol_table
 from tabsim.sim.expected.linear import level_tables, linear_step, linear_tables
@@ -68,6 +69,9 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
         _refuse("algo.max_grad_norm: the global-norm clip couples every prompt's random gradient; leave it unset")
     if why := ESTIMATORS.meta(algo.estimator).get("no_expected"):  # declared at the estimator's registration
         _refuse(f"algo.estimator = {algo.estimator!r} has no exact flow: {why}; use dynamics = 'sampled'")
+    if reads := context_reads(algo.estimator):  # the flow's tables are functions of a group's rewards alone
+        _refuse(f"algo.estimator = {algo.estimator!r} reads {', '.join(reads)} besides the rewards, which the exact "
+                "flow's tables (one advantage per count of rewards in a group) do not carry; use dynamics = 'sampled'")
     if batch_level(algo.estimator) and not linear_path(algo, schedule):
         why = ("off-policy reuse (algo.epochs or algo.minibatches) makes each outcome's updates depend on the "
                "others' rewards through the batch totals" if algo.kl_placement != "reward" else
