@@ -22,6 +22,11 @@ AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
 KL_PLACEMENTS = ("loss", "reward", "none")
 OPTIMIZERS = ("sgd", "adam")
+# behaviour policies and importance-sampling corrections of tabsim.sim.behaviour (algo.behaviour, algo.is_correction)
+BEHAVIOURS = ("policy", "hint", "mismatch", "stale")
+IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+BEHAVIOUR_OLD = ("policy", "behaviour")  # where logp_old comes from under a behaviour policy
+KL_SCHEDULES = ("fixed", "adaptive")  # tabsim.sim.kl_schedule (algo.kl_schedule)
 
 ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy")
 RNGS = ("fast", "threefry")
@@ -33,7 +38,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "std_ddof", "eps_low", "eps_high", "dual_clip_c", "sapo_tau_pos", "sapo_tau_neg", "ent_coef",
                 "max_grad_norm", "filter", "adam_b1", "adam_b2", "adam_eps",
                 "gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
-                "baseline_shift")
+                "baseline_shift",
+                "hint_lambda", "mismatch_sigma", "is_cap", "kl_target", "kl_horizon", "ref_mixup_alpha")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

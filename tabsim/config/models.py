@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
                             MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
+from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.tree import TreeConfig
 
 
@@ -90,13 +91,16 @@ def registered(field: str) -> tuple[str, ...]:
 
 
 # AlgoConfig fields written to a config only when set away from their default (see its serializer)
-ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef", "baseline_shift")
+ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef", "baseline_shift",
+                             "behaviour", "behaviour_lag", "behaviour_old", "is_correction", "hint_lambda",
+                             "mismatch_sigma", "is_cap", "kl_schedule", "kl_target", "kl_horizon", "ref_reset_every",
+                             "ref_mixup_alpha", "ref_reset_optimizer")
 # knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
 ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),
                 "kl_cov_coef": ("surrogate", "kl_cov")}
 
 
-class AlgoConfig(Section):
+class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' knobs: tabsim.config.behaviour
     estimator: str = "grpo"
     ratio: str = "token"
     surrogate: str = "clip"
@@ -254,6 +258,7 @@ class Config(Section):
             raise ValueError(f"algo.minibatches must divide train.batch_size={tr.batch_size}, got {a.minibatches}")
         if tr.eval_every is not None and tr.steps % tr.eval_every:
             raise ValueError(f"train.eval_every must divide train.steps={tr.steps}, got {tr.eval_every}")
+        check_behaviour(t, tr, a)  # the behaviour sampler and KL schedules (tabsim.config.behaviour)
         for k in tr.maj_k:
             if n_compositions(k, t.n_answers) > MAX_COMPOSITIONS:
                 raise ValueError(f"train.maj_k: exact maj@{k} over {t.n_answers} answers enumerates "

@@ -44,6 +44,12 @@ class Hyper:
     kl_cov_coef: float = 1.0  # KL-Cov: coefficient of |log ratio| on those tokens
 
     baseline_shift: float = -0.1  # AsymRE: delta added to the group-mean baseline (arXiv 2506.20520)
+    hint_lambda: float = 0.5  # behaviour "hint": mass of the correct answers mixed into the sampler (tabsim.sim.behaviour)
+    mismatch_sigma: float = 0.1  # behaviour "mismatch": std of the sampler's logit noise
+    is_cap: float = 2.0  # importance-sampling correction: the cap C (TRL vllm_importance_sampling_cap)
+    kl_target: float = 0.1  # adaptive KL: target KL (verl algorithm.kl_ctrl.target_kl)
+    kl_horizon: float = 10000.0  # adaptive KL: horizon (verl algorithm.kl_ctrl.horizon)
+    ref_mixup_alpha: float = 1.0  # reference sync: ref <- (1 - alpha) ref + alpha z (TRL ref_model_mixup_alpha)
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 

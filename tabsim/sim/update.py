@@ -31,6 +31,8 @@ from tabsim.sim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
 from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.algos.context import estimator_context
 from tabsim.sim.params import Hyper
+from tabsim.sim import behaviour as behaviour_mod
+from tabsim.sim import kl_schedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +54,8 @@ class TrainState:
     opt_state: Any  # optimizer state (Adam moments; empty for SGD)
     seed: jax.Array  # uint32[2] seed words
     step: jax.Array  # int32 training step
+    behaviour: Any = None  # the behaviour sampler's state (tabsim.sim.behaviour: the stale ring), or None
+    kl_state: Any = None  # the KL and reference schedules' state (tabsim.sim.kl_schedule.KLState), or None
 
 
 def optimizer(algo: AlgoSpec, hp: Hyper):
@@ -130,26 +134,39 @@ def sample_prompts(env, schedule: Schedule, seed, step):
     return jax.lax.top_k(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), B)[1]
 
 
-def roll_out(env, algo: AlgoSpec, plan: UpdatePlan, logits, task, idx, seed, step):
+def roll_out(env, algo: AlgoSpec, plan: UpdatePlan, logits, task, idx, seed, step, mu=None):
     """The batch's groups: ``(task_b, rollout, logq_old, logq_ref, rows)``, the rollout's and the reference's
-    log-distributions at the visited nodes (``rows``: the visited table rows, sparse path only)."""
+    log-distributions at the visited nodes (``rows``: the visited table rows, sparse path only).
+
+    ``mu`` (a table of the policy's shape, :mod:`tabsim.sim.behaviour`): the answers are drawn from it instead of
+    the policy, and ``logq_old`` is still the policy's (:func:`behaviour_logq` gives the sampler's)."""
     if plan.sparse:  # read the visited rows from the whole tables: no [B, n_nodes, b] copies
         rest = dataclasses.replace(task, prior_logits=None)
         task_b = task if plan.every else jax.tree_util.tree_map(lambda x: x[idx], rest)
         # the rollout returns the log-softmax of the rows it read: [B, G, T, b], no second gather
-        rollout = env.rollout(seed, step, logits, plan.G, prompts=None if plan.every else idx, with_logq=True)
+        rollout = env.rollout(seed, step, logits if mu is None else mu, plan.G, prompts=None if plan.every else idx,
+                              with_logq=True)
         rows = (idx[:, None, None] * env.n_nodes + rollout.nodes).astype(jnp.int32)
         logq_ref = (log_softmax_last(env_rows(task.prior_logits, rows))
                     if algo.kl_placement != "none" else None)
-        return task_b, rollout, rollout.logq, logq_ref, rows
+        logq_old = rollout.logq if mu is None else log_softmax_last(env_rows(logits, rows))
+        return task_b, rollout, logq_old, logq_ref, rows
     task_b = task if plan.every else jax.tree_util.tree_map(lambda x: x[idx], task)
     logits_b = logits if plan.every else logits[idx]
-    rollout = env.rollout(seed, step, logits_b, plan.G)
+    rollout = env.rollout(seed, step, logits_b if mu is None else (mu if plan.every else mu[idx]), plan.G)
     ref_b = task_b.prior_logits
-    logq_old = env.token_logq(logits_b, rollout) if plan.needs_old else None
+    logq_old = env.token_logq(logits_b, rollout) if plan.needs_old or mu is not None else None
     # the closed form reads the reference row itself: the prior is a normalised log-distribution
     logq_ref = ref_b.reshape(plan.B, -1) if plan.closed else env.token_logq(ref_b, rollout)
     return task_b, rollout, logq_old, logq_ref, None
+
+
+def behaviour_logq(env, plan: UpdatePlan, mu, idx, rollout):
+    """The behaviour table ``mu``'s log-distributions at the visited nodes of a rollout drawn from it (sparse path:
+    the rows the rollout read)."""
+    if plan.sparse:
+        return rollout.logq
+    return env.token_logq(mu if plan.every else mu[idx], rollout)
 
 
 # -- score ----------------------------------------------------------------------------------------
@@ -286,13 +303,26 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     def update(state: TrainState, task, arm, hp: Hyper):
         seed, step = state.seed, state.step
         idx = sample_prompts(env, schedule, seed, step)
-        task_b, rollout, logq_old, logq_ref, rows = roll_out(env, algo, plan, state.logits, task, idx, seed, step)
-        logp_old = take_logp(logq_old, rollout.tokens) if plan.needs_old else None
+        hp = kl_schedule.hyper(state.kl_state, hp)  # an adaptive beta (tabsim.sim.kl_schedule), else hp itself
+        # the answers' sampler (tabsim.sim.behaviour; None: the policy) and the KL's reference (the task's prior,
+        # or a schedule's)
+        mu = behaviour_mod.table(algo, state.logits, task, state.behaviour, seed, step, hp, env.rng)
+        task_b, rollout, logq_old, logq_ref, rows = roll_out(env, algo, plan, state.logits,
+                                                             kl_schedule.with_reference(state.kl_state, task), idx,
+                                                             seed, step, mu=mu)
+        logp_old = take_logp(logq_old, rollout.tokens) if plan.needs_old or mu is not None else None
+        is_w = None
+        if mu is not None:  # TRL's / verl's importance weights pi_old / mu, and logp_old as the trainer takes it
+            logp_mu = take_logp(behaviour_logq(env, plan, mu, idx, rollout), rollout.tokens)
+            is_w, _ = behaviour_mod.weights(algo.is_correction, logp_old, logp_mu, rollout.mask, hp.is_cap)
+            if algo.behaviour_old == "behaviour":
+                logp_old = logp_mu
         rewards, outcome, kl_tok = score(env, algo, plan, arms, arm, seed, step, task_b, rollout, logp_old,
                                          logq_old, logq_ref, hp)
         context = functools.partial(estimator_context, env, task=task, idx=idx, every=plan.every, logits=state.logits,
                                     rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)
         adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context)
+        adv = behaviour_mod.weigh(adv, is_w)  # each token's policy loss times its importance weight
         batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
         if plan.sparse:
             batch["rows"] = rows
@@ -301,6 +331,12 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         active = (jnp.asarray(arm) != plan.frozen).astype(real())
         logits, opt_state, clip_frac = apply_updates(algo, plan, grad, state, idx, batch, active, hp)
         diag = {"reward_mean": rewards.mean(), "kept_frac": valid.mean(), "clip_frac": clip_frac.mean()}
-        return TrainState(logits=logits, opt_state=opt_state, seed=seed, step=step + 1), diag
+        kl_state, reset = kl_schedule.advance(algo, state.kl_state, kl_tok, rollout.mask, logits, step, hp)
+        if reset is not None:  # ProRL: the optimizer restarts with the reference
+            opt_state = jax.tree_util.tree_map(lambda new, old: jnp.where(reset, new, old),
+                                               optimizer(algo, hp).init(logits), opt_state)
+        return dataclasses.replace(state, logits=logits, opt_state=opt_state, step=step + 1,
+                                   behaviour=behaviour_mod.advance(algo, state.behaviour, state.logits, step),
+                                   kl_state=kl_state), diag
 
     return update

@@ -27,6 +27,14 @@ class AlgoSpec:
     optimizer: str = "sgd"
     entropy_bonus: bool = False  # compile the entropy term (set when ent_coef > 0 or swept)
     grad_clip: bool = False  # compile the global-norm gradient clip (set when max_grad_norm is set or swept)
+    # the behaviour policy and its correction (tabsim.sim.behaviour), and the KL schedules (tabsim.sim.kl_schedule)
+    behaviour: str = "policy"  # policy (on-policy), hint, mismatch or stale
+    behaviour_lag: int = 1  # stale: the sampler is the policy this many updates old
+    behaviour_old: str = "policy"  # logp_old under a behaviour policy: the policy's or the sampler's
+    is_correction: str = "none"  # none, token_truncate, token_mask, sequence_truncate, sequence_mask
+    kl_schedule: str = "fixed"  # fixed beta, or verl's adaptive controller
+    ref_reset_every: int = 0  # sync the KL reference with the policy every N steps (0: never)
+    ref_reset_optimizer: bool = True  # ... and restart the optimizer's state there
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
