@@ -17,14 +17,11 @@ from tabsim.base.registry import suggest
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
               "passk", "sign", "ngrpo", "raft", "asymre", "pvpo")
 RATIOS = ("token", "sequence", "sequence-sum")
-SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov")
+SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
 KL_PLACEMENTS = ("loss", "reward", "none")
 OPTIMIZERS = ("sgd", "adam")
-# built-in group stages of tabsim.sim.groups (train.group_stage; "none" leaves the groups as sampled)
-GROUP_STAGES = ("gfpo_length", "gfpo_efficiency", "cppo", "drop_all_wrong", "drop_all_right")
-GROUP_SELECTING = ("gfpo_length", "gfpo_efficiency", "cppo")  # those that keep k answers a group (train.group_keep)
 # behaviour policies and importance-sampling corrections of tabsim.sim.behaviour (algo.behaviour, algo.is_correction)
 BEHAVIOURS = ("policy", "hint", "mismatch", "stale")
 IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -42,7 +39,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "max_grad_norm", "filter", "adam_b1", "adam_b2", "adam_eps",
                 "gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
                 "baseline_shift",
-                "hint_lambda", "mismatch_sigma", "is_cap", "kl_target", "kl_horizon", "ref_mixup_alpha")
+                "hint_lambda", "mismatch_sigma", "is_cap", "kl_target", "kl_horizon", "ref_mixup_alpha",
+                "disco_tau", "disco_delta", "disco_beta")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

@@ -50,6 +50,11 @@ class Hyper:
     kl_target: float = 0.1  # adaptive KL: target KL (verl algorithm.kl_ctrl.target_kl)
     kl_horizon: float = 10000.0  # adaptive KL: horizon (verl algorithm.kl_ctrl.horizon)
     ref_mixup_alpha: float = 1.0  # reference sync: ref <- (1 - alpha) ref + alpha z (TRL ref_model_mixup_alpha)
+    # DisCO (arXiv 2505.12366), read only by the disco surrogate
+    disco_tau: float = 10.0  # the log-sum-exp temperature over the negatives
+    disco_delta: float = 1e-4  # the KL budget
+    disco_beta: float = 1e3  # the squared-hinge penalty's weight
+
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 

@@ -368,7 +368,35 @@ def np_kl_cov_batch(logp, logp_old, mask, adv, hp):
     return loss, grad
 
 
-NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch}
+def np_disco_batch(logp, logp_old, mask, adv, hp):
+    """The released compute_policy_loss_disco_logL (kl type 'kl') as loops: its gradient, and its value with the
+    log-mean-exp where the released forward pass holds tau."""
+    B, G, T = logp.shape
+    tau, N = hp["disco_tau"], mask.sum()
+    n = mask.sum(-1)
+    s = [[sum(logp[b, i] * mask[b, i]) / max(n[b, i], 1.0) for i in range(G)] for b in range(B)]
+    kl = sum((logp_old[i] - logp[i]) * mask[i] for i in np.ndindex(logp.shape)) / N
+    c = max(hp["disco_beta"] * (kl - hp["disco_delta"]), 0.0)
+    objective, d_s = 0.0, np.zeros((B, G))  # d objective / d s
+    for b in range(B):
+        pos = [i for i in range(G) if adv[b, i] > 0 and n[b, i] > 0]
+        neg = [i for i in range(G) if adv[b, i] < 0 and n[b, i] > 0]
+        if not pos or not neg:
+            continue
+        e = [math.exp(s[b][j] / tau) for j in neg]
+        objective += (sum(s[b][i] for i in pos) / len(pos) - tau * math.log(sum(e) / len(e))) / B
+        for i in pos:
+            d_s[b, i] += 1.0 / (len(pos) * B)
+        for j, ej in zip(neg, e):
+            d_s[b, j] -= ej / sum(e) / B
+    loss = np.full(logp.shape, -objective + c * kl)
+    grad = np.zeros(logp.shape)  # of the token-mean of loss: d(-objective + c kl) / d logp
+    for b, i, t in np.ndindex(logp.shape):
+        grad[b, i, t] = (-d_s[b, i] / max(n[b, i], 1.0) - c / N) * mask[b, i, t] * N  # summed over N copies
+    return loss, grad
+
+
+NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch, "disco": np_disco_batch}
 
 
 def np_token_mean(loss, mask):
@@ -531,7 +559,8 @@ def test_batch_surrogate_value_and_gradient_match_numpy(name):
     the gradient of their sum with respect to logp (the token log-ratio logp - logp_old moves with it)."""
     b = make_batch(seed=12)
     mask = b["mask"] * b["valid"][:, None, None]
-    hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7)  # 10% of ~60 tokens: 5 penalised
+    # 10% of ~60 tokens: 5 penalised; DisCO's KL budget below the batch's mean log-ratio KL (-0.027): its constraint acts
+    hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7, disco_tau=2.0, disco_delta=-0.1, disco_beta=3.0)
     want, want_grad = NP_BATCH_SURROGATES[name](b["logp"], b["logp_old"], mask, b["adv"], hp)
     with jax.enable_x64(True):
         old, adv, m = (jnp.asarray(b[k]) for k in ("logp_old", "adv", "mask"))

@@ -105,3 +105,38 @@ def test_kl_cov_without_its_penalty_is_the_importance_loss():
     np.testing.assert_allclose(out["kl_cov"][0], out["importance"][0], rtol=1e-12)
     np.testing.assert_allclose(out["kl_cov"][1], out["importance"][1], rtol=1e-12, atol=1e-15)
     assert abs(out["kl_cov_on"][0] - out["importance"][0]) > 1e-3  # the penalty does act when on
+
+
+def test_disco_by_hand():
+    """One group of three one-token answers, on-policy (the KL 0, so no constraint): the positive's log-probability
+    -0.5, the negatives' -1 and -2, tau 1: J = -0.5 - log((e^-1 + e^-2) / 2) and every token holds -J."""
+    logp = jnp.asarray([[[-0.5], [-1.0], [-2.0]]])
+    adv = jnp.asarray([[[1.0], [-0.5], [-0.5]]])
+    got = batch.surrogate("disco", logp, logp, adv, Hyper(disco_tau=1.0), mask=jnp.ones_like(logp), logp_old=logp)
+    want = 0.5 + np.log((np.exp(-1.0) + np.exp(-2.0)) / 2)
+    np.testing.assert_allclose(np.asarray(got)[0, :, 0], [want] * 3, rtol=1e-6)
+
+
+def test_disco_constraint_gradient_is_the_squared_hinge():
+    """Off-policy past the budget, the constraint's part of the gradient (beta > 0 less beta = 0) is the gradient of
+    (beta / 2) max(KL - delta, 0)^2 with KL the mean of logp_old - logp over the valid tokens."""
+    rng = np.random.default_rng(4)
+    with jax.enable_x64(True):
+        logp = jnp.asarray(np.log(rng.random((2, 4, 3))))
+        logp_old = logp + 0.3 + jnp.asarray(rng.normal(scale=0.1, size=(2, 4, 3)))  # KL about 0.3
+        mask = jnp.ones((2, 4, 3)).at[:, :2, 2].set(0.0)
+        adv = jnp.asarray([[1.0, -1.0, 1.0, -1.0], [1.0, 1.0, -1.0, 0.0]])[..., None]
+
+        def loss(lp, b):
+            tok = batch.surrogate("disco", lp - logp_old, lp, adv, Hyper(disco_delta=0.1, disco_beta=b), mask=mask,
+                                  logp_old=logp_old)
+            return (tok * mask).sum() / mask.sum()
+
+        def hinge(lp):
+            kl = ((logp_old - lp) * mask).sum() / mask.sum()
+            return 0.5 * 7.0 * jnp.maximum(kl - 0.1, 0.0) ** 2
+
+        part = jax.grad(loss)(logp, 7.0) - jax.grad(loss)(logp, 0.0)
+        want = jax.grad(hinge)(logp)
+    np.testing.assert_allclose(np.asarray(part), np.asarray(want), rtol=1e-10, atol=1e-14)
+    assert np.abs(np.asarray(want)).max() > 1e-3

@@ -203,6 +203,53 @@ def kl_cov(batch):
     return -batch.adv * jnp.exp(l) + jnp.where(chosen, hp.kl_cov_coef * jnp.abs(l), 0.0)
 
 
+
+@register_surrogate("disco", clipped=False, batch=True,
+                    no_expected="its KL constraint reads the mean KL over the whole batch's tokens, and its objective "
+                                "is divided by the batch's number of groups")
+def disco(batch):
+    """DisCO: the discriminative objective ``mean_pos s - tau log mean_neg exp(s / tau)`` per group, with its KL
+    constraint as a squared-hinge penalty; every token holds the batch's loss.
+
+    Discriminative Constrained Optimization (Li et al., arXiv 2505.12366), as its authors' released
+    ``compute_policy_loss_disco_logL`` (github.com/Optimization-AI/DisCO, ``verl/verl/trainer/ppo/core_algos.py``)
+    with their 1.5B recipe's ``ppo_kl_type=kl``: the score of an answer is its mean token log-probability
+    ``s_i = mean_t logp_{i,t}`` (no ratio, no clip); in each group with positives and negatives,
+
+        ``J_b = mean_{i in pos} s_i - tau log mean_{j in neg} exp(s_j / tau)``,   ``J = sum_b J_b / B``
+
+    (``B`` the batch's groups, those without both classes included, as the released code); the constraint
+    ``KL = mean_t (logp_old - logp)`` over the batch's valid tokens enters as ``c KL`` with ``c = sg(max(beta (KL -
+    delta), 0))``, whose gradient is that of the squared hinge ``(beta / 2) max(KL - delta, 0)^2``. The loss is
+    ``-J + c KL`` on every valid token, so ``token-mean`` and ``seq-mean-token-mean`` aggregate it to itself. The
+    released code's forward value holds ``tau`` where the log-mean-exp is (a detached-ratio trick with the same
+    gradient); this value is the objective itself. The positives and negatives are the answers with ``A > 0`` and
+    ``A < 0``: with 0/1 rewards and a centred estimator (the recipe runs verl's ``grpo``), the released code's
+    ``r = 1`` and ``r = 0`` of the groups that have both. With one token per answer ``s_i = logp(o_i)``.
+
+    Args:
+      batch: a :class:`tabsim.sim.algos.batch.Batch`; reads ``logp``, ``logp_old``, ``adv``, ``mask`` and ``hp``
+        (``disco_tau``, ``disco_delta``, ``disco_beta``).
+    Returns:
+      ``[B, G, T]`` the batch's loss on each token.
+    """
+    logp, mask, hp = batch.logp, batch.mask, batch.hp
+    n = mask.sum(-1)
+    a = batch.adv[..., 0] if batch.adv.shape[-1] == 1 else (batch.adv * mask).sum(-1) / jnp.maximum(n, 1.0)
+    s = (logp * mask).sum(-1) / jnp.maximum(n, 1.0)  # [B, G]
+    pos, neg = (a > 0) & (n > 0), (a < 0) & (n > 0)
+    n_pos, n_neg = pos.sum(-1), neg.sum(-1)
+    both = (n_pos > 0) & (n_neg > 0)
+    lme = hp.disco_tau * (jax.nn.logsumexp(jnp.where(neg, s / hp.disco_tau, -jnp.inf), axis=-1, where=neg)
+                          - jnp.log(jnp.maximum(n_neg, 1)))
+    lme = jnp.where(both, lme, 0.0)
+    per_group = (jnp.where(pos, s, 0.0).sum(-1) / jnp.maximum(n_pos, 1) - lme) * both
+    objective = per_group.sum() / s.shape[0]
+    kl = ((batch.logp_old - logp) * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+    c = jax.lax.stop_gradient(jnp.maximum(hp.disco_beta * (kl - hp.disco_delta), 0.0))
+    return jnp.broadcast_to(-objective + c * kl, logp.shape)
+
+
 def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip"):
     """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed); 0 for a surrogate
     registered with ``clipped=False`` (REINFORCE, the unclipped ratio, CISPO's detached weight, SAPO's
