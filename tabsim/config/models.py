@@ -11,7 +11,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 # the names, in plain Python: a config is refused before JAX loads (a test checks it)
-from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
+from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, GROUP_SELECTING, GROUP_STAGES,
+                                 HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
                             MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
@@ -186,6 +187,34 @@ class TrainConfig(Section):
     dynamics: Literal["sampled", "expected"] = Field(
         "sampled", description="sampled: train on sampled batches per seed; expected: iterate the exact "
                                "expected update (bandit; one deterministic flow, seed -1 in the frame)")
+    group_stage: str = Field("none", description="what the batch's groups keep before their advantages "
+                                                 "(tabsim.sim.groups); none = the groups as sampled")
+    group_keep: int | None = Field(None, ge=2, le=65535, description="answers each group keeps (answer-selecting "
+                                                                      "group stages: gfpo_*, cppo), < group_size")
+
+    @field_validator("group_stage")
+    @classmethod
+    def _group_stage(cls, v):
+        return one_of("group stage", v, ("none", *GROUP_STAGES))
+
+    @model_validator(mode="after")
+    def _groups(self):
+        if self.group_stage == "none":
+            if self.group_keep is not None:
+                raise ValueError(f"train.group_keep: read only by a group stage (train.group_stage is 'none'); got "
+                                 f"{self.group_keep}, leave it unset or name a stage")
+            return self
+        if self.dynamics == "expected":
+            raise ValueError(f"train.group_stage: {self.group_stage!r} cuts the sampled groups, which the exact "
+                             "expected flow does not enumerate; use train.dynamics = 'sampled' or no group stage")
+        k, G = self.group_keep, self.group_size
+        if self.group_stage in GROUP_SELECTING and not (k is not None and 2 <= k < G):
+            raise ValueError(f"train.group_keep: stage {self.group_stage!r} keeps k of the G = {G} answers of a "
+                             f"group, 2 <= k < G (train.group_size); got {k}")
+        if self.group_stage not in GROUP_SELECTING and k is not None:
+            raise ValueError(f"train.group_keep: stage {self.group_stage!r} keeps or drops whole groups and reads "
+                             f"no k; got {k}, leave it unset")
+        return self
 
     @model_validator(mode="after")
     def _last_seed(self):
@@ -202,6 +231,9 @@ class TrainConfig(Section):
         out = handler(self)
         if self.dynamics == "sampled":
             out.pop("dynamics", None)
+        if self.group_stage == "none":  # likewise a run with no group stage
+            out.pop("group_stage", None)
+            out.pop("group_keep", None)
         return out
 
     @field_validator("rng")

@@ -126,6 +126,18 @@ PRESETS: dict[str, dict] = {
     "kl_cov": {"algo": _algo(surrogate="kl_cov", kl_cov_ratio=0.002, kl_cov_coef=1.0, aggregation="token-mean",
                              filter=True),
                "train": {"group_size": 8}},
+    # GFPO (Group Filtered Policy Optimization, arXiv 2508.09726) as TRL's experimental GFPOTrainer over its GRPO
+    # defaults (z-score with the Bessel std, eps 1e-4; clip 0.2; loss_type "dapo", token-mean; no KL): sample G' = 16
+    # answers, keep the k = 8 shortest and compute the advantages over them (tabsim.sim.groups). G' = 16, k = 8 are
+    # tabsim's illustration of "sample more" (the paper varies both).
+    "gfpo": {"algo": _algo(std_eps=1e-4, aggregation="token-mean"),
+             "train": {"group_size": 16, "group_stage": "gfpo_length", "group_keep": 8}},
+    # CPPO (Completion Pruning Policy Optimization, arXiv 2503.22342) as its authors' released GSM8K run
+    # (scripts/CPPO_gsm.sh, recipes/gsm8k): 16 answers, pruning rate 0.5 (each group keeps the k = 8 of largest |A|,
+    # the advantages taken over all 16 first), z-score with the Bessel std and eps 1e-4, clip 0.2, token-mean, k3
+    # KL in the loss (beta 0.04).
+    "cppo": {"algo": _algo(std_eps=1e-4, aggregation="token-mean", kl="k3", kl_placement="loss", beta=0.04),
+             "train": {"group_size": 16, "group_stage": "cppo", "group_keep": 8}},
     # DisCO (arXiv 2505.12366) as its authors' released 1.5B recipe (scripts/train/run_disco_logL_1.5b_8k.sh): the
     # log-likelihood score with the log-mean-exp over the negatives (tau 10), the KL constraint delta 1e-4 as a
     # squared hinge of weight beta 1e3 (ppo_kl_type kl), the positives and negatives from verl's grpo advantage's sign,

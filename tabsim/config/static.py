@@ -11,6 +11,7 @@ from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SU
 from tabsim.sim.arms import OFFLINE_ARMS
 from tabsim.config.models import Config
 from tabsim.sim.envs import ENVS
+from tabsim.sim.groups import GroupStage
 from tabsim.sim.update import Schedule
 
 
@@ -77,4 +78,5 @@ def schedule(cfg: Config) -> Schedule:
     """The static training schedule (``eval_every`` unset: only the start and the end)."""
     tr = cfg.train
     return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
-                    eval_every=tr.eval_every or tr.steps, replacement=tr.replacement)
+                    eval_every=tr.eval_every or tr.steps, replacement=tr.replacement,
+                    groups=GroupStage(tr.group_stage, tr.group_keep or 0))

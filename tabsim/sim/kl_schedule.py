@@ -59,6 +59,9 @@ def init(algo, task, hp):
     """``TrainState.kl_state`` at the start (None when no schedule is on)."""
     if not active(algo):
         return None
+    if algo.kl_schedule == "adaptive" and algo.kl_placement != "reward":
+        raise ValueError(f"algo.kl_schedule: 'adaptive' adapts the KL in the reward, and algo.kl_placement is "
+                         f"{algo.kl_placement!r}; set algo.kl_placement = 'reward'")
     ref = task.prior_logits if algo.ref_reset_every > 0 else None
     beta = jnp.asarray(hp.beta, jnp.float32) if algo.kl_schedule == "adaptive" else None
     return KLState(ref=ref, beta=beta)

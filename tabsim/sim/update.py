@@ -31,6 +31,8 @@ from tabsim.sim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
 from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.algos.context import estimator_context
 from tabsim.sim.params import Hyper
+from tabsim.sim.groups import GroupStage, at_advantage, at_score, runs_at
+from tabsim.sim.groups import GroupStage, at_advantage, at_score, runs_at
 from tabsim.sim import behaviour as behaviour_mod
 from tabsim.sim import kl_schedule
 
@@ -44,6 +46,8 @@ class Schedule:
     group_size: int = 8  # G answers per prompt
     eval_every: int = 200
     replacement: bool = False  # draw each batch's prompts with replacement
+    groups: GroupStage = GroupStage()  # what the groups keep before their advantages (tabsim.sim.groups)
+    groups: GroupStage = GroupStage()  # what the groups keep before their advantages (tabsim.sim.groups)
 
 
 @pytree_dataclass
@@ -183,12 +187,16 @@ def score(env, algo: AlgoSpec, plan: UpdatePlan, arms, arm, seed, step, task_b, 
 
 
 # -- advantages -----------------------------------------------------------------------------------
-def advantage(algo: AlgoSpec, plan: UpdatePlan, rewards, outcome, kl_tok, rollout, hp: Hyper, context=None):
+def advantage(algo: AlgoSpec, plan: UpdatePlan, rewards, outcome, kl_tok, rollout, hp: Hyper, context=None,
+              keep=None):
     """``(adv, valid [B], mask [B, G, T])``: the estimator's advantages, the filter's keep indicator and the
     token mask of the kept groups. ``context``: ``reads -> {field: array}`` (a callable, called only when the
-    estimator declared ``reads=``; see :func:`tabsim.sim.algos.context.estimator_context`)."""
+    estimator declared ``reads=``; see :func:`tabsim.sim.algos.context.estimator_context`). ``keep [B]``: a group
+    stage's keep indicator (:mod:`tabsim.sim.groups`), multiplying the filter's."""
     degenerate = zero_variance(rewards)
     valid = 1.0 - hp.filter * degenerate
+    if keep is not None:
+        valid = valid * keep
     if plan.token_returns:
         adv = TOKEN_RETURNS[algo.estimator](outcome, hp.beta * kl_tok * rollout.mask, mask=rollout.mask,
                                             valid=valid)
@@ -298,6 +306,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     shape. ``sparse=False`` keeps the dense autodiff path (tests compare the two).
     """
     plan = update_plan(env, algo, schedule, arms, sparse)
+    stage = schedule.groups
+    stage.check(plan.G, token_returns=plan.token_returns)
     grad = make_gradient(env, algo, plan)
 
     def update(state: TrainState, task, arm, hp: Hyper):
@@ -319,10 +329,23 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                 logp_old = logp_mu
         rewards, outcome, kl_tok = score(env, algo, plan, arms, arm, seed, step, task_b, rollout, logp_old,
                                          logq_old, logq_ref, hp)
+        keep, reward_mean = None, rewards.mean()  # the sampled answers' mean reward, before a group stage
+        if runs_at(stage, "score"):  # the group stage (tabsim.sim.groups): cut answers or mark groups
+            ref = None if plan.closed else logq_ref  # the closed form's reference row [B, b] has no answer axis
+            parts = (rewards, outcome, kl_tok, rollout, logp_old, logq_old, ref, rows)
+            parts, keep = at_score(stage, plan.G, rewards, outcome, rollout.lengths, parts)
+            rewards, outcome, kl_tok, rollout, logp_old, logq_old, ref, rows = parts
+            logq_ref = logq_ref if plan.closed else ref
         context = functools.partial(estimator_context, env, task=task, idx=idx, every=plan.every, logits=state.logits,
                                     rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)
-        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context)
+        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context, keep=keep)
         adv = behaviour_mod.weigh(adv, is_w)  # each token's policy loss times its importance weight
+        if runs_at(stage, "advantage"):
+            ref = None if plan.closed else logq_ref
+            parts = (adv, mask, rollout, logp_old, logq_old, ref, rows)
+            adv, mask, rollout, logp_old, logq_old, ref, rows = at_advantage(
+                stage, plan.G, rewards if outcome is None else outcome, rollout.lengths, adv, parts)
+            logq_ref = logq_ref if plan.closed else ref
         batch = {"rollout": rollout, "mask": mask, "adv": adv, "logp_old": logp_old, "logq_ref": logq_ref}
         if plan.sparse:
             batch["rows"] = rows
@@ -330,7 +353,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                 batch["logq_old"] = logq_old
         active = (jnp.asarray(arm) != plan.frozen).astype(real())
         logits, opt_state, clip_frac = apply_updates(algo, plan, grad, state, idx, batch, active, hp)
-        diag = {"reward_mean": rewards.mean(), "kept_frac": valid.mean(), "clip_frac": clip_frac.mean()}
+        diag = {"reward_mean": reward_mean, "kept_frac": valid.mean(), "clip_frac": clip_frac.mean()}
         kl_state, reset = kl_schedule.advance(algo, state.kl_state, kl_tok, rollout.mask, logits, step, hp)
         if reset is not None:  # ProRL: the optimizer restarts with the reference
             opt_state = jax.tree_util.tree_map(lambda new, old: jnp.where(reset, new, old),

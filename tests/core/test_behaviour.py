@@ -220,6 +220,30 @@ def test_stale_engine_step_replayed():
     np.testing.assert_allclose(np.asarray(s2.logits), new, rtol=0, atol=2e-5)
 
 
+@pytest.mark.heavy  # two compiled tree updates (about 10 s on a busy 2-core machine)
+@pytest.mark.parametrize("algo", [{"behaviour": "mismatch", "mismatch_sigma": 0.5, "is_correction": "token_truncate"},
+                                  {"behaviour": "stale", "behaviour_lag": 2, "is_correction": "sequence_mask",
+                                   "is_cap": 1.5}])
+def test_tree_behaviour_sparse_equals_dense(algo):
+    """On a depth-3 tree the sparse path (the visited rows, read from mu for the rollout and from pi for the loss)
+    and the dense path give the same update, with the behaviour sampler and its correction on."""
+    cfg = ts.resolve({"preset": "grpo", "task": {"env": "tree", "n_prompts": 4, "n_answers": 4, "n_correct": 1,
+                                                 "tree": {"depth": 3, "branching": 3}},
+                      "train": {"steps": 3, "batch_size": 4, "group_size": 4}, "algo": {**algo, "beta": 0.04}})
+    spec, env = algo_spec(cfg), ts.make_env(cfg)
+    hp = jax.tree_util.tree_map(jnp.asarray, Hyper(**cfg.hyper_values()))
+    task, state = init_state(env, spec, seed_words(4), hp)
+    out = {}
+    for sparse in (True, False):
+        update = jax.jit(make_update(env, spec, schedule(cfg), ("true",), sparse=sparse), static_argnums=2)
+        s = state
+        for _ in range(3):
+            s, _ = update(s, task, 0, hp)
+        out[sparse] = np.asarray(s.logits)
+    assert np.abs(out[True] - np.asarray(state.logits)).max() > 1e-3
+    np.testing.assert_allclose(out[True], out[False], rtol=0, atol=1e-5)
+
+
 def test_adaptive_kl_is_verls_controller():
     """verl AdaptiveKLController.update reimplemented from its source: proportional error clipped to +-0.2, times
     n_steps / horizon. By hand: KL 0.2 at target 0.1 gives error 0.2, so beta 0.1 x (1 + 0.2 x 128 / 1000) =
@@ -235,6 +259,23 @@ def test_adaptive_kl_is_verls_controller():
     kl_tok = jnp.array([[[0.2, 0.4, 9.0], [0.1, 0.1, 0.1]]])
     mask = jnp.array([[[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]])
     np.testing.assert_allclose(float(kl_schedule.batch_kl(kl_tok, mask)), (0.3 + 0.1) / 2, rtol=1e-6)
+
+
+@pytest.mark.heavy  # a compiled update (3 s on a busy 2-core machine)
+def test_adaptive_beta_in_the_engine():
+    """Step 0 starts at the reference (k1 KL exactly 0): the error clips at -0.2 and beta becomes
+    beta (1 - 0.2 n / horizon), n = 4 x 4 answers; at step 1 the KL is far above a target of 1e-6: + 0.2."""
+    cfg = ts.resolve({"preset": "reinforce_pp", "task": {"n_prompts": 4, "n_answers": 4, "n_correct": 1},
+                      "train": {"steps": 2, "batch_size": 4, "group_size": 4},
+                      "algo": {"kl_schedule": "adaptive", "kl_target": 1e-6, "kl_horizon": 100.0, "beta": 0.05}})
+    spec, env = algo_spec(cfg), ts.make_env(cfg)
+    hp = jax.tree_util.tree_map(jnp.asarray, Hyper(**cfg.hyper_values()))
+    task, state = init_state(env, spec, seed_words(5), hp)
+    update = jax.jit(make_update(env, spec, schedule(cfg), ("true",)), static_argnums=2)
+    s1, _ = update(state, task, 0, hp)
+    s2, _ = update(s1, task, 0, hp)
+    np.testing.assert_allclose(float(s1.kl_state.beta), 0.05 * (1 - 0.2 * 16 / 100), rtol=1e-6)
+    np.testing.assert_allclose(float(s2.kl_state.beta), 0.05 * (1 - 0.032) * (1 + 0.032), rtol=1e-6)
 
 
 @pytest.mark.heavy  # a compiled Adam update (3 s on a busy 2-core machine)

@@ -69,6 +69,10 @@ EXPECTED = {
                  kl_placement="none"),
     "kl_cov": dict(estimator="grpo", std_ddof=1, surrogate="kl_cov", kl_cov_ratio=0.002, kl_cov_coef=1.0,
                    aggregation="token-mean", filter=True, kl_placement="none"),
+    "gfpo": dict(estimator="grpo", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                 aggregation="token-mean", kl_placement="none"),
+    "cppo": dict(estimator="grpo", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                 aggregation="token-mean", kl="k3", kl_placement="loss", beta=0.04),
     "disco": dict(estimator="grpo", surrogate="disco", disco_tau=10.0, disco_delta=1e-4, disco_beta=1e3,
                   aggregation="token-mean", kl_placement="none", filter=False),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
@@ -152,7 +156,9 @@ def smoke_step(name: str, env_kind: str):
     """``(logits before, logits after, diagnostics, metrics)`` of one update of preset ``name``'s composition
     on the trained arm of ``("frozen", "true")``, run op by op (``jax.disable_jit``)."""
     task = SMOKE_TASK if env_kind == "bandit" else {**SMOKE_TASK, "env": "tree", "tree": {"depth": 3}}
-    cfg = resolve({"preset": name, "task": task, "train": SMOKE_TRAIN, "arms": {"arms": ["frozen", "true"]}})
+    # a preset that keeps k of each group's answers (train.group_keep) keeps 3 of the smoke run's 4
+    train = {**SMOKE_TRAIN, "group_keep": 3} if "group_keep" in PRESETS[name].get("train", {}) else SMOKE_TRAIN
+    cfg = resolve({"preset": name, "task": task, "train": train, "arms": {"arms": ["frozen", "true"]}})
     env, algo = make_env(cfg), algo_spec(cfg)
     hp = Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()})
     update = make_update(env, algo, schedule(cfg), tuple(cfg.arms.arms))

@@ -76,8 +76,8 @@ def probe_estimator(name: str, G: int, dtype, lengths_dtype) -> None:
     default hyperparameters and, for the context it declared, :func:`~tabsim.sim.algos.batch.probe_context`
     (eagerly, also while a program is traced); refuse a non-finite advantage."""
     r = probe_rewards(G, dtype)
-    context = {k: jnp.asarray(v) for k, v in probe_context(context_reads(name), r).items()}
-    with jax.ensure_compile_time_eval():
+    with jax.ensure_compile_time_eval():  # concrete probe arrays also while a program is traced
+        context = {k: jnp.asarray(v) for k, v in probe_context(context_reads(name), r).items()}
         adv = estimate(name, jnp.asarray(r), lengths=jnp.ones(r.shape, lengths_dtype),
                        valid=jnp.ones(r.shape[:1], dtype), hp=Hyper(), context=context)
         check_advantages(name, adv, r)
