@@ -29,6 +29,7 @@ GROUP_SELECTING = ("gfpo_length", "gfpo_efficiency", "cppo")  # those that keep 
 BEHAVIOURS = ("policy", "hint", "mismatch", "stale")
 IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 BEHAVIOUR_OLD = ("policy", "behaviour")  # where logp_old comes from under a behaviour policy
+HINT_WHEN = ("always", "all_wrong")  # which groups a hint redraws
 KL_SCHEDULES = ("fixed", "adaptive")  # tabsim.sim.kl_schedule (algo.kl_schedule)
 
 ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy")

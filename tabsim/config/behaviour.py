@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from tabsim.base.choices import BEHAVIOUR_OLD, BEHAVIOURS, IS_CORRECTIONS, KL_SCHEDULES
+from tabsim.base.choices import BEHAVIOUR_OLD, BEHAVIOURS, HINT_WHEN, IS_CORRECTIONS, KL_SCHEDULES
 from tabsim.config.base import BIG, Section, one_of
 
 NAMED = {"behaviour": BEHAVIOURS, "behaviour_old": BEHAVIOUR_OLD, "is_correction": IS_CORRECTIONS,
-         "kl_schedule": KL_SCHEDULES}
+         "kl_schedule": KL_SCHEDULES, "hint_when": HINT_WHEN}
 
 
 class BehaviourKnobs(Section):
@@ -26,6 +26,8 @@ class BehaviourKnobs(Section):
     is_correction: str = Field("none", description="importance-sampling correction of a behaviour policy (TRL "
                                                    "vllm_importance_sampling_mode)")
     hint_lambda: float = Field(0.5, ge=0.0, le=1.0)
+    hint_when: str = Field("always", description="hint: every group (always), or only the groups whose answers "
+                                                 "drawn from the policy are all wrong (all_wrong: Guide)")
     mismatch_sigma: float = Field(0.1, ge=0.0, le=BIG)
     is_cap: float = Field(2.0, gt=0.0, le=BIG)
     kl_schedule: str = Field("fixed", description="fixed beta, or verl's adaptive KL controller")
@@ -52,6 +54,9 @@ class BehaviourKnobs(Section):
             raise ValueError(f"algo.is_correction: {self.is_correction!r} weighs by pi_old / mu, and with "
                              "algo.behaviour_old = 'behaviour' the ratio pi / mu corrects already (verl's bypass mode); "
                              "use one of the two")
+        if self.hint_when != "always" and self.behaviour != "hint":
+            raise ValueError(f"algo.hint_when: {self.hint_when!r} picks the groups a hint redraws, and algo.behaviour "
+                             f"is {self.behaviour!r}; set algo.behaviour = 'hint' or leave hint_when 'always'")
         placement = getattr(self, "kl_placement", "none")
         if self.kl_schedule == "adaptive" and placement != "reward":
             raise ValueError(f"algo.kl_schedule: 'adaptive' adapts the KL in the reward (verl's AdaptiveKLController "

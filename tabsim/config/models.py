@@ -95,7 +95,7 @@ def registered(field: str) -> tuple[str, ...]:
 ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef", "baseline_shift",
                              "behaviour", "behaviour_lag", "behaviour_old", "is_correction", "hint_lambda",
                              "mismatch_sigma", "is_cap", "kl_schedule", "kl_target", "kl_horizon", "ref_reset_every",
-                             "ref_mixup_alpha", "ref_reset_optimizer",
+                             "ref_mixup_alpha", "ref_reset_optimizer", "hint_when",
                              "disco_tau", "disco_delta", "disco_beta")
 # knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
 ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),

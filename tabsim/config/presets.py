@@ -114,6 +114,11 @@ PRESETS: dict[str, dict] = {
     # task's prior, never refreshed), with the group z-score's PPO clip 0.2, token-mean, no KL; the paper's data
     # filtering by that rate is not part of it.
     "pvpo": {"algo": _algo(estimator="pvpo", aggregation="token-mean")},
+    # GRPO-LEAD (arXiv 2504.09696) as its authors' released run (ds_14b_stage1.sh on their verl): the z-score (Bessel
+    # std, eps 1e-6) times the logistic difficulty weight of the group's correct ratio, PPO clip 0.2, verl's
+    # token-mean, no KL (kl_loss_coef 0), 8 answers. Its length-dependent reward and -1 for a wrong answer are
+    # rewards, not part of this update (on 0/1 rewards the -1 changes no z-score).
+    "grpo_lead": {"algo": _algo(estimator="grpo_lead", aggregation="token-mean")},
     # GVPO (arXiv 2504.19599) as its authors' released run (GVPO/run_qwen2-7b_math_gvpo.sh): A = r - mean_g r (verl's
     # grpo advantage without the std), the loss (1/2)((s_i - mean_g s) - A_i)^2 with s_i = 0.1 sum_t log(pi / pi_old),
     # 4 answers per prompt, no KL; the mean over the batch's answers (the released sum / (G - 1) up to a constant).

@@ -69,6 +69,7 @@ def algo_spec(cfg: Config) -> AlgoSpec:
                     optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep,
                     grad_clip=a.max_grad_norm is not None or "max_grad_norm" in cfg.sweep,
                     behaviour=a.behaviour, behaviour_lag=a.behaviour_lag if a.behaviour == "stale" else 1,
+                    hint_when=a.hint_when if a.behaviour == "hint" else "always",
                     behaviour_old=a.behaviour_old if a.behaviour != "policy" else "policy",
                     is_correction=a.is_correction, kl_schedule=a.kl_schedule, ref_reset_every=a.ref_reset_every,
                     ref_reset_optimizer=a.ref_reset_optimizer if a.ref_reset_every else True)

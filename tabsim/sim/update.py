@@ -173,6 +173,35 @@ def behaviour_logq(env, plan: UpdatePlan, mu, idx, rollout):
     return env.token_logq(mu if plan.every else mu[idx], rollout)
 
 
+HINT_STREAM = 0x40000000  # the hinted redraw's step address, step + this: beyond every training step
+
+
+def behaviour_roll_out(env, algo: AlgoSpec, plan: UpdatePlan, logits, mu, task, idx, seed, step):
+    """:func:`roll_out` with the behaviour sampler ``mu`` (None: the policy), and ``mu``'s log-distributions at the
+    visited nodes (None without a sampler) as a sixth part.
+
+    With ``algo.hint_when = "all_wrong"`` (a one-node task) the groups are drawn from the policy first, and only
+    those whose answers are all wrong by the verifier are drawn again from ``mu`` (Guide, arXiv 2506.13923: hints
+    for the problems on which all rollouts were incorrect), from the stream at ``step + HINT_STREAM``; the other
+    groups' sampler is the policy (their weight is 1)."""
+    if mu is None:
+        return (*roll_out(env, algo, plan, logits, task, idx, seed, step), None)
+    if getattr(algo, "hint_when", "always") != "all_wrong":
+        task_b, rollout, logq_old, logq_ref, rows = roll_out(env, algo, plan, logits, task, idx, seed, step, mu=mu)
+        return task_b, rollout, logq_old, logq_ref, rows, behaviour_logq(env, plan, mu, idx, rollout)
+    task_b, first, logq_old, logq_ref, rows = roll_out(env, algo, plan, logits, task, idx, seed, step, mu=logits)
+    second = roll_out(env, algo, plan, logits, task, idx, seed, step + HINT_STREAM, mu=mu)[1]
+    hinted = env.answer_correct(task_b, first.answers).max(-1) == 0  # [B]
+
+    def pick(a, b):
+        return jnp.where(hinted.reshape(hinted.shape + (1,) * (a.ndim - 1)), b, a)
+
+    rollout = jax.tree_util.tree_map(pick, first, second)
+    # one node per prompt: the policy's and the reference's rows do not depend on the answers drawn
+    logq_mu = pick(logq_old, behaviour_logq(env, plan, mu, idx, rollout))
+    return task_b, rollout, logq_old, logq_ref, rows, logq_mu
+
+
 # -- score ----------------------------------------------------------------------------------------
 def score(env, algo: AlgoSpec, plan: UpdatePlan, arms, arm, seed, step, task_b, rollout, logp_old, logq_old,
           logq_ref, hp: Hyper):
@@ -317,13 +346,12 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         # the answers' sampler (tabsim.sim.behaviour; None: the policy) and the KL's reference (the task's prior,
         # or a schedule's)
         mu = behaviour_mod.table(algo, state.logits, task, state.behaviour, seed, step, hp, env.rng)
-        task_b, rollout, logq_old, logq_ref, rows = roll_out(env, algo, plan, state.logits,
-                                                             kl_schedule.with_reference(state.kl_state, task), idx,
-                                                             seed, step, mu=mu)
+        task_b, rollout, logq_old, logq_ref, rows, logq_mu = behaviour_roll_out(
+            env, algo, plan, state.logits, mu, kl_schedule.with_reference(state.kl_state, task), idx, seed, step)
         logp_old = take_logp(logq_old, rollout.tokens) if plan.needs_old or mu is not None else None
         is_w = None
         if mu is not None:  # TRL's / verl's importance weights pi_old / mu, and logp_old as the trainer takes it
-            logp_mu = take_logp(behaviour_logq(env, plan, mu, idx, rollout), rollout.tokens)
+            logp_mu = take_logp(logq_mu, rollout.tokens)
             is_w, _ = behaviour_mod.weights(algo.is_correction, logp_old, logp_mu, rollout.mask, hp.is_cap)
             if algo.behaviour_old == "behaviour":
                 logp_old = logp_mu

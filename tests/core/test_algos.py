@@ -219,10 +219,37 @@ def np_pvpo(r, lengths, valid, hp, *, p0):
     return r - p0[:, None]
 
 
+def np_grpo_lead(r, lengths, valid, hp):
+    """The z-score times 0.4 + 1.1 / (1 + exp(10 (x - 0.75))), x the group's correct ratio for A > 0, one minus
+    it otherwise (GRPO-LEAD, arXiv 2504.09696, as its authors' logistic_reweight)."""
+    z = np_grpo(r, lengths, valid, hp)
+    out = np.zeros_like(z)
+    for b in range(r.shape[0]):
+        p = sum(1 for x in r[b] if x > 0) / r.shape[1]
+        for g in range(r.shape[1]):
+            x = p if z[b, g] > 0 else 1 - p
+            out[b, g] = z[b, g] * (0.4 + 1.1 / (1 + math.exp(10 * (x - 0.75))))
+    return out
+
+
+def np_disco_b(r, lengths, valid, hp):
+    """G / n+ on the rewards equal to 1, -G / n- on those equal to 0, in groups with both (DisCO-b, arXiv
+    2505.12366, as its authors' compute_policy_loss_discob_logL)."""
+    B, G = r.shape
+    out = np.zeros((B, G))
+    for b in range(B):
+        n_pos, n_neg = sum(1 for x in r[b] if x == 1), sum(1 for x in r[b] if x == 0)
+        if n_pos and n_neg:
+            for g in range(G):
+                out[b, g] = G / n_pos if r[b, g] == 1 else (-G / n_neg if r[b, g] == 0 else 0.0)
+    return out
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
                  "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
-                 "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo}
+                 "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo,
+                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b}
 
 
 def np_ratio_token(logp, logp_old, mask):

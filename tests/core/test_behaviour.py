@@ -150,6 +150,32 @@ def test_hinted_sampler_by_hand():
     np.testing.assert_allclose(mu, [[0.25, 0.375, 0.375]], rtol=1e-6)
 
 
+def test_hints_redraw_only_the_all_wrong_groups():
+    """hint_when = all_wrong (Guide): prompt 0's policy never answers correctly, so its group is drawn again from
+    the hinted sampler (lambda = 1: the correct answer); prompt 1's policy always does, so its group is the
+    policy's own draw and its sampler is the policy (weight 1)."""
+    from tabsim.sim.update import Schedule, behaviour_roll_out, roll_out, update_plan
+    cfg = ts.resolve({"preset": "grpo", "task": {"n_prompts": 2, "n_answers": 4, "n_correct": 1},
+                      "train": {"batch_size": 2, "group_size": 4},
+                      "algo": {"behaviour": "hint", "hint_when": "all_wrong", "hint_lambda": 1.0}})
+    spec, env = algo_spec(cfg), ts.make_env(cfg)
+    hp = Hyper(**cfg.hyper_values())
+    seed = seed_words(3)
+    task = env.init_task(seed, hp)
+    correct = np.asarray(task.correct)
+    logits = jnp.asarray(np.where(correct > 0, np.array([[-30.0], [30.0]]), 0.0), jnp.float32)
+    plan = update_plan(env, spec, Schedule(batch_size=2, group_size=4), ("true",), None)
+    mu = behaviour.table(spec, logits, task, None, seed, 0, hp)
+    idx = jnp.arange(2)
+    _, rollout, logq_old, _, _, logq_mu = behaviour_roll_out(env, spec, plan, logits, mu, task, idx, seed, 0)
+    first = roll_out(env, spec, plan, logits, task, idx, seed, 0)[1]
+    ans = np.asarray(rollout.answers)
+    assert correct[0, ans[0]].all()  # redrawn from the hint
+    np.testing.assert_array_equal(ans[1], np.asarray(first.answers)[1])  # the policy's draw, kept
+    np.testing.assert_array_equal(np.asarray(logq_mu)[1], np.asarray(logq_old)[1])
+    np.testing.assert_allclose(np.exp(np.asarray(logq_mu)[0, 0, 0]), correct[0], atol=1e-6)
+
+
 def test_stale_ring_reads_the_policy_k_updates_old():
     spec = AlgoSpec(behaviour="stale", behaviour_lag=3)
     tables = [jnp.full((2, 3), float(t)) for t in range(6)]
@@ -327,6 +353,7 @@ def test_reference_sync_is_trls_parameter_mix():
     ({"behaviour": "hint"}, {"env": "tree"}, {}, "algo.behaviour"),
     ({"behaviour": "stale"}, {}, {"dynamics": "expected"}, "train.dynamics"),
     ({"behaviour_lag": 0}, {}, {}, "behaviour_lag"),
+    ({"hint_when": "all_wrong"}, {}, {}, "algo.hint_when"),
     ({"kl_placement": "loss", "ref_reset_every": 2, "ref_mixup_alpha": 0.0}, {}, {}, "ref_mixup_alpha"),
 ])
 def test_config_refusals(algo, task, train, needle):

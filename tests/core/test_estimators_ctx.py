@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tabsim.sim.algos import ESTIMATORS, AlgoSpec, advantages, register_estimator
+from tabsim.sim.algos import ESTIMATORS, AlgoSpec, advantages, policy_loss, register_estimator
 from tabsim.sim.algos import batch
 from tabsim.sim.algos.context import estimator_context, reference_success
 from tabsim.sim.envs.bandit import BanditEnv
@@ -69,6 +69,57 @@ def test_asymre_shifts_the_baseline():
 def test_pvpo_subtracts_the_reference_success_rate():
     got = est("pvpo", [[1.0, 0.0], [0.0, 0.0]], context={"p0": jnp.asarray([0.25, 0.6])})
     np.testing.assert_allclose(got, [[0.75, -0.25], [-0.6, -0.6]], rtol=1e-6)
+
+
+def test_grpo_lead_by_hand():
+    """1 of 8 right: the success's z-score times w(1/8) = 0.4 + 1.1 / (1 + e^-6.25) = 1.4979, the failures' times
+    w(7/8) = 0.4 + 1.1 / (1 + e^1.25) = 0.6449; 7 of 8 right: the mirror image; homogeneous groups 0."""
+    one, seven = [1.0] + [0.0] * 7, [1.0] * 7 + [0.0]
+    a, z = est("grpo_lead", [one, seven, [0.0] * 8]), est("grpo", [one, seven, [0.0] * 8])
+    w_hard, w_easy = 0.4 + 1.1 / (1 + math.exp(-6.25)), 0.4 + 1.1 / (1 + math.exp(1.25))
+    np.testing.assert_allclose(a[0], z[0] * np.array([w_hard] + [w_easy] * 7), rtol=1e-6)
+    np.testing.assert_allclose(a[1], z[1] * np.array([w_easy] * 7 + [w_hard]), rtol=1e-6)
+    np.testing.assert_allclose([w_hard, w_easy], [1.4979, 0.6449], atol=1e-4)
+    assert np.all(a[2] == 0.0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 7])
+def test_disco_b_weights_are_flat_in_the_success_rate(k):
+    """G / n+ and -G / n-: every mixed group's weights sum to 0 and their magnitudes to 2G whatever its success
+    rate (GRPO's z-score weights sum to 2 G sqrt(p (1 - p)) in magnitude, with the population std);
+    homogeneous groups get 0."""
+    G = 8
+    r = [1.0] * k + [0.0] * (G - k)
+    a, z = est("disco_b", [r, [1.0] * G]), est("grpo", [r], Hyper(std_ddof=0.0, std_eps=0.0))
+    np.testing.assert_allclose(a[0], [G / k] * k + [-G / (G - k)] * (G - k), rtol=1e-6)
+    assert abs(a[0].sum()) < 1e-5 and abs(np.abs(a[0]).sum() - 2 * G) < 1e-4
+    p = k / G
+    np.testing.assert_allclose(np.abs(z).sum(), 2 * G * math.sqrt(p * (1 - p)), rtol=1e-5)
+    assert np.all(a[1] == 0.0)
+
+
+def test_disco_b_with_reinforce_and_seq_mean_token_mean_is_the_authors_score_term():
+    """With -A log pi summed as seq-mean-token-mean, the loss is -(1/B) sum_q (mean_{o+} s - mean_{o-} s), s the
+    answer's mean token log-probability: DisCO-b's log-L objective (its KL constraint apart)."""
+    rng = np.random.default_rng(0)
+    B, G, T = 3, 4, 3
+    r = np.array([[1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    lengths = rng.integers(1, T + 1, size=(B, G))
+    mask = (np.arange(T) < lengths[..., None]).astype(np.float32)
+    logp = np.log(rng.uniform(0.1, 0.9, size=(B, G, T)))
+    spec = AlgoSpec(estimator="disco_b", surrogate="reinforce", aggregation="seq-mean-token-mean",
+                    kl_placement="none")
+    adv = advantages(spec, jnp.asarray(r, jnp.float32), lengths=jnp.asarray(lengths, jnp.float32),
+                     valid=jnp.ones(B), hp=Hyper())
+    loss, _ = policy_loss(spec, None, jnp.zeros((B, G, T), jnp.int32), jnp.asarray(mask), adv,
+                          jnp.asarray(logp, jnp.float32), None, Hyper(), logp=jnp.asarray(logp, jnp.float32))
+    s = (logp * mask).sum(-1) / mask.sum(-1)
+    want = 0.0
+    for q in range(B):
+        pos, neg = r[q] == 1, r[q] == 0
+        if pos.any() and neg.any():
+            want += s[q][pos].mean() - s[q][neg].mean()
+    np.testing.assert_allclose(float(loss), -want / B, rtol=1e-5)
 
 
 def test_context_fields_on_a_bandit_by_hand():
@@ -136,7 +187,7 @@ def test_a_users_context_estimator_is_probed_and_needs_its_context():
 def test_expected_flow_runs_the_count_only_ones_and_refuses_pvpo():
     env, sched = BanditEnv(n_prompts=4, n_answers=4, n_correct=1, offline_samples=0), Schedule(batch_size=4,
                                                                                                group_size=4)
-    for name in ("ngrpo", "raft", "asymre"):
+    for name in ("ngrpo", "raft", "asymre", "grpo_lead", "disco_b"):
         check(env, AlgoSpec(estimator=name), sched, ("true",))
     with pytest.raises(ValueError, match="'pvpo' has no exact flow: its baseline is each prompt's reference"):
         check(env, AlgoSpec(estimator="pvpo"), sched, ("true",))

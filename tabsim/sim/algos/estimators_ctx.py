@@ -1,15 +1,15 @@
 """Advantage estimators with a baseline other than the group's own mean, or that read the rollout's context.
 
 Registered into :data:`tabsim.sim.algos.advantages.ESTIMATORS` when :mod:`tabsim.sim.algos` is imported. The
-count-only ones (``ngrpo``, ``raft``, ``asymre``) are functions of a group's rewards alone, so the exact
-expected flow runs them as it runs GRPO; ``pvpo`` reads each prompt's reference success rate ``p0``
-(``reads=("p0",)``, see :mod:`tabsim.sim.algos.batch`) and has no exact flow.
+count-only ones (``ngrpo``, ``raft``, ``asymre``, ``grpo_lead``, ``disco_b``) are functions of a group's rewards
+alone, so the exact expected flow runs them as it runs GRPO; ``pvpo`` reads each prompt's reference success
+rate ``p0`` (``reads=("p0",)``, see :mod:`tabsim.sim.algos.batch`) and has no exact flow.
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-from tabsim.sim.algos.advantages import register_estimator
+from tabsim.sim.algos.advantages import grpo as group_zscore, register_estimator
 
 R_MAX = 1.0  # the largest reward an arm gives (tabsim's rewards are 0/1): NGRPO's virtual sample
 
@@ -94,3 +94,56 @@ def pvpo(batch):
       ``[B, G]`` advantages.
     """
     return batch.rewards - batch.p0[:, None].astype(batch.rewards.dtype)
+
+
+# GRPO-LEAD's logistic difficulty weight w(x) = LEAD_A + (LEAD_B - LEAD_A) / (1 + exp(LEAD_K (x - LEAD_X0))): the
+# defaults of its authors' logistic_reweight (github.com/aeroplanepaper/GRPO-LEAD, verl/trainer/ppo/core_algos.py)
+LEAD_A, LEAD_B, LEAD_X0, LEAD_K = 0.4, 1.5, 0.75, 10.0
+
+
+def lead_weight(x):
+    """GRPO-LEAD's logistic weight of a correct ratio ``x``: ``0.4 + 1.1 / (1 + exp(10 (x - 0.75)))``."""
+    return LEAD_A + (LEAD_B - LEAD_A) / (1.0 + jnp.exp(LEAD_K * (x - LEAD_X0)))
+
+
+@register_estimator("grpo_lead")
+def grpo_lead(rewards, *, lengths, valid, hp):
+    """GRPO-LEAD's difficulty-aware reweighting of the group z-score: ``A' = A w(p)`` for ``A > 0``, ``A w(1 - p)``
+    otherwise.
+
+    ``p`` the group's share of rewards above 0 (its correct ratio), ``w(x) = 0.4 + 1.1 / (1 + exp(10 (x - 0.75)))``
+    (Zhang & Zuo, arXiv 2504.09696). Checked against the authors' released trainer
+    (``compute_grpo_outcome_advantage`` and ``logistic_reweight`` in github.com/aeroplanepaper/GRPO-LEAD): the
+    z-score with ``torch.std`` (Bessel) and eps 1e-6, then the weight of ``p`` for a positive advantage and of
+    ``1 - p`` for the others, so a rare success on a hard prompt is amplified (1 of 8: ``w = 1.49``) and a rare
+    failure on an easy prompt likewise (7 of 8 right: the failure's weight ``w(1/8) = 1.49``, the successes'
+    ``w(7/8) = 0.65``). ``hp.std_ddof`` / ``hp.std_eps`` pick the std (the authors: 1, 1e-6). The paper's other two
+    parts are rewards, not this estimator: the length-dependent accuracy reward and the -1 for a wrong answer (on
+    0/1 rewards the z-score is the same with -1/+1). Homogeneous groups give 0.
+    """
+    z = group_zscore(rewards, lengths=lengths, valid=valid, hp=hp)
+    p = (rewards > 0).astype(rewards.dtype).mean(-1, keepdims=True)
+    return z * jnp.where(z > 0, lead_weight(p), lead_weight(1.0 - p))
+
+
+@register_estimator("disco_b")
+def disco_b(rewards, *, lengths, valid, hp):
+    """DisCO's discriminative weights: ``A = G / n+`` on each rewarded answer, ``-G / n-`` on the others.
+
+    DisCO-b (Li et al., arXiv 2505.12366) maximises ``mean_{o+} s(o) - mean_{o-} s(o)`` per question, ``s`` a
+    score of the whole answer. Checked against the authors' released loss (``compute_policy_loss_discob_logL`` in
+    github.com/Optimization-AI/DisCO): positives are rewards == 1, negatives == 0, groups without both are left out,
+    ``s`` is the answer's mean token log-probability and the per-question terms are summed and divided by the
+    number of questions. As advantages: the gradient of that objective is ``sum_i w_i grad s_i / B`` with ``w = 1/n+``
+    or ``-1/n-``; tabsim's ``seq-mean-token-mean`` aggregation divides by ``B G``, hence the factor G: with the
+    ``reinforce`` surrogate (``-A log pi``) and ``seq-mean-token-mean`` this is DisCO-b's ``log L`` score term exactly
+    (its KL constraint is a separate loss term). The weight a group gets, ``sum |A| = 2G``, is flat in the group's
+    success rate (GRPO's is ``~ sqrt(p (1 - p))``). Answers with any other reward get 0.
+    """
+    g = rewards.shape[-1]
+    pos = (rewards == 1.0).astype(rewards.dtype)
+    neg = (rewards == 0.0).astype(rewards.dtype)
+    n_pos, n_neg = pos.sum(-1, keepdims=True), neg.sum(-1, keepdims=True)
+    mixed = (n_pos > 0) & (n_neg > 0)
+    w = pos * g / jnp.maximum(n_pos, 1.0) - neg * g / jnp.maximum(n_neg, 1.0)
+    return jnp.where(mixed, w, 0.0)

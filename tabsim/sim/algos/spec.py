@@ -30,6 +30,7 @@ class AlgoSpec:
     # the behaviour policy and its correction (tabsim.sim.behaviour), and the KL schedules (tabsim.sim.kl_schedule)
     behaviour: str = "policy"  # policy (on-policy), hint, mismatch or stale
     behaviour_lag: int = 1  # stale: the sampler is the policy this many updates old
+    hint_when: str = "always"  # hint: every group, or only the groups the policy's draw got all wrong
     behaviour_old: str = "policy"  # logp_old under a behaviour policy: the policy's or the sampler's
     is_correction: str = "none"  # none, token_truncate, token_mask, sequence_truncate, sequence_mask
     kl_schedule: str = "fixed"  # fixed beta, or verl's adaptive controller
