@@ -43,6 +43,7 @@ from tabsim.prereg.schema import (
     RATIO_ESTIMANDS,
     Plan,
     arm_factor,
+    paired_levels,
 )
 
 SUPPORTED = "SUPPORTED"
@@ -137,7 +138,8 @@ def _difference_estimate(plan: Plan, seed_df: pd.DataFrame, estimand: str, condi
 
 
 def _paired_estimate(plan: Plan, frame: pd.DataFrame, estimand: str, condition: dict) -> Estimate:
-    """``paired:<factor>``: the factor's first level minus its second, differenced within each seed.
+    """``paired:<factor>``: the factor's first level minus its second (``paired:<factor>:<A>,<B>``: A minus B),
+    differenced within each seed.
 
     The levels of a design run on the same seeds, so the honest interval is the one-sample interval of
     the seeds' differences (``analysis.ci_method``, ``n - 1`` degrees of freedom for ``t``): it keeps the
@@ -145,8 +147,7 @@ def _paired_estimate(plan: Plan, frame: pd.DataFrame, estimand: str, condition: 
     sample. The condition fixes every other factor, so each seed has one run per level.
     """
     a = plan.analysis
-    name = estimand[len(PAIRED_PREFIX):]
-    first, second = (str(x) for x in plan.factor(name).levels)
+    name, (first, second), _ = paired_levels(plan, estimand)
     rows = _select(final_rows(frame), condition)
     wide = rows.assign(_level=rows[name].astype(str)).pivot_table(
         index="seed", columns="_level", values=a.metric, aggfunc="first", observed=True)

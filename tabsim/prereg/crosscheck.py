@@ -12,7 +12,7 @@ from tabsim.sim.arms import ARMS
 from tabsim.config import ConfigError, resolve
 from tabsim.prereg.plan import (COEFFICIENT_PREFIX, ESTIMAND_ARMS, ESTIMANDS, FACTORIAL_ESTIMANDS, PAIRED_PREFIX,
                                 PARTITION_ESTIMANDS, RATIO_ESTIMANDS, RULE_PREDICTION, Plan, arm_factor,
-                                classify_field, design_runs)
+                                classify_field, design_runs, paired_levels)
 
 
 def _levels_match(a, b) -> bool:
@@ -57,14 +57,9 @@ def _estimand_problems(plan: Plan, where: str, estimand: str, condition: dict) -
             problems.append(f"{where}.estimand: name the coefficient, e.g. coefficient:AC")
         return problems + _condition_problems(plan, where, condition, free=set(fac.factors))
     if estimand.startswith(PAIRED_PREFIX):
-        name = estimand[len(PAIRED_PREFIX):]
-        factors = {f.name: f for f in plan.design.factors}
-        if name not in factors:
-            return [f"{where}.estimand: {estimand}: {name!r} is not a factor of the design; factors: "
-                    f"{sorted(factors) or 'none'}"]
-        if len(factors[name].levels) != 2:
-            return [f"{where}.estimand: {estimand}: a paired difference needs a factor of 2 levels; {name!r} has "
-                    f"{factors[name].levels}"]
+        name, pair, problem = paired_levels(plan, estimand)
+        if pair is None:
+            return [f"{where}.estimand: {estimand}: {problem}"]
         return _condition_problems(plan, where, condition, free={name})
     return [f"{where}.estimand: unknown estimand {estimand!r}; allowed: {', '.join(ESTIMANDS)}"]
 

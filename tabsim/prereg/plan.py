@@ -20,10 +20,31 @@ RATIO_ESTIMANDS = ("rd_fraction", "elicitation_share", "rd_share")
 FACTORIAL_ESTIMANDS = ("interaction_ratio",)
 COEFFICIENT_PREFIX = "coefficient:"
 # paired:<FACTOR>: the first level of a two-level factor minus the second, differenced within each seed
-# (the levels of a design share their seeds), its interval from the seeds' differences
+# (the levels of a design share their seeds), its interval from the seeds' differences; paired:<FACTOR>:<A>,<B>
+# names the two levels (A minus B) of a factor of any number of levels
 PAIRED_PREFIX = "paired:"
 ESTIMANDS = PARTITION_ESTIMANDS + RATIO_ESTIMANDS + FACTORIAL_ESTIMANDS + (COEFFICIENT_PREFIX + "<TERM>",
-                                                                          PAIRED_PREFIX + "<FACTOR>")
+                                                                          PAIRED_PREFIX + "<FACTOR>",
+                                                                          PAIRED_PREFIX + "<FACTOR>:<A>,<B>")
+
+
+def paired_levels(plan: "Plan", estimand: str) -> tuple[str, tuple[str, str] | None, str]:
+    """``(factor, (A, B) or None, problem)`` of a ``paired:`` estimand: the levels it differences (A minus B),
+    None with a problem (one phrase) when the factor or its levels do not fit the design."""
+    name, _, named = estimand[len(PAIRED_PREFIX):].partition(":")
+    factors = {f.name: f for f in plan.design.factors}
+    if name not in factors:
+        return name, None, f"{name!r} is not a factor of the design; factors: {sorted(factors) or 'none'}"
+    levels = [str(x) for x in factors[name].levels]
+    if not named:
+        if len(levels) != 2:
+            return name, None, (f"a paired difference needs a factor of 2 levels or two named levels "
+                                f"(paired:{name}:A,B); {name!r} has {levels}")
+        return name, (levels[0], levels[1]), ""
+    pair = named.split(",")
+    if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(levels):
+        return name, None, f"name two different levels of {name!r} as A,B (A minus B); its levels: {levels}"
+    return name, (pair[0], pair[1]), ""
 PARTITION_ARMS = ("frozen", "random", "majority", "true")
 # arms each estimand compares (docs/science.md, estimands)
 ESTIMAND_ARMS = {"d_null": ("frozen", "random"), "d_elicit": ("random", "majority"), "d_rd": ("majority", "true"),

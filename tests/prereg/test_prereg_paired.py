@@ -69,9 +69,20 @@ def test_a_level_without_seed_noise_gets_n_minus_1_degrees_of_freedom():
     assert est.ci(0.95) == pytest.approx((sign.mean() - 0.2 - half, sign.mean() - 0.2 + half), abs=1e-12)
 
 
+def test_two_named_levels_of_a_larger_factor():
+    """paired:<FACTOR>:<A>,<B> is A minus B; here the estimator factor's levels named in the other order."""
+    plan, problems = validate_document(_plan("paired:estimator:grpo,sign"))
+    assert not problems, problems
+    sign, grpo = np.array([0.30, 0.32, 0.31]), np.array([0.2, 0.25, 0.22])
+    est = analysis.estimate(plan, _frame(sign, grpo), None, "paired:estimator:grpo,sign", COND, {})
+    assert est.estimate == pytest.approx((grpo - sign).mean(), abs=1e-12)
+
+
 @pytest.mark.parametrize("estimand, message", [
     ("paired:nothing", "'nothing' is not a factor of the design"),
-    ("paired:prior_strength", "needs a factor of 2 levels"),
+    ("paired:prior_strength", "needs a factor of 2 levels or two named levels"),
+    ("paired:prior_strength:0.2,0.3", "name two different levels of 'prior_strength'"),
+    ("paired:estimator:sign,sign", "name two different levels of 'estimator'"),
 ])
 def test_a_bad_paired_estimand_is_refused_naming_the_field(estimand, message):
     _, problems = validate_document(_plan(estimand))
