@@ -191,6 +191,8 @@ class TrainConfig(Section):
                                                  "(tabsim.sim.groups); none = the groups as sampled")
     group_keep: int | None = Field(None, ge=2, le=65535, description="answers each group keeps (answer-selecting "
                                                                       "group stages: gfpo_*, cppo), < group_size")
+    refill: int = Field(0, ge=0, le=1_000_000, description="candidate prompts drawn beyond batch_size each step, "
+                                                           "the first batch_size informative ones kept (DAPO)")
 
     @field_validator("group_stage")
     @classmethod
@@ -199,6 +201,9 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _groups(self):
+        if self.refill and self.dynamics == "expected":
+            raise ValueError(f"train.refill: {self.refill} refills the batch from sampled groups, which the exact "
+                             "expected flow does not enumerate; use train.dynamics = 'sampled' or train.refill = 0")
         if self.group_stage == "none":
             if self.group_keep is not None:
                 raise ValueError(f"train.group_keep: read only by a group stage (train.group_stage is 'none'); got "
@@ -234,6 +239,8 @@ class TrainConfig(Section):
         if self.group_stage == "none":  # likewise a run with no group stage
             out.pop("group_stage", None)
             out.pop("group_keep", None)
+        if not self.refill:
+            out.pop("refill", None)
         return out
 
     @field_validator("rng")
@@ -291,6 +298,9 @@ class Config(Section):
         if not tr.replacement and tr.batch_size > t.n_prompts:
             raise ValueError(f"train.batch_size must be <= task.n_prompts={t.n_prompts} when drawing without "
                              f"replacement, got {tr.batch_size}")
+        if not tr.replacement and tr.batch_size + tr.refill > t.n_prompts:
+            raise ValueError(f"train.refill: batch_size + refill = {tr.batch_size} + {tr.refill} candidate prompts "
+                             f"must be <= task.n_prompts={t.n_prompts} when drawing without replacement")
         if tr.batch_size % a.minibatches:
             raise ValueError(f"algo.minibatches must divide train.batch_size={tr.batch_size}, got {a.minibatches}")
         if tr.eval_every is not None and tr.steps % tr.eval_every:

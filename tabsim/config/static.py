@@ -80,4 +80,4 @@ def schedule(cfg: Config) -> Schedule:
     tr = cfg.train
     return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
                     eval_every=tr.eval_every or tr.steps, replacement=tr.replacement,
-                    groups=GroupStage(tr.group_stage, tr.group_keep or 0))
+                    groups=GroupStage(tr.group_stage, tr.group_keep or 0), refill=tr.refill)

@@ -38,6 +38,15 @@ every answer has a reward of 1 or more. With ``algo.filter`` (both sides) and no
 two-by-two factorial of the filter's sides. The rewards read are the outcome rewards (before a KL placed
 in the reward).
 
+**Refill** (``train.refill``, DAPO's dynamic sampling, arXiv 2503.14476, section 3.2 and its verl recipe): draw
+``B + refill`` candidate prompts, roll out and score all of them, and keep the first ``B`` informative groups
+(rewards not all equal) in the order drawn (:func:`refill`). Checked against verl's ``recipe/dapo``
+(``dapo_ray_trainer.py``): it keeps the groups whose metric has a std above 0 from successive generation
+batches, concatenated in order, and cuts the batch to ``train_batch_size`` prompts once enough are kept,
+drawing at most ``max_num_gen_batches`` batches. tabsim draws the candidates at once (a fixed shape: the cap is
+``B + refill`` prompts); where fewer than ``B`` are informative, verl raises an error and draws no more, tabsim
+fills the batch with the first uninformative ones, which ``algo.filter`` then drops.
+
 Register a stage with :func:`register_group_stage`; ``kind`` and ``phase`` say what it returns and when it
 runs (``no_expected`` is implied: ``train.dynamics = "expected"`` refuses every stage, see
 :mod:`tabsim.config.models`).
@@ -177,3 +186,19 @@ def at_advantage(stage: GroupStage, G: int, rewards, lengths, adv, parts):
     """The stage after the advantages: ``parts`` (the advantages first) cut to each group's kept answers."""
     idx = top_k_answers(GROUP_STAGES[stage.name](rewards, lengths, adv), stage.keep)
     return select(parts, idx, G)
+
+
+def informative_first(rewards, B: int):
+    """``[B]`` positions of the first ``B`` groups of ``rewards [N, G]`` whose rewards are not all equal, in order,
+    followed where fewer by the first of the others, in order."""
+    n = rewards.shape[0]
+    flat = rewards.max(-1) == rewards.min(-1)
+    return jnp.argsort(jnp.where(flat, n, 0) + jnp.arange(n))[:B]
+
+
+def refill(B: int, rewards, parts):
+    """``parts`` (per-prompt arrays and pytrees of ``N = B + refill`` candidate groups, the prompts ``idx [N]``
+    among them) cut to :func:`informative_first`'s ``B`` groups; arrays without that leading axis pass."""
+    pick = informative_first(rewards, B)
+    n = rewards.shape[0]
+    return jax.tree_util.tree_map(lambda x: x[pick] if jnp.ndim(x) >= 1 and x.shape[0] == n else x, parts)

@@ -31,7 +31,7 @@ from tabsim.sim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
 from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.algos.context import estimator_context
 from tabsim.sim.params import Hyper
-from tabsim.sim.groups import GroupStage, at_advantage, at_score, runs_at
+from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_at
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, runs_at
 from tabsim.sim import behaviour as behaviour_mod
 from tabsim.sim import kl_schedule
@@ -47,6 +47,7 @@ class Schedule:
     eval_every: int = 200
     replacement: bool = False  # draw each batch's prompts with replacement
     groups: GroupStage = GroupStage()  # what the groups keep before their advantages (tabsim.sim.groups)
+    refill: int = 0  # candidate prompts drawn beyond batch_size, the first informative B kept (tabsim.sim.groups)
     groups: GroupStage = GroupStage()  # what the groups keep before their advantages (tabsim.sim.groups)
 
 
@@ -128,8 +129,9 @@ def env_rows(table, rows):
 # -- sample ---------------------------------------------------------------------------------------
 def sample_prompts(env, schedule: Schedule, seed, step):
     """``[B]`` the prompts of the step's batch: drawn with replacement, all of them in order, or ``B``
-    without replacement (the top ``B`` of ``n`` uniforms)."""
-    B, n = schedule.batch_size, env.n_prompts
+    without replacement (the top ``B`` of ``n`` uniforms). With ``schedule.refill`` the ``B + refill``
+    candidates of which :func:`tabsim.sim.groups.refill` keeps ``B``."""
+    B, n = schedule.batch_size + schedule.refill, env.n_prompts
     if schedule.replacement:
         u = R.uniform(seed, (B,), step=step, tag=R.BATCH, rng=env.rng)
         return jnp.minimum((u * n).astype(jnp.int32), n - 1)
@@ -161,7 +163,7 @@ def roll_out(env, algo: AlgoSpec, plan: UpdatePlan, logits, task, idx, seed, ste
     ref_b = task_b.prior_logits
     logq_old = env.token_logq(logits_b, rollout) if plan.needs_old or mu is not None else None
     # the closed form reads the reference row itself: the prior is a normalised log-distribution
-    logq_ref = ref_b.reshape(plan.B, -1) if plan.closed else env.token_logq(ref_b, rollout)
+    logq_ref = ref_b.reshape(ref_b.shape[0], -1) if plan.closed else env.token_logq(ref_b, rollout)
     return task_b, rollout, logq_old, logq_ref, None
 
 
@@ -358,6 +360,10 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         rewards, outcome, kl_tok = score(env, algo, plan, arms, arm, seed, step, task_b, rollout, logp_old,
                                          logq_old, logq_ref, hp)
         keep, reward_mean = None, rewards.mean()  # the sampled answers' mean reward, before a group stage
+        if schedule.refill:  # DAPO's refill: the first B informative of the B + refill candidates
+            parts = (idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows)
+            idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows = refill(
+                plan.B, rewards, parts)
         if runs_at(stage, "score"):  # the group stage (tabsim.sim.groups): cut answers or mark groups
             ref = None if plan.closed else logq_ref  # the closed form's reference row [B, b] has no answer axis
             parts = (rewards, outcome, kl_tok, rollout, logp_old, logq_old, ref, rows)

@@ -142,7 +142,8 @@ def test_presets_sample_more_and_keep_k(name, stage, G, k):
     assert schedule(cfg).groups == groups.GroupStage(stage, k)
 
 
-@pytest.mark.parametrize("stage, k", [("gfpo_length", 2), ("cppo", 2), ("drop_all_wrong", None)])
+@pytest.mark.heavy  # eager: a minute of one-off op compiles on a busy 2-core machine; the presets' smoke test runs
+@pytest.mark.parametrize("stage, k", [("gfpo_length", 2), ("cppo", 2), ("drop_all_wrong", None)])  # gfpo and cppo
 def test_one_step_on_a_tree_trains_on_the_kept_answers(stage, k):
     """One eager update (no compilation, as the presets' smoke test) of a depth-3 tree with a stage (the sparse
     path: visited rows and per-node distributions cut with the answers): finite, and the policy moves."""
@@ -166,3 +167,61 @@ def test_one_step_on_a_tree_trains_on_the_kept_answers(stage, k):
         after, diag = update(state, task, 1, h)
     assert all(np.isfinite(np.asarray(v)).all() for v in diag.values()), diag
     assert np.abs(np.asarray(after.logits) - np.asarray(state.logits)).max() > 1e-6
+
+
+# -- DAPO's refill ---------------------------------------------------------------------------------------------------
+def verl_dapo_refill(rewards, B):
+    """verl's recipe/dapo: keep the groups whose rewards have a std above 0, in the order generated, and cut the batch
+    to the first B; fewer than B kept raises there (here: None)."""
+    kept = [i for i, r in enumerate(np.asarray(rewards)) if np.std(r) > 0]
+    return kept[:B] if len(kept) >= B else None
+
+
+def test_refill_keeps_the_first_informative_groups_in_the_order_drawn():
+    rewards = np.array([[0, 0], [1, 0], [1, 1], [0, 1], [1, 0]], np.float32)
+    np.testing.assert_array_equal(groups.informative_first(rewards, 2), [1, 3])
+    assert verl_dapo_refill(rewards, 2) == [1, 3]
+    # fewer informative than B: verl stops with an error, tabsim fills with the first uninformative ones in order
+    np.testing.assert_array_equal(groups.informative_first(rewards, 4), [1, 3, 4, 0])
+    assert verl_dapo_refill(rewards, 4) is None
+    idx = np.array([7, 3, 5, 0, 2])
+    lengths = np.arange(10).reshape(5, 2)
+    kept_idx, kept_len, scalar = groups.refill(2, rewards, (idx, lengths, np.float32(3)))
+    np.testing.assert_array_equal(kept_idx, [3, 0])
+    np.testing.assert_array_equal(kept_len, [[2, 3], [6, 7]])
+    assert scalar == 3
+
+
+def test_refill_config_refusals_and_a_config_without_it_written_as_before():
+    for cfg, msg in (({"task": {"n_prompts": 8}, "train": {"batch_size": 4, "refill": 5}},
+                      r"train.refill: batch_size \+ refill = 4 \+ 5 .* <= task.n_prompts=8"),
+                     ({"train": {"batch_size": 4, "refill": 4, "dynamics": "expected"}},
+                      r"train.refill: 4 refills the batch")):
+        with pytest.raises(ConfigError, match=msg):
+            resolve(cfg)
+    assert "refill" not in resolve({}).model_dump()["train"]
+    assert resolve({"train": {"batch_size": 4, "refill": 4}}).model_dump()["train"]["refill"] == 4
+
+
+@pytest.mark.heavy  # eager, as above
+def test_one_refilled_step_on_a_bandit_trains_the_kept_prompts_only():
+    """One eager bandit update drawing 2 + 4 candidates: the two prompts kept are informative ones and the only rows
+    that move."""
+    import jax
+    import jax.numpy as jnp
+    from tabsim.config.static import algo_spec, make_env, schedule
+    from tabsim.sim.engine import init_state
+    from tabsim.sim.params import Hyper
+    from tabsim.sim.update import make_update
+
+    cfg = resolve({"preset": "dapo", "task": {"n_prompts": 6, "n_answers": 4, "n_correct": 1},
+                   "train": {"steps": 1, "batch_size": 2, "group_size": 4, "seeds": 1, "refill": 4},
+                   "arms": {"arms": ["frozen", "true"]}})
+    env, algo, sched = make_env(cfg), algo_spec(cfg), schedule(cfg)
+    h = Hyper(**{n: np.float32(v) for n, v in cfg.hyper_values().items()})
+    update = make_update(env, algo, sched, tuple(cfg.arms.arms))
+    with jax.disable_jit():
+        task, state = init_state(env, algo, jnp.asarray([0, 1], jnp.uint32), h)
+        after, diag = update(state, task, 1, h)
+    moved = np.flatnonzero(np.abs(np.asarray(after.logits) - np.asarray(state.logits)).max(-1) > 0)
+    assert len(moved) == 2 and float(diag["kept_frac"]) == 1.0, (moved, diag)
