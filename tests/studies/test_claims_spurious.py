@@ -1,18 +1,14 @@
 """The two halves of the Spurious Rewards claim (arXiv 2506.10947): SR-clip (the clip's own effect on a
 random-reward run) and SR-net (the random reward's net effect under the same recipe).
 
-Both reduced versions run here in one call (two compiled programs: SR-net's design is SR-clip's clip cell,
-so the second study reuses the first one's compile); the pair is checked to be one design split in two,
-and the committed confirmatory runs to say what their intervals say.
+The pair is checked to be one design split in two (SR-net's design is SR-clip's clip cell), and the
+committed confirmatory runs to say what their intervals say; their reduced versions run with every other
+study's in tests/studies/test_claims.py.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-from click.testing import CliRunner
-
-from tabsim.cli import main
 from tabsim.prereg import claims
 from tabsim.prereg.schema import read_document
 
@@ -44,14 +40,3 @@ def test_recorded_verdicts_follow_their_intervals():
             outside = r.ci_high <= 0.01 if predicted_up else r.ci_low >= -0.01
             assert r.claim == ("holds" if inside else "fails" if outside else "unsettled"), (cid, r)
 
-
-def test_both_reduced_versions_run(tmp_path):
-    """`tabsim claims run SR-clip SR-net --quick`: a verdict, one interval per region, a figure each."""
-    r = CliRunner().invoke(main, ["claims", "--root", str(ROOT), "run", *IDS, "--quick", "-q", "--out",
-                                  str(tmp_path)])
-    assert r.exit_code == 0, r.output
-    table = pd.read_csv(tmp_path / "summary.csv")
-    assert table["claim"].str.split(":").str[0].tolist() == IDS
-    assert set(table["verdict"]) <= set(claims.CLAIM_VERDICTS) and set(table["run"]) == {"reduced"}
-    for cid, row in zip(IDS, table.itertuples()):
-        assert row.tabsim_estimate.count("[") == 3 and (tmp_path / f"{cid}.png").stat().st_size > 0
