@@ -7,7 +7,10 @@ importance-sampling corrections that TRL and verl apply to such answers.
 * ``hint``: ``mu = (1 - lambda) pi + lambda u*`` per prompt, with ``u*`` uniform over the prompt's correct
   answers and ``lambda = hint_lambda``: the tabular form of a hinted context that raises ``P(a*)``
   (the hint families Scaf-GRPO arXiv 2510.19807, Guide arXiv 2506.13923, GHPO arXiv 2507.10628, SAGE
-  arXiv 2602.03143, ExPO); a one-node policy only (the bandit);
+  arXiv 2602.03143, ExPO); a one-node policy only (the bandit). ``hint_when = "all_wrong"`` draws every group
+  from the policy and redraws from ``mu`` only those whose answers are all wrong (Guide's adaptive hints, as its
+  abstract states them; :func:`tabsim.sim.update.behaviour_roll_out`). Neither Guide's exact ratio nor GHPO's or
+  Scaf-GRPO's schedules were read from their papers here: the corrections below are TRL's and verl's;
 * ``mismatch``: ``mu = softmax(z + sigma xi)``, ``xi ~ N(0, 1)`` drawn afresh for every logit at every step
   and ``sigma = mismatch_sigma``: a sampler whose log-probabilities differ from the trainer's, the
   training-inference mismatch of the vLLM / FSDP pair (verl's rollout correction and TRL's
