@@ -32,7 +32,11 @@ BEHAVIOUR_OLD = ("policy", "behaviour")  # where logp_old comes from under a beh
 HINT_WHEN = ("always", "all_wrong")  # which groups a hint redraws
 KL_SCHEDULES = ("fixed", "adaptive")  # tabsim.sim.kl_schedule (algo.kl_schedule)
 
-ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy")
+ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy",
+        "self_certainty", "entropy", "frequency")
+# the reward composer's terms (tabsim.sim.rewards) and its normalisations (algo.reward_terms, algo.reward_normalize)
+REWARD_TERMS = ("overlong", "unlikeliness", "backward", "style")
+REWARD_NORMALIZE = ("none", "group")
 RNGS = ("fast", "threefry")
 # the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
 # maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
@@ -44,7 +48,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
                 "baseline_shift",
                 "hint_lambda", "mismatch_sigma", "is_cap", "kl_target", "kl_horizon", "ref_mixup_alpha",
-                "disco_tau", "disco_delta", "disco_beta")
+                "disco_tau", "disco_delta", "disco_beta",
+                "overlong_max", "overlong_cache", "overlong_factor", "rank_penalty", "style_weight")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

@@ -17,6 +17,7 @@ from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS,
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.tree import TreeConfig
+from tabsim.config.rewards import check_rewards
 
 
 class TaskConfig(Section):
@@ -92,7 +93,9 @@ def registered(field: str) -> tuple[str, ...]:
 
 
 # AlgoConfig fields written to a config only when set away from their default (see its serializer)
-ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef", "baseline_shift",
+ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
+                             "reward_terms", "reward_normalize", "reward_style", "overlong_max", "overlong_cache",
+                             "overlong_factor", "rank_penalty", "style_weight", "baseline_shift",
                              "behaviour", "behaviour_lag", "behaviour_old", "is_correction", "hint_lambda",
                              "mismatch_sigma", "is_cap", "kl_schedule", "kl_target", "kl_horizon", "ref_reset_every",
                              "ref_mixup_alpha", "ref_reset_optimizer", "hint_when",
@@ -131,6 +134,19 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
     gvpo_beta: float = Field(0.1, gt=0.0, le=BIG)
     kl_cov_ratio: float = Field(2e-4, gt=0.0, le=1.0)
     kl_cov_coef: float = Field(1.0, ge=0.0, le=BIG)
+    # the reward composer (tabsim.sim.rewards): its terms, in order, and how they are normalised (static), and
+    # the terms' numbers (traced)
+    reward_terms: list[str] = Field(default=[], description="reward terms composed with the arm's reward, in order "
+                                                             "(none: the arm's reward as is)")
+    reward_normalize: str = Field("none", description="none: the terms summed; group: each part z-scored in its "
+                                                      "group before the sum")
+    reward_style: int = Field(0, ge=0, le=1023, description="the style the 'style' term rewards (tree: an index "
+                                                              "into task.tree.styles; bandit: 0, its format answer)")
+    overlong_max: float = Field(4.0, gt=0.0, le=BIG)
+    overlong_cache: float = Field(1.0, gt=0.0, le=BIG)
+    overlong_factor: float = Field(1.0, ge=0.0, le=BIG)
+    rank_penalty: float = Field(0.25, ge=0.0, le=1.0)
+    style_weight: float = Field(1.0, ge=-BIG, le=BIG)
     disco_tau: float = Field(10.0, gt=0.0, le=BIG)
     disco_delta: float = Field(1e-4, ge=0.0, le=BIG)
     disco_beta: float = Field(1e3, ge=0.0, le=BIG)
@@ -322,6 +338,7 @@ class Config(Section):
                 raise ValueError(f"sweep.{name}: needs at least one level")
             if len(set(levels)) != len(levels):
                 raise ValueError(f"sweep.{name}: a level is listed twice in {levels} (each level is one condition)")
+        check_rewards(self)  # the reward composer's settings (tabsim.config.rewards)
         if "heterogeneity" in self.sweep and t.heterogeneity is None:
             # the heterogeneous prior is a static switch: without it the swept concentration is never read
             raise ValueError("sweep.heterogeneity: the prior is homogeneous (task.heterogeneity is not set), so "

@@ -150,6 +150,25 @@ PRESETS: dict[str, dict] = {
     "disco": {"algo": _algo(surrogate="disco", disco_tau=10.0, disco_delta=1e-4, disco_beta=1e3,
                             aggregation="token-mean"),
               "train": {"group_size": 8}},
+    # DAPO (arXiv 2503.14476) with its soft overlong punishment (eq. 13) added to the reward: the dapo preset's update
+    # and R(L) = 0 up to L_max - L_cache tokens, a linear ramp to -1 at L_max (tabsim.sim.rewards). The paper's
+    # 20480/4096 tokens have no tabular counterpart: here L_max = 4 (the default tree's depth) and L_cache = 2, so
+    # answers of 3 and 4 tokens lose 0.5 and 1 (a bandit's one-token answers lose nothing).
+    "dapo_overlong": {"algo": _algo(eps_high=0.28, aggregation="token-mean", filter=True, reward_terms=["overlong"],
+                                    overlong_max=4.0, overlong_cache=2.0, overlong_factor=1.0)},
+    # Unlikeliness reward ("Rewarding the Unlikely", arXiv 2506.02355) as its authors' released GRPO run
+    # (examples/lean/grpo.sh): r (1 - 0.25 rank/G) by the rollout policy's likelihood rank in the group, 32 answers
+    # per prompt, 2 passes over each batch (ppo_epochs, the paper's second fix of the rank bias), z-score with the
+    # Bessel std and eps 1e-6, clip 0.2, token-level loss, low_var_kl in the loss (0.1), groups without spread
+    # dropped (advantage_threshold). Their global-norm clip (1.0) and learning rate are not carried over.
+    "unlikeliness": {"algo": _algo(reward_terms=["unlikeliness"], rank_penalty=0.25, epochs=2, filter=True,
+                                   aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.1),
+                     "train": {"group_size": 32}},
+    # Intuitor (arXiv 2505.19590): GRPO on the model's self-certainty in place of the verifier's reward (the
+    # self_certainty arm, beside frozen, random and true for the partition) with its released verl recipe's update
+    # (math_intuitor.sh: low_var_kl in the loss 0.005, 8 answers, verl's token-mean and clip 0.2, no entropy bonus).
+    "intuitor": {"arms": {"arms": ["frozen", "random", "self_certainty", "true"]},
+                 "algo": _algo(aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.005)},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SURROGATES, AlgoSpec
 from tabsim.sim.arms import OFFLINE_ARMS
+from tabsim.sim.rewards import RewardSpec
 from tabsim.config.models import Config
 from tabsim.sim.envs import ENVS
 from tabsim.sim.groups import GroupStage
@@ -64,7 +65,8 @@ def algo_spec(cfg: Config) -> AlgoSpec:
     """The algorithm's static composition; the entropy term and the gradient clip are compiled when their
     knob is set or swept."""
     a = cfg.algo
-    return AlgoSpec(estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
+    return AlgoSpec(reward=reward_spec(cfg),
+                    estimator=a.estimator, ratio=a.ratio, surrogate=a.surrogate, aggregation=a.aggregation,
                     kl=a.kl, kl_placement=a.kl_placement, epochs=a.epochs, minibatches=a.minibatches,
                     optimizer=a.optimizer, entropy_bonus=a.ent_coef > 0 or "ent_coef" in cfg.sweep,
                     grad_clip=a.max_grad_norm is not None or "max_grad_norm" in cfg.sweep,
@@ -73,6 +75,14 @@ def algo_spec(cfg: Config) -> AlgoSpec:
                     behaviour_old=a.behaviour_old if a.behaviour != "policy" else "policy",
                     is_correction=a.is_correction, kl_schedule=a.kl_schedule, ref_reset_every=a.ref_reset_every,
                     ref_reset_optimizer=a.ref_reset_optimizer if a.ref_reset_every else True)
+
+
+def reward_spec(cfg: Config) -> RewardSpec | None:
+    """The composed reward's static structure (None without reward terms: the arm's reward as is)."""
+    a = cfg.algo
+    if not a.reward_terms:
+        return None
+    return RewardSpec(terms=tuple(a.reward_terms), normalize=a.reward_normalize, style=a.reward_style)
 
 
 def schedule(cfg: Config) -> Schedule:

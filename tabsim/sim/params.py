@@ -56,6 +56,13 @@ class Hyper:
     disco_beta: float = 1e3  # the squared-hinge penalty's weight
 
 
+    # the reward composer (tabsim.sim.rewards), read only when algo.reward_terms lists the term
+    overlong_max: float = 4.0  # DAPO overlong punishment: L_max, in tokens (arXiv 2503.14476)
+    overlong_cache: float = 1.0  # ... L_cache: the ramp's width before L_max
+    overlong_factor: float = 1.0  # ... the penalty's weight (verl's overlong_buffer.penalty_factor)
+    rank_penalty: float = 0.25  # unlikeliness reward's rank penalty (arXiv 2506.02355)
+    style_weight: float = 1.0  # the style (habit) term's weight
+
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 
 

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import optax
 
 from tabsim.sim import arms as arms_mod
+from tabsim.sim import rewards as rewards_mod
 from tabsim.sim import rng as R
 from tabsim.sim.ops import log_softmax_last, log_softmax_transpose, onehot_minus_softmax
 from tabsim.base.precision import real
@@ -116,7 +117,8 @@ def update_plan(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...], 
         every=every, full=every and n_mb == 1, closed=closed, sparse=bool(sparse) and not closed,
         dense_grad=algo.optimizer != "sgd" or algo.grad_clip, single=algo.epochs * n_mb == 1,
         logp_only=reads_logp_only(algo),
-        needs_old=not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward",
+        needs_old=not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward"
+        or rewards_mod.reads_policy(algo.reward) or any(a in arms_mod.POLICY_ARMS for a in arms),
         # each token's return carries the KL still to come
         token_returns=algo.kl_placement == "reward" and algo.estimator in TOKEN_RETURNS and env.max_len > 1)
 
@@ -207,9 +209,13 @@ def behaviour_roll_out(env, algo: AlgoSpec, plan: UpdatePlan, logits, mu, task, 
 # -- score ----------------------------------------------------------------------------------------
 def score(env, algo: AlgoSpec, plan: UpdatePlan, arms, arm, seed, step, task_b, rollout, logp_old, logq_old,
           logq_ref, hp: Hyper):
-    """``(rewards [B, G], outcome rewards, kl_tok)``: the arm's rewards, less ``beta`` times the sequence KL
+    """``(rewards [B, G], outcome rewards, kl_tok)``: the arm's rewards composed with the terms of
+    ``algo.reward`` (:mod:`tabsim.sim.rewards`; none: the arm's rewards), less ``beta`` times the sequence KL
     when the KL sits in the reward (``outcome`` and ``kl_tok`` are then the parts; else None)."""
-    rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp, arms)
+    policy = (logq_old, rollout.mask) if any(a in arms_mod.POLICY_ARMS for a in arms) else None
+    rewards = arms_mod.rewards(arm, seed, step, env, task_b, rollout.answers, hp, arms, policy)
+    rewards = rewards_mod.compose(algo.reward, rewards, env=env, task_b=task_b, rollout=rollout, logp_old=logp_old,
+                                  hp=hp)
     if algo.kl_placement != "reward":
         return rewards, None, None
     ref_tok = logq_ref[:, None, None, :] if plan.closed else logq_ref

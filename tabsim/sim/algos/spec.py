@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from tabsim.sim.algos.advantages import ESTIMATORS
 from tabsim.sim.algos.aggregation import AGGREGATIONS
@@ -27,6 +28,9 @@ class AlgoSpec:
     optimizer: str = "sgd"
     entropy_bonus: bool = False  # compile the entropy term (set when ent_coef > 0 or swept)
     grad_clip: bool = False  # compile the global-norm gradient clip (set when max_grad_norm is set or swept)
+    # the composed reward's structure (a tabsim.sim.rewards.RewardSpec; None: the arm's reward as is); left
+    # out of the repr, so a composition without reward terms prints as before
+    reward: Any = dataclasses.field(default=None, repr=False)
     # the behaviour policy and its correction (tabsim.sim.behaviour), and the KL schedules (tabsim.sim.kl_schedule)
     behaviour: str = "policy"  # policy (on-policy), hint, mismatch or stale
     behaviour_lag: int = 1  # stale: the sampler is the policy this many updates old
