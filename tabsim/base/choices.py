@@ -38,6 +38,8 @@ ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format
 REWARD_TERMS = ("overlong", "unlikeliness", "backward", "style")
 REWARD_NORMALIZE = ("none", "group")
 RNGS = ("fast", "threefry")
+# the token-weight stage (tabsim.sim.algos.token_weights): none, or a weight on each token's surrogate loss
+TOKEN_WEIGHTS = ("none", "top_entropy", "gtpo_conflict")
 # the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
 # maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
 ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
@@ -49,7 +51,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "baseline_shift",
                 "hint_lambda", "mismatch_sigma", "is_cap", "kl_target", "kl_horizon", "ref_mixup_alpha",
                 "disco_tau", "disco_delta", "disco_beta",
-                "overlong_max", "overlong_cache", "overlong_factor", "rank_penalty", "style_weight")
+                "overlong_max", "overlong_cache", "overlong_factor", "rank_penalty", "style_weight",
+                "top_entropy_quantile", "gtpo_conflict_weight")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

@@ -15,6 +15,7 @@ from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS,
                                  HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
                             MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
+from tabsim.base.choices import TOKEN_WEIGHTS
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
@@ -99,7 +100,8 @@ ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
                              "behaviour", "behaviour_lag", "behaviour_old", "is_correction", "hint_lambda",
                              "mismatch_sigma", "is_cap", "kl_schedule", "kl_target", "kl_horizon", "ref_reset_every",
                              "ref_mixup_alpha", "ref_reset_optimizer", "hint_when",
-                             "disco_tau", "disco_delta", "disco_beta")
+                             "disco_tau", "disco_delta", "disco_beta",
+                             "token_weight", "top_entropy_quantile", "gtpo_conflict_weight")
 # knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
 ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),
                 "kl_cov_coef": ("surrogate", "kl_cov"), "disco_tau": ("surrogate", "disco"),
@@ -164,6 +166,18 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
                 out.pop(name)
         return out
     baseline_shift: float = Field(-0.1, ge=-BIG, le=BIG)
+    # the token-weight stage (tabsim.sim.algos.token_weights) and its knobs
+    token_weight: str = Field("none", description="a constant weight on each token's surrogate loss; none = no weights")
+    top_entropy_quantile: float = Field(1.0, gt=0.0, le=1.0, description="top_entropy: share of the batch's tokens "
+                                                                          "kept, by entropy (TRL top_entropy_quantile)")
+    gtpo_conflict_weight: float = Field(2.0, ge=0.0, le=BIG, description="gtpo_conflict: weight of a positive "
+                                                                         "answer's conflict token")
+
+    @field_validator("token_weight")
+    @classmethod
+    def _token_weight(cls, v):
+        return one_of("algo.token_weight", v, TOKEN_WEIGHTS)
+
 
     @field_validator(*CHOICES)
     @classmethod

@@ -169,6 +169,11 @@ PRESETS: dict[str, dict] = {
     # (math_intuitor.sh: low_var_kl in the loss 0.005, 8 answers, verl's token-mean and clip 0.2, no entropy bonus).
     "intuitor": {"arms": {"arms": ["frozen", "random", "self_certainty", "true"]},
                  "algo": _algo(aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.005)},
+    # "Beyond the 80/20 Rule" (arXiv 2506.01939): the DAPO update (the dapo preset's composition) with the policy
+    # gradient kept on the top 20% of the batch's tokens by the policy's entropy, TRL's top_entropy_quantile = 0.2
+    # (its threshold rule: tabsim.sim.algos.token_weights.top_entropy).
+    "top_entropy": {"algo": _algo(eps_high=0.28, aggregation="token-mean", filter=True, token_weight="top_entropy",
+                                  top_entropy_quantile=0.2)},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

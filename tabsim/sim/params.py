@@ -62,6 +62,10 @@ class Hyper:
     overlong_factor: float = 1.0  # ... the penalty's weight (verl's overlong_buffer.penalty_factor)
     rank_penalty: float = 0.25  # unlikeliness reward's rank penalty (arXiv 2506.02355)
     style_weight: float = 1.0  # the style (habit) term's weight
+    # the token-weight stage (tabsim.sim.algos.token_weights), read only when algo.token_weight names it
+    top_entropy_quantile: float = 1.0  # top_entropy: share of the batch's tokens kept, by entropy (arXiv 2506.01939)
+    gtpo_conflict_weight: float = 2.0  # gtpo_conflict: weight of a positive answer's conflict token (arXiv 2508.03772)
+
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 

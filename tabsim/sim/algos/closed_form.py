@@ -64,7 +64,8 @@ KL_NODE_GRADIENTS = {
 def supports(spec) -> bool:
     """Whether :func:`gradient` covers ``spec`` (an :class:`~tabsim.sim.algos.AlgoSpec`)."""
     kl_ok = spec.kl_placement != "loss" or spec.kl in KL_TOKEN_DERIVATIVES or spec.kl in KL_NODE_GRADIENTS
-    return spec.surrogate in SCORE_COEFFICIENTS and kl_ok
+    # a token weight (tabsim.sim.algos.token_weights) goes through the autodiff path
+    return spec.surrogate in SCORE_COEFFICIENTS and kl_ok and getattr(spec, "token_weight", "none") == "none"
 
 
 def needs_old_logp(spec) -> bool:

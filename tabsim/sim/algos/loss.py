@@ -16,6 +16,7 @@ from tabsim.sim.algos.kl import KL_ESTIMATORS
 from tabsim.sim.algos.batch import context_reads, estimate, probe_context, ratio, surrogate
 from tabsim.sim.algos.spec import AlgoSpec
 from tabsim.sim.algos.surrogates import clip_fraction
+from tabsim.sim.algos.token_weights import TOKEN_WEIGHTS, token_weights
 from tabsim.sim.params import Hyper
 
 
@@ -146,8 +147,11 @@ _take_shared.defvjp(_take_shared_fwd, _take_shared_bwd)
 
 def reads_logp_only(spec: AlgoSpec) -> bool:
     """Whether :func:`policy_loss` reads the policy only through the sampled tokens' log-probabilities
-    (no node-level KL, ``exact``/``ref_ce``, and no entropy bonus): then ``logp`` may be passed alone."""
-    return not spec.entropy_bonus and not (spec.kl_placement == "loss" and spec.kl in ("exact", "ref_ce"))
+    (no node-level KL, ``exact``/``ref_ce``, no entropy bonus and no token weight that reads the entropy): then
+    ``logp`` may be passed alone."""
+    weight_reads_entropy = spec.token_weight != "none" and TOKEN_WEIGHTS.meta(spec.token_weight).get("reads_entropy")
+    return not spec.entropy_bonus and not (spec.kl_placement == "loss" and spec.kl in ("exact", "ref_ce")) \
+        and not weight_reads_entropy
 
 
 def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp, logp=None):
@@ -170,8 +174,10 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
         logp = take_logp(logq, tokens)
     log_ratio = ratio(spec.ratio, logp, logp_old, mask, adv=adv, hp=hp)
     a = adv if adv.ndim == logp.ndim else adv[..., None]
-    loss = AGGREGATIONS[spec.aggregation](surrogate(spec.surrogate, log_ratio, logp, a, hp, mask=mask,
-                                                    logp_old=logp_old), mask)
+    per_token = surrogate(spec.surrogate, log_ratio, logp, a, hp, mask=mask, logp_old=logp_old)
+    if spec.token_weight != "none":  # the token-weight stage: constant weights on the surrogate's tokens
+        per_token = per_token * token_weights(spec.token_weight, logq, tokens, mask, adv, hp)
+    loss = AGGREGATIONS[spec.aggregation](per_token, mask)
     if spec.kl_placement == "loss":
         logp_ref = take_logp(logq_ref, tokens)
         kl = jnp.broadcast_to(KL_ESTIMATORS[spec.kl](logp, logp_ref, logq, logq_ref), logp.shape)

@@ -10,6 +10,7 @@ from tabsim.sim.algos.aggregation import AGGREGATIONS
 from tabsim.sim.algos.kl import KL_ESTIMATORS
 from tabsim.sim.algos.ratios import RATIOS
 from tabsim.sim.algos.surrogates import SURROGATES
+from tabsim.sim.algos.token_weights import TOKEN_WEIGHTS
 from tabsim.base.choices import KL_PLACEMENTS, OPTIMIZERS
 
 
@@ -40,11 +41,13 @@ class AlgoSpec:
     kl_schedule: str = "fixed"  # fixed beta, or verl's adaptive controller
     ref_reset_every: int = 0  # sync the KL reference with the policy every N steps (0: never)
     ref_reset_optimizer: bool = True  # ... and restart the optimizer's state there
+    token_weight: str = "none"  # the token-weight stage (tabsim.sim.algos.token_weights); none: no weights
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
                                ("aggregation", AGGREGATIONS), ("kl", KL_ESTIMATORS),
-                               ("kl_placement", KL_PLACEMENTS), ("optimizer", OPTIMIZERS)):
+                               ("kl_placement", KL_PLACEMENTS), ("optimizer", OPTIMIZERS),
+                               ("token_weight", ("none", *TOKEN_WEIGHTS))):
             value = getattr(self, field)
             if value not in allowed:
                 raise ValueError(f"algo.{field}: unknown value {value!r}; allowed: {sorted(allowed)}")

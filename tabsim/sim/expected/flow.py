@@ -67,6 +67,9 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
                 "gradients, so the expected update is not a function of the logits; use 'sgd'")
     if algo.grad_clip:
         _refuse("algo.max_grad_norm: the global-norm clip couples every prompt's random gradient; leave it unset")
+    if algo.token_weight != "none":
+        _refuse(f"algo.token_weight = {algo.token_weight!r} weighs each sampled token by what the whole batch or "
+                "the group's sampled paths hold, which the exact flow does not enumerate; use dynamics = 'sampled'")
     if why := ESTIMATORS.meta(algo.estimator).get("no_expected"):  # declared at the estimator's registration
         _refuse(f"algo.estimator = {algo.estimator!r} has no exact flow: {why}; use dynamics = 'sampled'")
     if reads := context_reads(algo.estimator):  # the flow's tables are functions of a group's rewards alone
