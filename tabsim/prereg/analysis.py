@@ -149,6 +149,10 @@ def _paired_estimate(plan: Plan, frame: pd.DataFrame, estimand: str, condition: 
     a = plan.analysis
     name, (first, second), _ = paired_levels(plan, estimand)
     rows = _select(final_rows(frame), condition)
+    rows = rows[rows[name].astype(str).isin([first, second])]
+    if rows.duplicated(["seed", name]).any():
+        raise ValueError(f"{estimand} at {condition}: several runs per seed and level (fix the arm, or every "
+                         "other factor, in the condition)")
     wide = rows.assign(_level=rows[name].astype(str)).pivot_table(
         index="seed", columns="_level", values=a.metric, aggfunc="first", observed=True)
     if not {first, second} <= set(wide.columns):

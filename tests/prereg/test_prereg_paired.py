@@ -87,3 +87,12 @@ def test_two_named_levels_of_a_larger_factor():
 def test_a_bad_paired_estimand_is_refused_naming_the_field(estimand, message):
     _, problems = validate_document(_plan(estimand))
     assert any(p.startswith("hypotheses[H1].estimand: " + estimand) and message in p for p in problems), problems
+
+
+def test_runs_left_unpaired_by_the_condition_are_refused():
+    """Two runs of one seed and level (an arm the condition leaves free) are not silently reduced to one."""
+    plan, _ = validate_document(_plan())
+    frame = _frame(np.array([0.3, 0.31]), np.array([0.2, 0.21]))
+    twice = pd.concat([frame, frame.assign(arm="frozen", pass1=0.1)], ignore_index=True)
+    with pytest.raises(ValueError, match="several runs per seed and level"):
+        analysis.estimate(plan, twice, None, "paired:estimator", {"prior_strength": 0.2}, {})
