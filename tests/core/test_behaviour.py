@@ -270,6 +270,27 @@ def test_tree_behaviour_sparse_equals_dense(algo):
     np.testing.assert_allclose(out[True], out[False], rtol=0, atol=1e-5)
 
 
+@pytest.mark.heavy  # two compiled bandit updates
+def test_noiseless_mismatch_is_the_on_policy_update():
+    """mismatch with sigma = 0 draws from mu = pi: every weight is 1 and three updates (two passes each, so the
+    ratio moves off 1 and the clip can bind) equal the on-policy program's to float32 rounding."""
+    base = {"preset": "grpo", "task": {"n_prompts": 4, "n_answers": 4, "n_correct": 1},
+            "train": {"steps": 3, "batch_size": 4, "group_size": 4}}
+    out = []
+    for algo in ({"epochs": 2}, {"epochs": 2, "behaviour": "mismatch", "mismatch_sigma": 0.0,
+                                 "is_correction": "sequence_truncate"}):
+        cfg = ts.resolve({**base, "algo": algo})
+        spec, env = algo_spec(cfg), ts.make_env(cfg)
+        hp = jax.tree_util.tree_map(jnp.asarray, Hyper(**cfg.hyper_values()))
+        task, s = init_state(env, spec, seed_words(6), hp)
+        update = jax.jit(make_update(env, spec, schedule(cfg), ("true",)), static_argnums=2)
+        for _ in range(3):
+            s, _ = update(s, task, 0, hp)
+        out.append(np.asarray(s.logits))
+    assert np.abs(out[0] - np.asarray(task.prior_logits)).max() > 1e-2
+    np.testing.assert_allclose(out[1], out[0], rtol=0, atol=1e-6)
+
+
 def test_adaptive_kl_is_verls_controller():
     """verl AdaptiveKLController.update reimplemented from its source: proportional error clipped to +-0.2, times
     n_steps / horizon. By hand: KL 0.2 at target 0.1 gives error 0.2, so beta 0.1 x (1 + 0.2 x 128 / 1000) =
