@@ -74,6 +74,9 @@ def check_behaviour(task, train, algo) -> None:
     if algo.behaviour != "policy" and getattr(train, "group_stage", "none") != "none":
         raise ValueError(f"algo.behaviour: {algo.behaviour!r} is not combined with a group stage (train.group_stage = "
                          f"{train.group_stage!r}) in this version; leave one of them at its default")
+    if algo.behaviour != "policy" and getattr(train, "refill", 0):
+        raise ValueError(f"algo.behaviour: {algo.behaviour!r} is not combined with DAPO's refill (train.refill = "
+                         f"{train.refill}) in this version; leave one of them at its default")
     if algo.behaviour == "hint" and task.env != "bandit":
         raise ValueError(f"algo.behaviour: 'hint' mixes the correct answers into a one-node policy, and task.env is "
                          f"{task.env!r}; use task.env = 'bandit' or another behaviour (mismatch, stale)")

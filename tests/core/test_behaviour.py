@@ -375,6 +375,7 @@ def test_reference_sync_is_trls_parameter_mix():
     ({"behaviour": "stale"}, {}, {"dynamics": "expected"}, "train.dynamics"),
     ({"behaviour_lag": 0}, {}, {}, "behaviour_lag"),
     ({"hint_when": "all_wrong"}, {}, {}, "algo.hint_when"),
+    ({"behaviour": "stale"}, {}, {"refill": 2}, "train.refill"),
     ({"kl_placement": "loss", "ref_reset_every": 2, "ref_mixup_alpha": 0.0}, {}, {}, "ref_mixup_alpha"),
 ])
 def test_config_refusals(algo, task, train, needle):
