@@ -174,6 +174,10 @@ PRESETS: dict[str, dict] = {
     # (its threshold rule: tabsim.sim.algos.token_weights.top_entropy).
     "top_entropy": {"algo": _algo(eps_high=0.28, aggregation="token-mean", filter=True, token_weight="top_entropy",
                                   top_entropy_quantile=0.2)},
+    # Balanced Aggregation (arXiv 2605.04077): GRPO's loss reduced per group as each sign's token mean weighted by
+    # its share of the answers, then averaged over the groups (the aggregation "balanced"). The rest of the paper's
+    # recipe was not read: verl's group z-score, PPO clip 0.2, no KL here.
+    "balanced_aggregation": {"algo": _algo(aggregation="balanced")},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

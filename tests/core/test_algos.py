@@ -245,11 +245,20 @@ def np_disco_b(r, lengths, valid, hp):
     return out
 
 
+def np_edge(r, lengths, valid, hp, *, entropy):
+    """The z-score times the kept answers' mean entropy over the answer's own (EDGE-GRPO, arXiv 2507.21848, as
+    its authors' trainer with EDA)."""
+    z = np_grpo(r, lengths, valid, hp)
+    kept = [max(entropy[b, g], 1e-6) for b in range(r.shape[0]) for g in range(r.shape[1]) if valid[b]]
+    mean = sum(kept) / len(kept)
+    return z * mean / np.maximum(entropy, 1e-6)
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
                  "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
                  "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo,
-                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b}
+                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b, "edge": np_edge}
 
 
 def np_ratio_token(logp, logp_old, mask):
@@ -468,9 +477,28 @@ def np_group_sum(loss, mask):
     return total
 
 
+def np_balanced(loss, mask, adv):
+    """Per group: each sign's token losses averaged over that sign's tokens, weighted by its answers / the group's
+    answers; the mean over the groups with a token."""
+    B, G, T = loss.shape
+    groups = []
+    for b in range(B):
+        answers = [g for g in range(G) if sum(mask[b, g]) > 0]
+        if not answers:
+            continue
+        total = 0.0
+        for side in ([g for g in answers if adv[b, g] > 0], [g for g in answers if adv[b, g] < 0]):
+            num = sum(loss[b, g, t] * mask[b, g, t] for g in side for t in range(T))
+            den = sum(mask[b, g, t] for g in side for t in range(T))
+            total += len(side) / len(answers) * num / max(den, 1.0)
+        groups.append(total)
+    return sum(groups) / max(len(groups), 1)
+
+
 NP_AGGREGATIONS = {"token-mean": np_token_mean, "seq-mean-token-mean": np_seq_mean_token_mean,
                    "seq-mean-token-sum": np_seq_mean_token_sum, "seq-mean-token-sum-norm": np_seq_mean_token_sum_norm,
-                   "group-sum": np_group_sum}
+                   "group-sum": np_group_sum, "balanced": np_balanced}
+SIGN_AGGREGATIONS = {"balanced"}  # their references also read the advantages
 
 
 def np_kl(name, lp, lr, q, q_ref):
@@ -638,9 +666,11 @@ def test_aggregation_matches_numpy(name):
     rng = np.random.default_rng(0)
     loss = rng.normal(size=b["mask"].shape)
     mask = b["mask"] * b["valid"][:, None, None]  # a fully masked (filtered) group
-    want = NP_AGGREGATIONS[name](loss, mask)
+    adv = b["adv"].copy()
+    adv[3, :2] = 0.0  # answers in neither sign
+    want = NP_AGGREGATIONS[name](loss, mask, *([adv] if name in SIGN_AGGREGATIONS else []))
     with jax.enable_x64(True):
-        got = AGGREGATIONS[name](jnp.asarray(loss), jnp.asarray(mask))
+        got = batch.aggregate(name, jnp.asarray(loss), jnp.asarray(mask), adv=jnp.asarray(adv), hp=hyper())
     np.testing.assert_allclose(float(got), want, **TOL)
 
 
@@ -854,7 +884,7 @@ def test_component_conformance(kind, name):
             return batch.surrogate(name, b["logp"] - b["logp_old"], b["logp"], b["adv"][..., None], hp,
                                    mask=b["mask"], logp_old=b["logp_old"])
         if kind == "aggregation":
-            return AGGREGATIONS[name](b["logp"], b["mask"] * b["valid"][:, None, None])
+            return batch.aggregate(name, b["logp"], b["mask"] * b["valid"][:, None, None], adv=b["adv"], hp=hp)
         return KL_ESTIMATORS[name](b["logp"], b["logp_ref"], b["logq"], b["logq_ref"])
 
     def fn(b, hp):

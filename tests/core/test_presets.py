@@ -87,6 +87,8 @@ EXPECTED = {
                      aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.005, reward_terms=[]),
     "top_entropy": dict(estimator="grpo", surrogate="clip", eps_low=0.2, eps_high=0.28, aggregation="token-mean",
                         filter=True, kl_placement="none", token_weight="top_entropy", top_entropy_quantile=0.2),
+    "balanced_aggregation": dict(estimator="grpo", surrogate="clip", eps_low=0.2, eps_high=0.2, aggregation="balanced",
+                                 kl_placement="none"),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

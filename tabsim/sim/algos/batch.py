@@ -19,6 +19,7 @@ from typing import Any
 import jax
 
 from tabsim.sim.algos.advantages import ESTIMATORS
+from tabsim.sim.algos.aggregation import AGGREGATIONS
 from tabsim.sim.algos.ratios import RATIOS
 from tabsim.sim.algos.surrogates import SURROGATES
 from tabsim.sim.pytree import pytree_dataclass
@@ -52,6 +53,10 @@ class Batch:
       entropy: ``[B, G]`` the mean over the answer's visited nodes of the rollout policy's entropy.
       p0: ``[B]`` the reference policy's probability of a correct answer (its success rate), a static
         fact of the task. Correctness itself is never given: the rewards are the arm's.
+    The aggregation's input, for an aggregation registered with ``batch=True``:
+
+    Attributes:
+      loss: ``[B, G, T]`` per-token losses to reduce (the surrogate's, or a KL or entropy term's).
     """
 
     rewards: Any = None
@@ -69,6 +74,7 @@ class Batch:
     seq_logp_ref: Any = None
     entropy: Any = None
     p0: Any = None
+    loss: Any = None
 
 
 # the context fields an estimator may declare with ``reads=`` (what the step computes for it)
@@ -120,6 +126,16 @@ def surrogate(name: str, log_ratio, logp, adv, hp, *, mask, logp_old=None) -> ja
         return SURROGATES[name](Batch(mask=mask, logp=logp, logp_old=logp_old, log_ratio=log_ratio, adv=adv, hp=hp))
     return SURROGATES[name](log_ratio, logp, adv, hp)
 
+
+
+def aggregate(name: str, loss, mask, *, adv=None, hp=None) -> jax.Array:
+    """Aggregation ``name``'s scalar of the per-token ``loss [B, G, T]``; one registered with ``batch=True`` reads
+    ``Batch(loss, mask, adv, hp)`` (``adv``: ``[B, G]``, ``[B, G, 1]`` or ``[B, G, T]``)."""
+    if reads_batch(AGGREGATIONS, name):
+        if adv is not None and adv.ndim < loss.ndim:
+            adv = adv[..., None]
+        return AGGREGATIONS[name](Batch(loss=loss, mask=mask, adv=adv, hp=hp))
+    return AGGREGATIONS[name](loss, mask)
 
 def probe_context(reads: tuple[str, ...], rewards) -> dict:
     """Plausible context for the probe groups ``rewards [P, G]`` (NumPy): what a uniform rollout policy over G

@@ -26,9 +26,8 @@ import jax
 import jax.numpy as jnp
 
 from tabsim.sim.ops import take_rows, weighted_counts
-from tabsim.sim.algos.aggregation import AGGREGATIONS
 from tabsim.sim.algos.kl import LOW_VAR_KL_CLAMP, LOW_VAR_KL_LOG_RATIO_CLAMP
-from tabsim.sim.algos.batch import ratio
+from tabsim.sim.algos.batch import aggregate, ratio
 from tabsim.sim.algos.surrogates import clip_fraction
 
 # d surrogate / d logp for the surrogates that are linear in logp (the coefficient is a constant)
@@ -94,7 +93,7 @@ def gradient(spec, logits, answers, mask, adv, logp_old, logq_ref, hp):
     pi = jax.nn.softmax(logits, axis=-1)
     logq = None if _pi_only(spec) else jax.nn.log_softmax(logits, axis=-1)
     # the aggregation is linear in the token losses: its weights are its gradient (any mask)
-    weight = jax.grad(lambda x: AGGREGATIONS[spec.aggregation](x, mask))(jnp.zeros_like(mask))[..., 0]
+    weight = jax.grad(lambda x: aggregate(spec.aggregation, x, mask, adv=adv, hp=hp))(jnp.zeros_like(mask))[..., 0]
     node_weight = weight.sum(-1, keepdims=True)  # [B, 1]: a node term is counted once per answer
     a = adv[..., None]
     logp = None if logq is None else take_rows(logq, answers)  # [B, G]: the sampled answers' log-probs

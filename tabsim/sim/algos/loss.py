@@ -11,9 +11,8 @@ import numpy as np
 
 from tabsim.sim.ops import UNROLL, take_last, take_rows, weighted_counts
 from tabsim.sim.algos.advantages import ESTIMATORS
-from tabsim.sim.algos.aggregation import AGGREGATIONS
 from tabsim.sim.algos.kl import KL_ESTIMATORS
-from tabsim.sim.algos.batch import context_reads, estimate, probe_context, ratio, surrogate
+from tabsim.sim.algos.batch import aggregate, context_reads, estimate, probe_context, ratio, surrogate
 from tabsim.sim.algos.spec import AlgoSpec
 from tabsim.sim.algos.surrogates import clip_fraction
 from tabsim.sim.algos.token_weights import TOKEN_WEIGHTS, token_weights
@@ -177,12 +176,12 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
     per_token = surrogate(spec.surrogate, log_ratio, logp, a, hp, mask=mask, logp_old=logp_old)
     if spec.token_weight != "none":  # the token-weight stage: constant weights on the surrogate's tokens
         per_token = per_token * token_weights(spec.token_weight, logq, tokens, mask, adv, hp)
-    loss = AGGREGATIONS[spec.aggregation](per_token, mask)
+    loss = aggregate(spec.aggregation, per_token, mask, adv=a, hp=hp)
     if spec.kl_placement == "loss":
         logp_ref = take_logp(logq_ref, tokens)
         kl = jnp.broadcast_to(KL_ESTIMATORS[spec.kl](logp, logp_ref, logq, logq_ref), logp.shape)
-        loss = loss + hp.beta * AGGREGATIONS[spec.aggregation](kl, mask)
+        loss = loss + hp.beta * aggregate(spec.aggregation, kl, mask, adv=a, hp=hp)
     if spec.entropy_bonus:
         entropy = jnp.broadcast_to(-(jnp.exp(logq) * logq).sum(-1), logp.shape)
-        loss = loss - hp.ent_coef * AGGREGATIONS[spec.aggregation](entropy, mask)
+        loss = loss - hp.ent_coef * aggregate(spec.aggregation, entropy, mask, adv=a, hp=hp)
     return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp, spec.surrogate)}
