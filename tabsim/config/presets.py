@@ -119,6 +119,11 @@ PRESETS: dict[str, dict] = {
     # token-mean, no KL (kl_loss_coef 0), 8 answers. Its length-dependent reward and -1 for a wrong answer are
     # rewards, not part of this update (on 0/1 rewards the -1 changes no z-score).
     "grpo_lead": {"algo": _algo(estimator="grpo_lead", aggregation="token-mean")},
+    # EDGE-GRPO (arXiv 2507.21848) as its authors' train_grpo.sh on their TRL fork: the entropy-driven advantage (TRL's
+    # z-score, Bessel std, eps 1e-4, divided by the answer's mean entropy and multiplied by the batch's), clip 0.2,
+    # TRL's bnpo at one answer per device (= seq-mean-token-mean), no KL, 8 answers. Its guided error correction
+    # (injecting a correct answer into all-wrong groups) is not part of it.
+    "edge_grpo": {"algo": _algo(estimator="edge", std_eps=1e-4, aggregation="seq-mean-token-mean")},
     # GVPO (arXiv 2504.19599) as its authors' released run (GVPO/run_qwen2-7b_math_gvpo.sh): A = r - mean_g r (verl's
     # grpo advantage without the std), the loss (1/2)((s_i - mean_g s) - A_i)^2 with s_i = 0.1 sum_t log(pi / pi_old),
     # 4 answers per prompt, no KL; the mean over the batch's answers (the released sum / (G - 1) up to a constant).

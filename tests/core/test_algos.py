@@ -245,11 +245,20 @@ def np_disco_b(r, lengths, valid, hp):
     return out
 
 
+def np_edge(r, lengths, valid, hp, *, entropy):
+    """The z-score times the kept answers' mean entropy over the answer's own (EDGE-GRPO, arXiv 2507.21848, as
+    its authors' trainer with EDA)."""
+    z = np_grpo(r, lengths, valid, hp)
+    kept = [max(entropy[b, g], 1e-6) for b in range(r.shape[0]) for g in range(r.shape[1]) if valid[b]]
+    mean = sum(kept) / len(kept)
+    return z * mean / np.maximum(entropy, 1e-6)
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
                  "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
                  "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo,
-                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b}
+                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b, "edge": np_edge}
 
 
 def np_ratio_token(logp, logp_old, mask):

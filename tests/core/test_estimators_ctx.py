@@ -122,6 +122,18 @@ def test_disco_b_with_reinforce_and_seq_mean_token_mean_is_the_authors_score_ter
     np.testing.assert_allclose(float(loss), -want / B, rtol=1e-5)
 
 
+def test_edge_divides_by_the_answers_entropy():
+    """The z-score times mean_batch(H) / H_i: equal entropies leave GRPO's advantages; a twice as uncertain answer
+    gets half the advantage of an equally rewarded confident one (the authors' division, not H_i / mean H)."""
+    r = [[1.0, 1.0, 0.0, 0.0]]
+    flat = est("edge", r, context={"entropy": jnp.ones((1, 4))})
+    np.testing.assert_allclose(flat, est("grpo", r), rtol=1e-6)
+    h = jnp.asarray([[1.0, 2.0, 1.0, 1.0]])
+    a, z = est("edge", r, context={"entropy": h}), est("grpo", r)
+    np.testing.assert_allclose(a[0], z[0] * 1.25 / np.array([1.0, 2.0, 1.0, 1.0]), rtol=1e-6)
+    assert a[0, 1] == pytest.approx(a[0, 0] / 2)
+
+
 def test_context_fields_on_a_bandit_by_hand():
     """One node per prompt: an answer's seq_logp is log pi(a), its entropy the node's, p0 the prior's mass on the
     correct answers; only the declared fields are computed."""
@@ -191,3 +203,5 @@ def test_expected_flow_runs_the_count_only_ones_and_refuses_pvpo():
         check(env, AlgoSpec(estimator=name), sched, ("true",))
     with pytest.raises(ValueError, match="'pvpo' has no exact flow: its baseline is each prompt's reference"):
         check(env, AlgoSpec(estimator="pvpo"), sched, ("true",))
+    with pytest.raises(ValueError, match="'edge' has no exact flow: it divides"):
+        check(env, AlgoSpec(estimator="edge"), sched, ("true",))

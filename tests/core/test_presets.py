@@ -67,6 +67,8 @@ EXPECTED = {
                  kl_placement="none"),
     "grpo_lead": dict(estimator="grpo_lead", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.2,
                       aggregation="token-mean", kl_placement="none"),
+    "edge_grpo": dict(estimator="edge", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                      aggregation="seq-mean-token-mean", kl_placement="none"),
     "gvpo": dict(estimator="dr_grpo", surrogate="gvpo", gvpo_beta=0.1, aggregation="seq-mean-token-mean",
                  kl_placement="none"),
     "kl_cov": dict(estimator="grpo", std_ddof=1, surrogate="kl_cov", kl_cov_ratio=0.002, kl_cov_coef=1.0,

@@ -3,7 +3,8 @@
 Registered into :data:`tabsim.sim.algos.advantages.ESTIMATORS` when :mod:`tabsim.sim.algos` is imported. The
 count-only ones (``ngrpo``, ``raft``, ``asymre``, ``grpo_lead``, ``disco_b``) are functions of a group's rewards
 alone, so the exact expected flow runs them as it runs GRPO; ``pvpo`` reads each prompt's reference success
-rate ``p0`` (``reads=("p0",)``, see :mod:`tabsim.sim.algos.batch`) and has no exact flow.
+rate ``p0`` (``reads=("p0",)``, see :mod:`tabsim.sim.algos.batch`) and ``edge`` each answer's entropy, so they have
+no exact flow.
 """
 from __future__ import annotations
 
@@ -147,3 +148,34 @@ def disco_b(rewards, *, lengths, valid, hp):
     mixed = (n_pos > 0) & (n_neg > 0)
     w = pos * g / jnp.maximum(n_pos, 1.0) - neg * g / jnp.maximum(n_neg, 1.0)
     return jnp.where(mixed, w, 0.0)
+
+
+@register_estimator("edge", batch=True, reads=("entropy",), batch_level=True,
+                    no_expected="it divides each answer's advantage by the rollout policy's entropy along that answer "
+                                "and multiplies by the batch's mean entropy, neither of which the exact flow's tables "
+                                "carry")
+def edge(batch):
+    """EDGE-GRPO's entropy-driven advantage: ``A_i = z_i * mean_batch(H) / H_i``, ``H_i`` the answer's mean entropy.
+
+    Zhang et al., arXiv 2507.21848. Checked against the authors' released trainer (``trl_edge``,
+    ``grpo_aha_trainer._compute_loss`` with ``EDA=True`` in github.com/ZhangXJ199/EDGE-GRPO): the group z-score
+    (TRL's: Bessel std, eps 1e-4) is *divided* by the answer's mean token entropy and multiplied by the mean of that
+    entropy over the batch's answers, so a confident (low-entropy) answer gets the larger advantage; an abstract's
+    reading ``A H_i / mean H`` has it the other way round. Differences kept deliberately: ``H_i`` here is the rollout
+    policy's entropy averaged over the answer's own nodes (``Batch.entropy``, a constant); the authors' is the
+    entropy of the policy being trained, averaged over the padded completion width and not detached (their
+    gradient has an extra term through it; its value at the first pass is the same); their batch is the answers
+    gathered across devices in one micro-step, here the batch's kept answers (``valid``). An entropy below 1e-6
+    counts as 1e-6. The paper's guided error correction (a correct answer injected into all-wrong groups) is a
+    sampler change, not part of this estimator. ``hp.std_ddof`` / ``hp.std_eps`` pick the z-score (TRL: 1, 1e-4).
+
+    Args:
+      batch: ``rewards [B, G]``, ``entropy [B, G]``, ``valid [B]``.
+    Returns:
+      ``[B, G]`` advantages.
+    """
+    z = group_zscore(batch.rewards, lengths=batch.lengths, valid=batch.valid, hp=batch.hp)
+    h = jnp.maximum(batch.entropy.astype(z.dtype), 1e-6)
+    w = jnp.broadcast_to(batch.valid[:, None], h.shape).astype(z.dtype)
+    mean_h = (h * w).sum() / jnp.maximum(w.sum(), 1.0)
+    return z * mean_h / h
