@@ -94,11 +94,14 @@ def arm_rewards(name, seed, step, env, task_b, answers, params, u, policy=None):
 
 
 def all_rewards(seed, step, env, task_b, answers, params, arms=ARMS, policy=None):
-    """Rewards of the listed arms, stacked ``[len(arms), B, G]``, all from the same noise."""
+    """Rewards of the listed arms, stacked ``[len(arms), B, G]``, all from the same noise. Without ``policy`` a
+    policy-reading arm's rows are NaN (a caller that reads another arm, as with the default ``arms``, needs no
+    policy; one that reads such an arm without passing it gets NaN, never a made-up reward)."""
     u = None
     if any(a in NOISE_ARMS for a in arms):
         u = R.uniform(seed, answers.shape, step=step, tag=R.REWARD, rng=env.rng)
-    return jnp.stack([arm_rewards(a, seed, step, env, task_b, answers, params, u, policy) for a in arms])
+    return jnp.stack([jnp.full(answers.shape, jnp.nan, jnp.float32) if policy is None and a in POLICY_ARMS else
+                      arm_rewards(a, seed, step, env, task_b, answers, params, u, policy) for a in arms])
 
 
 def rewards(arm, seed, step, env, task_b, answers, params, arms=ARMS, policy=None):

@@ -184,9 +184,16 @@ def test_self_certainty_and_entropy_average_over_the_answers_tokens():
     np.testing.assert_allclose(label_free("entropy", answers, logq, mask), ent, rtol=1e-5)
 
 
-def test_a_policy_arm_without_the_policy_is_refused():
+def test_a_policy_arm_without_the_policy_is_refused_alone_and_nan_among_the_others():
     with pytest.raises(ValueError, match="reads the rollout policy"):
         arms_mod.arm_rewards("self_certainty", None, None, None, None, jnp.zeros((1, 2), int), hp(), None)
+    # every arm at once (the default ``arms``) without a policy: the label arms as usual, the policy arms NaN
+    env = types.SimpleNamespace(answer_correct=lambda task_b, a: (a == 1).astype(jnp.float32))
+    got = np.asarray(arms_mod.all_rewards(None, None, env, None, jnp.asarray([[1, 0, 1]]), hp(),
+                                          ("true", "self_certainty", "frequency", "entropy")))
+    np.testing.assert_array_equal(got[0], [[1.0, 0.0, 1.0]])
+    np.testing.assert_allclose(got[2], [[2 / 3, 1 / 3, 2 / 3]])
+    assert np.isnan(got[1]).all() and np.isnan(got[3]).all()
 
 
 # -- configuration -------------------------------------------------------------------------------------
