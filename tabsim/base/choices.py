@@ -17,7 +17,8 @@ from tabsim.base.registry import suggest
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
               "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge")
 RATIOS = ("token", "sequence", "sequence-sum")
-SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco")
+SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
+              "dcpo")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
                 "balanced")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")

@@ -183,6 +183,12 @@ PRESETS: dict[str, dict] = {
     # its share of the answers, then averaged over the groups (the aggregation "balanced"). The rest of the paper's
     # recipe was not read: verl's group z-score, PPO clip 0.2, no KL here.
     "balanced_aggregation": {"algo": _algo(aggregation="balanced")},
+    # DCPO (arXiv 2509.02333) as its authors' released run (recipe/dcpo/run_dcpo.sh): the clip bounds set by each
+    # token's rollout probability (eps 0.2 / 0.28, clip_type dynamic) with the dual clip c = 10, no KL, no filter;
+    # their only-token-mean (each response's token mean, summed over a micro-batch) as seq-mean-token-mean. Their
+    # smooth advantage standardisation (statistics over the steps so far) is not here: the group z-score stands in.
+    "dcpo": {"algo": _algo(surrogate="dcpo", eps_low=0.2, eps_high=0.28, dual_clip_c=10.0,
+                           aggregation="seq-mean-token-mean")},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

@@ -432,7 +432,23 @@ def np_disco_batch(logp, logp_old, mask, adv, hp):
     return loss, grad
 
 
-NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch, "disco": np_disco_batch}
+def np_dcpo_batch(logp, logp_old, mask, adv, hp):
+    """The released compute_policy_loss_dcpo with clip_type "dynamic", token by token: bounds from q = p_old."""
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    for i in np.ndindex(logp.shape):
+        q, A, w = math.exp(logp_old[i]), adv[i[:2]], math.exp(logp[i] - logp_old[i])
+        low = (1 + math.sqrt(max(1 - 4 * hp["eps_low"] / q, 0.0))) / 2
+        high = min((1 + math.sqrt(1 + 4 * hp["eps_high"] / q)) / 2, max(hp["dual_clip_c"], 10.0))
+        free, held = -A * w, -A * min(max(w, low), high)
+        value, d = (free, -A * w) if free >= held else (held, 0.0)
+        if A < 0 and -A * hp["dual_clip_c"] < value:
+            value, d = -A * hp["dual_clip_c"], 0.0
+        loss[i], grad[i] = value, d * mask[i]
+    return loss, grad
+
+
+NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch, "disco": np_disco_batch,
+                       "dcpo": np_dcpo_batch}
 
 
 def np_token_mean(loss, mask):

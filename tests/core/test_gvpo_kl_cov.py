@@ -140,3 +140,25 @@ def test_disco_constraint_gradient_is_the_squared_hinge():
         want = jax.grad(hinge)(logp)
     np.testing.assert_allclose(np.asarray(part), np.asarray(want), rtol=1e-10, atol=1e-14)
     assert np.abs(np.asarray(want)).max() > 1e-3
+
+
+def test_dcpo_bounds_by_hand():
+    """eps 0.2 / 0.28: at q = 1 the bounds are (1 + sqrt(0.2)) / 2 = 0.7236 and (1 + sqrt(2.12)) / 2 = 1.2280; at
+    q = 0.5, low = 1/2 (1 - 1.6 < 0) and high = (1 + sqrt(3.24)) / 2 = 1.4; at q = 1e-4 high is capped at max(c, 10)."""
+    from tabsim.sim.algos.surrogates import dcpo_bounds
+    low, high = dcpo_bounds(jnp.log(jnp.asarray([1.0, 0.5, 1e-4])), Hyper(eps_low=0.2, eps_high=0.28, dual_clip_c=3.0))
+    np.testing.assert_allclose(np.asarray(low), [(1 + np.sqrt(0.2)) / 2, 0.5, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(high), [(1 + np.sqrt(2.12)) / 2, 1.4, 10.0], rtol=1e-6)
+
+
+def test_dcpo_lets_a_rare_token_move_further_than_ppo():
+    """Ratio 1.35 with A = 1: PPO's 1 + 0.28 holds it (loss -1.28, no gradient); DCPO lets a token of rollout
+    probability 0.5 through (its bound 1.4), but holds one of probability 1 at 1.228; the clip fraction counts it."""
+    l = jnp.log(jnp.asarray([[[1.35], [1.35]]]))
+    old = jnp.log(jnp.asarray([[[0.5], [1.0]]]))
+    adv = jnp.ones((1, 2, 1))
+    hp = Hyper(eps_low=0.2, eps_high=0.28)
+    got = batch.surrogate("dcpo", l, old + l, adv, hp, mask=jnp.ones_like(l), logp_old=old)
+    np.testing.assert_allclose(np.asarray(got)[0, :, 0], [-1.35, -(1 + np.sqrt(2.12)) / 2], rtol=1e-6)
+    from tabsim.sim.algos import clip_fraction
+    assert float(clip_fraction(l, adv, jnp.ones_like(l), hp, "dcpo", logp_old=old)) == 0.5

@@ -91,6 +91,8 @@ EXPECTED = {
                         filter=True, kl_placement="none", token_weight="top_entropy", top_entropy_quantile=0.2),
     "balanced_aggregation": dict(estimator="grpo", surrogate="clip", eps_low=0.2, eps_high=0.2, aggregation="balanced",
                                  kl_placement="none"),
+    "dcpo": dict(estimator="grpo", surrogate="dcpo", eps_low=0.2, eps_high=0.28, dual_clip_c=10.0,
+                 aggregation="seq-mean-token-mean", kl_placement="none", filter=False),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -184,4 +184,4 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
     if spec.entropy_bonus:
         entropy = jnp.broadcast_to(-(jnp.exp(logq) * logq).sum(-1), logp.shape)
         loss = loss - hp.ent_coef * aggregate(spec.aggregation, entropy, mask, adv=a, hp=hp)
-    return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp, spec.surrogate)}
+    return loss, {"clip_frac": clip_fraction(log_ratio, a, mask, hp, spec.surrogate, logp_old=logp_old)}

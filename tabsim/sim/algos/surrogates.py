@@ -250,16 +250,63 @@ def disco(batch):
     return jnp.broadcast_to(-objective + c * kl, logp.shape)
 
 
-def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip"):
+
+def dcpo_bounds(logp_old, hp):
+    """DCPO's ratio bounds ``[B, G, T]`` from the rollout policy's token probability ``q = exp(logp_old)``:
+    ``low = (1 + sqrt(max(1 - 4 eps_low / q, 0))) / 2``, ``high = min((1 + sqrt(1 + 4 eps_high / q)) / 2,
+    max(c, 10))`` (the released ``get_clip_low_high``; ``c = dual_clip_c``)."""
+    q = jnp.exp(logp_old)
+    low = (1.0 + jnp.sqrt(jnp.maximum(1.0 - 4.0 * hp.eps_low / q, 0.0))) / 2.0
+    high = jnp.minimum((1.0 + jnp.sqrt(1.0 + 4.0 * hp.eps_high / q)) / 2.0, jnp.maximum(hp.dual_clip_c, 10.0))
+    return low, high
+
+
+def _dcpo_clipped(log_ratio, adv, hp, logp_old):
+    """The tokens DCPO's own bounds hold: ``w > high`` with ``A > 0``, ``w < low`` with ``A < 0``."""
+    low, high = dcpo_bounds(logp_old, hp)
+    w = jnp.exp(log_ratio)
+    return ((adv > 0) & (w > high)) | ((adv < 0) & (w < low))
+
+
+@register_surrogate("dcpo", clipped=_dcpo_clipped, batch=True, clip_reads_old=True)
+def dcpo(batch):
+    """DCPO: PPO's clip with bounds set by each token's rollout probability, plus the dual clip.
+
+    Dynamic Clipping Policy Optimization (Yang et al., arXiv 2509.02333), as its authors' released
+    ``compute_policy_loss_dcpo`` with ``clip_type="dynamic"`` (github.com/lime-RL/DCPO,
+    ``verl/trainer/ppo/core_algos.py``): with ``q = pi_old(o_t)`` the ratio is clipped to ``[low(q), high(q)]``
+    (:func:`dcpo_bounds`: ``low = (1 + sqrt(max(1 - 4 eps_low / q, 0))) / 2``, ``high = (1 + sqrt(1 + 4 eps_high /
+    q)) / 2`` capped at ``max(c, 10)``), so a rare token (small ``q``) may move further; for ``A < 0`` the loss is
+    capped at ``-A c`` (``c = dual_clip_c``, 10 in their recipe):
+
+        ``max(-A w, -A clip(w, low(q), high(q)))``, and ``min(that, -A c)`` where ``A < 0``.
+
+    The paper's other part, the advantage standardised over the steps so far, is an estimator's and not here.
+
+    Args:
+      batch: a :class:`tabsim.sim.algos.batch.Batch`; reads ``log_ratio``, ``logp_old``, ``adv`` and ``hp``.
+    Returns:
+      ``[B, G, T]`` per-token losses.
+    """
+    adv, hp = batch.adv, batch.hp
+    low, high = dcpo_bounds(batch.logp_old, hp)
+    w = jnp.exp(batch.log_ratio)
+    clipped = jnp.maximum(-adv * w, -adv * jnp.clip(w, low, high))
+    return jnp.where(adv < 0, jnp.minimum(clipped, -adv * hp.dual_clip_c), clipped)
+
+
+def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip", logp_old=None):
     """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed); 0 for a surrogate
     registered with ``clipped=False`` (REINFORCE, the unclipped ratio, CISPO's detached weight, SAPO's
     soft gate: every token keeps its gradient); a surrogate registered with ``clipped=active`` counts the
-    tokens ``active`` marks."""
-    clipped = SURROGATES.meta(surrogate).get("clipped", True)
+    tokens ``active`` marks (``active(log_ratio, adv, hp, logp_old)`` when also registered with
+    ``clip_reads_old=True``: bounds set by the rollout policy, as DCPO's)."""
+    meta = SURROGATES.meta(surrogate)
+    clipped = meta.get("clipped", True)
     if not clipped:
         return jnp.zeros((), jnp.float32)
     if callable(clipped):
-        active = clipped(log_ratio, adv, hp)
+        active = clipped(log_ratio, adv, hp, logp_old) if meta.get("clip_reads_old") else clipped(log_ratio, adv, hp)
     else:
         w = jnp.exp(log_ratio)
         active = ((adv > 0) & (w > 1.0 + hp.eps_high)) | ((adv < 0) & (w < 1.0 - hp.eps_low))
