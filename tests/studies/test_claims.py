@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -59,6 +60,40 @@ def test_headline_scale_turns_a_coefficient_into_a_difference():
     r = v.regions[0]
     assert (r.estimate, r.ci_low, r.ci_high) == pytest.approx((0.02, 0.008, 0.032))
     assert r.predicted == "> +0.0200"
+
+
+def test_a_tost_interval_is_labelled_with_its_level():
+    """A TOST rule is judged on the 1 - 2 alpha interval: the page and summary say 90%, not the column's 95%."""
+    analysis = _analysis(("H1", "SUPPORTED", 0.001, -0.004, 0.006), ("H2", "SUPPORTED", 0.02, 0.01, 0.03))
+    analysis["hypotheses"][0]["ci_level"] = 0.9
+    run = claims.ClaimRun(_claim({"H1": "holds", "H2": "holds"}), {}, ROOT, claims.claim_verdict(
+        _claim({"H1": "holds", "H2": "holds"}), analysis), None, False)
+    assert [r.level for r in run.verdict.regions] == [0.9, 0.95]
+    assert "[-0.0080, +0.0120] (90%) |" in claims.page.claim_section(run, "x.png")
+    assert claims.summary_table([run])["tabsim_estimate"][0] == \
+        "H1: +0.002 [-0.008, +0.012] (90%); H2: +0.040 [+0.020, +0.060]"
+
+
+def test_b12_paired_estimates_are_the_seeds_differences():
+    """B12's recorded estimates and intervals, recomputed from its data with NumPy and scipy's t: each is the mean
+    of the eight seeds' differences between the two named cells, with the one-sample t interval at its level."""
+    from scipy import stats as sps
+
+    rec = claims.read_claim_run(claims.load_claim(ROOT / "B12"), verify=False)
+    data = rec.data()
+    final = data[data["step"] == data["step"].max()]
+    for h in rec.results["analysis"]["hypotheses"]:
+        factor, _, named = h["estimand"].removeprefix("paired:").partition(":")
+        a, b = named.split(",") if named else ("drop_all_wrong", "none")
+        rows = final
+        for key, level in h["condition"].items():
+            rows = rows[rows[key].astype(str) == str(level)] if isinstance(level, str) else \
+                rows[np.isclose(rows[key], level)]
+        wide = rows.pivot(index="seed", columns=factor, values="pass1")
+        d = (wide[a] - wide[b]).to_numpy()
+        half = sps.t.ppf(0.5 + h["ci_level"] / 2, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
+        assert d.size == 8 and h["estimate"] == pytest.approx(d.mean(), abs=1e-12)
+        assert (h["ci_low"], h["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half), abs=1e-9)
 
 
 def test_bearing_on_a_missing_hypothesis_is_refused():

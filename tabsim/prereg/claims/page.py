@@ -14,8 +14,8 @@ import pandas as pd
 from tabsim.files.atomic import atomic_write_text
 from tabsim.prereg.claims.catalog import Waiting
 from tabsim.prereg.claims.execute import ClaimRun
-from tabsim.prereg.claims.summary import (claim_figure, expected_beside, expected_estimates, markdown_table,
-                                          summary_table)
+from tabsim.prereg.claims.summary import (claim_figure, expected_beside, expected_estimates, level_note,
+                                          markdown_table, summary_table)
 
 TITLE = "What a controlled simulator says about {count} published claims"
 EXACT = "exact expected update"  # the region table's column: the estimand on the expected flow, no seed noise
@@ -50,7 +50,7 @@ def _para(text: str) -> str:
 def _regions(run: ClaimRun) -> str:
     exact = expected_estimates(run)
     rows = [{"hypothesis": r.hypothesis, "region": r.region, run.claim.headline.label: f"{r.estimate:+.4f}",
-             "95% interval": f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]",
+             "95% interval": f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]" + level_note(r.level),
              **({EXACT: f"{exact[r.hypothesis]:+.4f}" if r.hypothesis in exact else ""} if exact else {}),
              "the hypothesis predicts": r.predicted, "hypothesis verdict": r.verdict,
              "the claim there": r.claim} for r in run.verdict.regions]

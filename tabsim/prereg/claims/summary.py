@@ -19,8 +19,13 @@ from tabsim.prereg.schema import load_plan
 SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
 
 
+def level_note(level: float) -> str:
+    """`` (90%)`` for an interval that is not a 95% one (a TOST rule is judged on the ``1 - 2 alpha`` interval)."""
+    return "" if abs(level - 0.95) < 1e-9 else f" ({100 * level:.0f}%)"
+
+
 def _interval(r) -> str:
-    return f"{r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+    return f"{r.estimate:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]{level_note(r.level)}"
 
 
 def summary_row(run: ClaimRun) -> dict:

@@ -39,6 +39,7 @@ class RegionResult:
     claim: str  # holds | fails | unsettled
     reason: str
     predicted: str  # the region the rule predicts, on the same scale: "> +0.0200"
+    level: float = 0.95  # the interval's level (a TOST rule is judged on the 1 - 2 alpha interval)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +94,7 @@ def claim_verdict(claim: Claim, analysis: dict) -> ClaimVerdict:
         lo, hi = sorted((h["ci_low"] * s, h["ci_high"] * s))
         regions.append(RegionResult(hid, bearing.region, h["estimate"] * s, lo, hi, h["verdict"],
                                     _outcome(h["verdict"], bearing.if_supported), h.get("reason", ""),
-                                    _predicted(h.get("region"), s)))
+                                    _predicted(h.get("region"), s), float(h.get("ci_level", 0.95))))
     outcomes = {r.claim for r in regions} - {"unsettled"}
     verdict = {frozenset({"holds"}): SUPPORTED, frozenset({"fails"}): NOT_SUPPORTED,
                frozenset({"holds", "fails"}): DEPENDS, frozenset(): INCONCLUSIVE}[frozenset(outcomes)]
