@@ -15,7 +15,7 @@ from tabsim.base.registry import suggest
 # built-in components of tabsim.sim.algos' registries (a component registered at run time is found in the
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
-              "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge")
+              "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo")
 RATIOS = ("token", "sequence", "sequence-sum")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
               "dcpo")
@@ -54,7 +54,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "hint_lambda", "mismatch_sigma", "is_cap", "kl_target", "kl_horizon", "ref_mixup_alpha",
                 "disco_tau", "disco_delta", "disco_beta",
                 "overlong_max", "overlong_cache", "overlong_factor", "rank_penalty", "style_weight",
-                "top_entropy_quantile", "gtpo_conflict_weight")
+                "top_entropy_quantile", "gtpo_conflict_weight",
+                "sgrpo_noise")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

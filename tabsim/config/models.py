@@ -101,7 +101,7 @@ ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
                              "mismatch_sigma", "is_cap", "kl_schedule", "kl_target", "kl_horizon", "ref_reset_every",
                              "ref_mixup_alpha", "ref_reset_optimizer", "hint_when",
                              "disco_tau", "disco_delta", "disco_beta",
-                             "token_weight", "top_entropy_quantile", "gtpo_conflict_weight")
+                             "token_weight", "top_entropy_quantile", "gtpo_conflict_weight", "sgrpo_noise")
 # knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
 ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),
                 "kl_cov_coef": ("surrogate", "kl_cov"), "disco_tau": ("surrogate", "disco"),
@@ -178,6 +178,7 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
     def _token_weight(cls, v):
         return one_of("algo.token_weight", v, TOKEN_WEIGHTS)
 
+    sgrpo_noise: float = Field(0.1, ge=0.0, lt=0.5)
 
     @field_validator(*CHOICES)
     @classmethod

@@ -124,6 +124,10 @@ PRESETS: dict[str, dict] = {
     # TRL's bnpo at one answer per device (= seq-mean-token-mean), no KL, 8 answers. Its guided error correction
     # (injecting a correct answer into all-wrong groups) is not part of it.
     "edge_grpo": {"algo": _algo(estimator="edge", std_eps=1e-4, aggregation="seq-mean-token-mean")},
+    # S-GRPO (arXiv 2508.05928) as its authors' Qwen2.5-Math-7B script on Oat (critic_type drgrpo): the z-score (Bessel
+    # std, eps 1e-8) times the noise-aware weight w*(G, k, p) with p = 0.1, Dr. GRPO's sum over tokens by a constant
+    # (seq-mean-token-sum-norm), PPO clip 0.2, no KL, 8 answers.
+    "s_grpo": {"algo": _algo(estimator="s_grpo", std_eps=1e-8, sgrpo_noise=0.1, aggregation="seq-mean-token-sum-norm")},
     # GVPO (arXiv 2504.19599) as its authors' released run (GVPO/run_qwen2-7b_math_gvpo.sh): A = r - mean_g r (verl's
     # grpo advantage without the std), the loss (1/2)((s_i - mean_g s) - A_i)^2 with s_i = 0.1 sum_t log(pi / pi_old),
     # 4 answers per prompt, no KL; the mean over the batch's answers (the released sum / (G - 1) up to a constant).

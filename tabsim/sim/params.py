@@ -66,6 +66,7 @@ class Hyper:
     top_entropy_quantile: float = 1.0  # top_entropy: share of the batch's tokens kept, by entropy (arXiv 2506.01939)
     gtpo_conflict_weight: float = 2.0  # gtpo_conflict: weight of a positive answer's conflict token (arXiv 2508.03772)
 
+    sgrpo_noise: float = 0.1  # S-GRPO: the assumed symmetric reward-flip rate p (arXiv 2508.05928)
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 

@@ -53,7 +53,7 @@ def make_batch(seed=0, B=5, G=6, T=4, A=5, binary=True):
 
 
 HP = dict(std_eps=1e-6, std_ddof=1.0, eps_low=0.2, eps_high=0.28, dual_clip_c=3.0, sapo_tau_pos=1.0,
-          sapo_tau_neg=1.05, beta=0.04, ent_coef=0.01, baseline_shift=-0.1)
+          sapo_tau_neg=1.05, beta=0.04, ent_coef=0.01, baseline_shift=-0.1, sgrpo_noise=0.1)
 
 
 def estimator_context(name, b):
@@ -254,11 +254,24 @@ def np_edge(r, lengths, valid, hp, *, entropy):
     return z * mean / np.maximum(entropy, 1e-6)
 
 
+def np_s_grpo(r, lengths, valid, hp):
+    """The z-score times w*(n, k, p) (S-GRPO, arXiv 2508.05928, as its authors' group_weight)."""
+    z = np_grpo(r, lengths, valid, hp)
+    n, p = r.shape[1], hp["sgrpo_noise"]
+    out = np.zeros_like(z)
+    for b in range(r.shape[0]):
+        q = sum(1 for x in r[b] if x > 0) / n
+        t = min(1.0, max(0.0, (q - p) / (1 - 2 * p)))
+        w = (1 - 2 * p) * t * (1 - t) / (math.sqrt(q * (1 - q) + 1e-8) * math.sqrt(t * (1 - t) + 1e-8))
+        out[b] = z[b] * w
+    return out
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
                  "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
                  "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo,
-                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b, "edge": np_edge}
+                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b, "edge": np_edge, "s_grpo": np_s_grpo}
 
 
 def np_ratio_token(logp, logp_old, mask):

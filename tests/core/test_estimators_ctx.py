@@ -134,6 +134,19 @@ def test_edge_divides_by_the_answers_entropy():
     assert a[0, 1] == pytest.approx(a[0, 0] / 2)
 
 
+def test_s_grpo_gates_unbalanced_groups():
+    """p = 0.1, G = 8: 1 right -> t = 0.03125, w* = 0.8 t (1 - t) / (sqrt(q (1 - q)) sqrt(t (1 - t))) = 0.4209; 4 right
+    -> w* = 0.8; 7 right mirrors 1; p = 0 leaves the z-score (w* = 1 up to the 1e-8 in the roots); a group within p
+    of all-wrong (here p = 0.2 and 1 of 8) gets 0."""
+    rows = [[1.0] + [0.0] * 7, [1.0] * 4 + [0.0] * 4, [1.0] * 7 + [0.0]]
+    z = est("grpo", rows)
+    np.testing.assert_allclose(est("s_grpo", rows, Hyper(std_ddof=1.0, std_eps=1e-6, sgrpo_noise=0.1)),
+                               z * np.array([[0.42088], [0.8], [0.42088]]), rtol=1e-4)
+    np.testing.assert_allclose(est("s_grpo", rows, Hyper(std_ddof=1.0, std_eps=1e-6, sgrpo_noise=0.0)), z,
+                               rtol=1e-6)
+    assert np.all(est("s_grpo", rows[:1], Hyper(std_ddof=1.0, std_eps=1e-6, sgrpo_noise=0.2)) == 0.0)
+
+
 def test_context_fields_on_a_bandit_by_hand():
     """One node per prompt: an answer's seq_logp is log pi(a), its entropy the node's, p0 the prior's mass on the
     correct answers; only the declared fields are computed."""
@@ -199,7 +212,7 @@ def test_a_users_context_estimator_is_probed_and_needs_its_context():
 def test_expected_flow_runs_the_count_only_ones_and_refuses_pvpo():
     env, sched = BanditEnv(n_prompts=4, n_answers=4, n_correct=1, offline_samples=0), Schedule(batch_size=4,
                                                                                                group_size=4)
-    for name in ("ngrpo", "raft", "asymre", "grpo_lead", "disco_b"):
+    for name in ("ngrpo", "raft", "asymre", "grpo_lead", "disco_b", "s_grpo"):
         check(env, AlgoSpec(estimator=name), sched, ("true",))
     with pytest.raises(ValueError, match="'pvpo' has no exact flow: its baseline is each prompt's reference"):
         check(env, AlgoSpec(estimator="pvpo"), sched, ("true",))

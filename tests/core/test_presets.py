@@ -69,6 +69,8 @@ EXPECTED = {
                       aggregation="token-mean", kl_placement="none"),
     "edge_grpo": dict(estimator="edge", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
                       aggregation="seq-mean-token-mean", kl_placement="none"),
+    "s_grpo": dict(estimator="s_grpo", std_ddof=1, std_eps=1e-8, sgrpo_noise=0.1, surrogate="clip", eps_low=0.2,
+                   eps_high=0.2, aggregation="seq-mean-token-sum-norm", kl_placement="none"),
     "gvpo": dict(estimator="dr_grpo", surrogate="gvpo", gvpo_beta=0.1, aggregation="seq-mean-token-mean",
                  kl_placement="none"),
     "kl_cov": dict(estimator="grpo", std_ddof=1, surrogate="kl_cov", kl_cov_ratio=0.002, kl_cov_coef=1.0,

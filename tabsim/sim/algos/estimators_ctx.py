@@ -1,8 +1,8 @@
 """Advantage estimators with a baseline other than the group's own mean, or that read the rollout's context.
 
 Registered into :data:`tabsim.sim.algos.advantages.ESTIMATORS` when :mod:`tabsim.sim.algos` is imported. The
-count-only ones (``ngrpo``, ``raft``, ``asymre``, ``grpo_lead``, ``disco_b``) are functions of a group's rewards
-alone, so the exact expected flow runs them as it runs GRPO; ``pvpo`` reads each prompt's reference success
+count-only ones (``ngrpo``, ``raft``, ``asymre``, ``grpo_lead``, ``disco_b``, ``s_grpo``) are functions of a group's
+rewards alone, so the exact expected flow runs them as it runs GRPO; ``pvpo`` reads each prompt's reference success
 rate ``p0`` (``reads=("p0",)``, see :mod:`tabsim.sim.algos.batch`) and ``edge`` each answer's entropy, so they have
 no exact flow.
 """
@@ -179,3 +179,29 @@ def edge(batch):
     w = jnp.broadcast_to(batch.valid[:, None], h.shape).astype(z.dtype)
     mean_h = (h * w).sum() / jnp.maximum(w.sum(), 1.0)
     return z * mean_h / h
+
+
+def s_grpo_weight(k, n, p, eps=1e-8):
+    """S-GRPO's noise-aware weight ``w*(n, k, p) = (1 - 2p) t (1 - t) / (sqrt(q (1 - q) + eps) sqrt(t (1 - t) + eps))``,
+    ``q = k / n`` the observed success rate and ``t = clip((q - p) / (1 - 2p), 0, 1)`` the de-noised one."""
+    q = k / n
+    t = jnp.clip((q - p) / (1.0 - 2.0 * p), 0.0, 1.0)
+    return (1.0 - 2.0 * p) * t * (1.0 - t) / (jnp.sqrt(q * (1.0 - q) + eps) * jnp.sqrt(t * (1.0 - t) + eps))
+
+
+@register_estimator("s_grpo")
+def s_grpo(rewards, *, lengths, valid, hp):
+    """S-GRPO's noise-aware advantage: the group z-score times ``w*(n, k, p)`` (:func:`s_grpo_weight`).
+
+    Shen et al., "Mitigating Think-Answer Mismatch in LLM Reasoning Through Noise-Aware Advantage Reweighting",
+    arXiv 2508.05928. Checked against the authors' released trainer (``group_weight`` and
+    ``compute_monte_carlo_advantages`` with ``critic_type drgrpo`` in github.com/shenpeijun0212/S-GRPO,
+    train/train_S-GRPO.py): ``A = (r - mean_g) w* / (std_g + 1e-8)`` with ``torch.std`` (Bessel), ``k`` the
+    rewards above 0, ``p = hp.sgrpo_noise`` the assumed symmetric flip rate (their scripts: 0.1) and eps 1e-8 inside
+    the square roots. A group whose observed rate is within ``p`` of 0 or 1 (``t`` clipped to 0 or 1) gets weight 0:
+    an unbalanced group is gated off; ``p = 0`` leaves ``w* ~ 1`` on mixed groups (``t = q``). ``hp.std_ddof`` /
+    ``hp.std_eps`` pick the z-score's std (the authors: 1, 1e-8).
+    """
+    k = (rewards > 0).astype(rewards.dtype).sum(-1, keepdims=True)
+    return group_zscore(rewards, lengths=lengths, valid=valid, hp=hp) * s_grpo_weight(k, rewards.shape[-1],
+                                                                                      hp.sgrpo_noise)
