@@ -242,3 +242,34 @@ def test_presets_carry_their_rewards():
     assert resolve({"preset": "intuitor"}).arms.arms == ["frozen", "random", "self_certainty", "true"]
     assert resolve({"preset": "unlikeliness"}).train.group_size == 32
     assert algo_spec(resolve({"preset": "dapo_overlong"})).reward == R.RewardSpec(terms=("overlong",))
+
+
+def one_update(config, arm: str):
+    """``(logits before, logits after)`` of one update of ``config`` on ``arm`` (beside frozen), op by op."""
+    import jax
+    from tabsim.sim.engine import init_state
+    from tabsim.sim.update import make_update
+    cfg = resolve({**config, "arms": {"arms": ["frozen", arm]}})
+    env, algo = make_env(cfg), algo_spec(cfg)
+    h = Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()})
+    update = make_update(env, algo, schedule(cfg), tuple(cfg.arms.arms))
+    with jax.disable_jit():
+        task, state = init_state(env, algo, jnp.asarray([0, 1], jnp.uint32), h)
+        after, _ = update(state, task, 1, h)
+    return np.asarray(state.logits), np.asarray(after.logits)
+
+
+SMALL = {"task": {"n_prompts": 2, "n_answers": 4, "n_correct": 1},
+         "train": {"steps": 1, "batch_size": 2, "group_size": 4, "seeds": 1, "pass_k": [1], "metrics": ["pass1"]},
+         "algo": {"surrogate": "reinforce", "lr": 0.5}}
+
+
+@pytest.mark.heavy  # two eager updates: some tens of seconds of op-by-op warm-up on a busy machine
+def test_self_certainty_moves_a_tree_policy_but_not_a_bandit_one():
+    """On a bandit every answer of a group gets the same self-certainty, so the group z-score is 0 everywhere
+    and the table stays exactly as it was; on a tree the answers' paths differ, and so does the update."""
+    before, after = one_update(SMALL, "self_certainty")
+    np.testing.assert_array_equal(after, before)
+    tree = {**SMALL, "task": {**SMALL["task"], "env": "tree", "tree": {"depth": 3}}}
+    before, after = one_update(tree, "self_certainty")
+    assert np.abs(after - before).max() > 1e-4
