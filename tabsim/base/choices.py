@@ -45,6 +45,9 @@ TOKEN_WEIGHTS = ("none", "top_entropy", "gtpo_conflict")
 # the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
 # maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
 ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
+# answer-level metrics recorded only when train.metrics names them (tabsim.sim.envs.base.optional_metrics): the
+# entropy given a correct answer, the KL to the reference restricted to the correct answers, the root's action masses
+OPTIONAL_METRICS = ("correct_entropy", "filtered_kl", "root_mass")
 # the traced fields of tabsim.sim.params.Hyper, in its order (a test checks they are its fields)
 HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr", "fnr", "lr", "beta", "std_eps",
                 "std_ddof", "eps_low", "eps_high", "dual_clip_c", "sapo_tau_pos", "sapo_tau_neg", "ent_coef",
@@ -55,7 +58,7 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "disco_tau", "disco_delta", "disco_beta",
                 "overlong_max", "overlong_cache", "overlong_factor", "rank_penalty", "style_weight",
                 "top_entropy_quantile", "gtpo_conflict_weight",
-                "sgrpo_noise")
+                "sgrpo_noise", "correct_mass_ratio")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

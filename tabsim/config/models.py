@@ -15,10 +15,11 @@ from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS,
                                  HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
                             MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
-from tabsim.base.choices import TOKEN_WEIGHTS
+from tabsim.base.choices import OPTIONAL_METRICS, TOKEN_WEIGHTS
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
+from tabsim.config.facts import check_facts
 
 
 class TaskConfig(Section):
@@ -29,6 +30,8 @@ class TaskConfig(Section):
     prior_strength: float = Field(0.5, gt=0.0, lt=1.0)
     format_boost: float = Field(0.2, ge=0.0, le=1e4)
     heterogeneity: float | None = Field(None, gt=0.0, le=1e6, description="Beta concentration; None = homogeneous")
+    correct_mass_ratio: float | None = Field(None, gt=0.0, le=BIG, description="bandit: the j-th correct answer gets "
+                                              "p_s r^j / sum_i r^i (j = 0..k-1); None = the equal split p_s / k")
     tree: TreeConfig = Field(default_factory=TreeConfig, description="tree-MDP structure (env = tree)")
 
     @field_validator("tree")
@@ -43,6 +46,14 @@ class TaskConfig(Section):
             return v
         check_tree(given, info.data.get("n_answers"), big=BIG)  # the leaves against task.n_answers
         return v
+
+    @model_serializer(mode="wrap")
+    def _equal_split_unwritten(self, handler):
+        # the equal split's config (and so its digest, stores and files) is the one written before the field
+        out = handler(self)
+        if self.correct_mass_ratio is None:
+            out.pop("correct_mass_ratio", None)
+        return out
 
     @model_validator(mode="after")
     def _k_lt_K(self):
@@ -80,7 +91,7 @@ class ArmsConfig(Section):
 
 # fields whose value names a registered component, and their built-in names
 CHOICES = {"estimator": ESTIMATORS, "ratio": RATIOS, "surrogate": SURROGATES, "aggregation": AGGREGATIONS,
-           "kl": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "optimizer": OPTIMIZERS}
+           "kl": KL_ESTIMATORS, "kl_placement": KL_PLACEMENTS, "optimizer": OPTIMIZERS, "token_weight": TOKEN_WEIGHTS}
 
 
 def registered(field: str) -> tuple[str, ...]:
@@ -172,11 +183,6 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
                                                                           "kept, by entropy (TRL top_entropy_quantile)")
     gtpo_conflict_weight: float = Field(2.0, ge=0.0, le=BIG, description="gtpo_conflict: weight of a positive "
                                                                          "answer's conflict token")
-
-    @field_validator("token_weight")
-    @classmethod
-    def _token_weight(cls, v):
-        return one_of("algo.token_weight", v, TOKEN_WEIGHTS)
 
     sgrpo_noise: float = Field(0.1, ge=0.0, lt=0.5)
 
@@ -300,11 +306,13 @@ class TrainConfig(Section):
     def _metrics(cls, v):
         if v is None:
             return v
+        known = ANSWER_METRICS + OPTIONAL_METRICS  # the optional ones are recorded only when named
         if not v:
-            raise ValueError(f"list at least one of {', '.join(ANSWER_METRICS)} (or leave it unset for all)")
+            raise ValueError(f"list at least one of {', '.join(known)} (or leave it unset for "
+                             f"{', '.join(ANSWER_METRICS)})")
         for m in v:
-            one_of("metric", m, ANSWER_METRICS)
-        return [m for m in ANSWER_METRICS if m in v]  # canonical order, no repeats
+            one_of("metric", m, known)
+        return [m for m in known if m in v]  # canonical order, no repeats
 
     @field_validator("pass_k", "maj_k")
     @classmethod
@@ -354,6 +362,7 @@ class Config(Section):
             if len(set(levels)) != len(levels):
                 raise ValueError(f"sweep.{name}: a level is listed twice in {levels} (each level is one condition)")
         check_rewards(self)  # the reward composer's settings (tabsim.config.rewards)
+        check_facts(self)  # the environments' optional facts (tabsim.config.facts)
         if "heterogeneity" in self.sweep and t.heterogeneity is None:
             # the heterogeneous prior is a static switch: without it the swept concentration is never read
             raise ValueError("sweep.heterogeneity: the prior is homogeneous (task.heterogeneity is not set), so "
@@ -373,6 +382,7 @@ class Config(Section):
         v = {
             "prior_strength": t.prior_strength, "format_boost": t.format_boost,
             "heterogeneity": t.heterogeneity if t.heterogeneity is not None else 1.0,
+            "correct_mass_ratio": t.correct_mass_ratio if t.correct_mass_ratio is not None else 1.0,
             "gamma": arms.gamma, "fpr": arms.fpr, "fnr": arms.fnr,
             "max_grad_norm": a.max_grad_norm if a.max_grad_norm is not None else math.inf,
             "filter": float(a.filter), "std_ddof": float(a.std_ddof),
@@ -393,9 +403,9 @@ class Config(Section):
 SWEEPABLE = {
     "prior_strength": ("task", "prior_strength"), "format_boost": ("task", "format_boost"),
     "heterogeneity": ("task", "heterogeneity"), "gamma": ("arms", "gamma"), "fpr": ("arms", "fpr"),
-    "fnr": ("arms", "fnr"),
+    "fnr": ("arms", "fnr"), "correct_mass_ratio": ("task", "correct_mass_ratio"),
     **{n: ("algo", n) for n in HYPER_FIELDS if n not in ("prior_strength", "format_boost", "heterogeneity",
-                                                          "gamma", "fpr", "fnr")},
+                                                          "gamma", "fpr", "fnr", "correct_mass_ratio")},
 }
 
 

@@ -25,7 +25,8 @@ def make_env(cfg: Config):
                   maj_k=tuple(tr.maj_k), rng=tr.rng, metrics=tr.metrics)
     if t.env == "bandit":
         return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
-                              heterogeneous=t.heterogeneity is not None, **common)
+                              heterogeneous=t.heterogeneity is not None,
+                              **({"unequal": True} if t.correct_mass_ratio is not None else {}), **common)
     if "tree" not in ENVS:
         raise ValueError("task.env: 'tree' is not available in this version; allowed: bandit")
     return ENVS["tree"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
@@ -39,6 +40,7 @@ def static_key(cfg: Config) -> tuple:
             tuple(sorted((k, str(v)) for k, v in t.tree.env_kwargs().items())), cfg.arms.tie, cfg.arms.offline_samples,
             tuple(cfg.arms.arms), algo_spec(cfg), schedule(cfg), tuple(tr.pass_k), tuple(tr.maj_k), tr.rng,
             None if tr.metrics is None else tuple(tr.metrics)) + (("expected",) if expected(cfg) else ()) + \
+        (("unequal",) if t.correct_mass_ratio is not None else ()) + \
         user_components(cfg)
 
 

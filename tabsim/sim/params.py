@@ -67,6 +67,8 @@ class Hyper:
     gtpo_conflict_weight: float = 2.0  # gtpo_conflict: weight of a positive answer's conflict token (arXiv 2508.03772)
 
     sgrpo_noise: float = 0.1  # S-GRPO: the assumed symmetric reward-flip rate p (arXiv 2508.05928)
+    correct_mass_ratio: float = 1.0  # bandit: the j-th correct answer's share of p_s, r^j / sum_i r^i (task.*)
+
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))
 

@@ -4,7 +4,8 @@ Static structure (shapes, which exact metrics to compute) lives on the stateless
 numeric knobs (prior strength, format boost, heterogeneity) are traced fields of the hyperparameter
 pytree, so one compiled program serves a whole grid of priors.
 
-Prior (docs/science.md): logit ``log(p_s / k)`` on each correct answer, ``log((1 - p_s) / (K - k))`` on each
+Prior (docs/science.md): logit ``log(p_s / k)`` on each correct answer (or, with ``task.correct_mass_ratio = r``,
+``log(p_s r^j / sum_i r^i)`` on the correct answer of rank ``j``), ``log((1 - p_s) / (K - k))`` on each
 wrong one, ``+ log(1 + f K)`` on the designated "format" answer (a wrong one), then normalised. With
 heterogeneity, each prompt's own ``p_s`` is drawn from ``Beta(m c, (1 - m) c)`` with mean ``m`` and
 concentration ``c``.
@@ -22,7 +23,7 @@ from tabsim.sim.ops import ranks, take_rows, weighted_counts
 from tabsim.base.precision import real
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
-from tabsim.sim.envs.base import prompt_means, register_env, select_metrics
+from tabsim.sim.envs.base import optional_metrics, prompt_means, register_env, select_metrics
 from tabsim.sim import rng as R
 
 
@@ -62,6 +63,12 @@ def compositions(k: int, K: int) -> np.ndarray:
 
 
 
+def answer_ranks(seed, n_prompts: int, n_answers: int, rng="fast"):
+    """``[N, K]`` each answer's rank among its prompt's answers (0..K-1): ranks below k are the correct ones,
+    rank k is the format answer."""
+    return ranks(R.uniform(seed, (n_prompts, n_answers), step=R.TASK_STEP, tag=R.POSITIONS, rng=rng))
+
+
 def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, heterogeneous, rng="fast"):
     """Each prompt's correct answers, its format answer and its own prior strength.
 
@@ -71,8 +78,7 @@ def draw_answer_structure(seed, params, *, n_prompts, n_answers, n_correct, hete
       ``correct [N, K]`` float 0/1, ``is_format [N, K]`` bool, ``p [N]`` per-prompt ``p_s``.
     """
     n, K, k = n_prompts, n_answers, n_correct
-    u_pos = R.uniform(seed, (n, K), step=R.TASK_STEP, tag=R.POSITIONS, rng=rng)
-    rank = ranks(u_pos)
+    rank = answer_ranks(seed, n, K, rng)
     correct = (rank < k).astype(real())
     is_format = rank == k
     p = jnp.full((n,), params.prior_strength, real())
@@ -125,6 +131,8 @@ class BanditEnv:
     Args:
       n_prompts, n_answers, n_correct: N, K and k.
       heterogeneous: draw each prompt's p_s from a Beta (traced concentration ``heterogeneity``).
+      unequal: split p_s among the correct answers geometrically, ``p_s r^j / sum_i r^i`` for the correct answer of
+        rank ``j`` (traced ratio ``correct_mass_ratio``; ``task.correct_mass_ratio``); default the equal split.
       tie: majority tie rule, ``random`` or ``lowest``.
       offline_samples: m, the base-policy samples that fix each prompt's offline majority label (0: no
         arm reads it; the label is -1).
@@ -134,8 +142,9 @@ class BanditEnv:
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
-                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None):
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, unequal=False):
         self.n_prompts, self.n_answers, self.n_correct = n_prompts, n_answers, n_correct
+        self.unequal = unequal
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
         self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
         self.metrics = None if metrics is None else tuple(metrics)
@@ -156,7 +165,13 @@ class BanditEnv:
         n, K, k = self.n_prompts, self.n_answers, self.n_correct
         correct, is_format, p = draw_answer_structure(seed, params, n_prompts=n, n_answers=K, n_correct=k,
                                                       heterogeneous=self.heterogeneous, rng=self.rng)
-        logits = jnp.where(correct > 0, jnp.log(p / k)[:, None], jnp.log((1.0 - p) / (K - k))[:, None])
+        if self.unequal:  # the j-th correct answer (by rank) gets p_s r^j / sum_i r^i
+            rank = answer_ranks(seed, n, K, self.rng).astype(real())
+            w = jnp.where(correct > 0, params.correct_mass_ratio ** rank, 0.0)
+            right = jnp.log(p[:, None] * w / w.sum(-1, keepdims=True))
+            logits = jnp.where(correct > 0, right, jnp.log((1.0 - p) / (K - k))[:, None])
+        else:
+            logits = jnp.where(correct > 0, jnp.log(p / k)[:, None], jnp.log((1.0 - p) / (K - k))[:, None])
         logits = logits + jnp.where(is_format, jnp.log1p(params.format_boost * K), 0.0)
         prior = jax.nn.log_softmax(logits, axis=-1)
         label = offline_majority(seed, jnp.exp(prior), self.offline_samples, K, self.tie, self.rng)
@@ -210,4 +225,6 @@ class BanditEnv:
         for k, (counts, lmc, credit) in self._maj.items():
             logp_counts = lmc[None, :] + logq @ counts.T  # [N, M]
             out[f"maj@{k}"] = (jnp.exp(logp_counts) * (task.correct @ credit.T)).sum(-1)
+        if self.metrics is not None:  # the optional metrics train.metrics names (none by default)
+            out.update(optional_metrics(self.metrics, logq, task.correct, task.prior_logits, logq))
         return prompt_means(out)

@@ -1,10 +1,13 @@
 """The environment registry and what every environment shares: the answer-level metrics and their means."""
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+from jax.scipy.special import entr, rel_entr
 
-# the exact answer-level metrics every environment records (named without JAX, for the config)
-from tabsim.base.choices import ANSWER_METRICS
+# the exact answer-level metrics every environment records (named without JAX, for the config), and those it
+# records only when ``train.metrics`` names them
+from tabsim.base.choices import ANSWER_METRICS, OPTIONAL_METRICS
 from tabsim.base.registry import Registry
 
 ENVS = Registry("env")
@@ -28,6 +31,44 @@ def select_metrics(per_prompt: dict, metrics) -> dict:
     if metrics is None:
         return per_prompt
     return {k: v for k, v in per_prompt.items() if k not in ANSWER_METRICS or k in metrics}
+
+
+def wanted(metrics, name: str) -> bool:
+    """Whether the optional metric ``name`` (:data:`OPTIONAL_METRICS`) is asked for: only when ``metrics`` names it."""
+    return metrics is not None and name in metrics
+
+
+def optional_metrics(metrics, logq_ans, correct, log_prior_ans, root_logq) -> dict:
+    """The optional per-prompt metrics ``metrics`` names, each ``[N]`` (the root's one per action).
+
+    ``correct_entropy``: the entropy of the policy given a correct answer, ``q(a | correct) = q(a) 1[a correct] /
+    P(correct)``; ``filtered_kl``: ``KL(q(. | correct) || q_ref(. | correct))``, the distance to the "filtered base
+    model" (the reference restricted to the correct answers and renormalised), 0 when the policy is that model;
+    ``root_mass``: ``root{a}_mass``, the probability of each action at the root (the tree's depth-1 prefixes and
+    STOP; the bandit's answers). A prompt the policy (or reference) never answers correctly gets ``nan``.
+
+    Args:
+      logq_ans, log_prior_ans: ``[N, K]`` log answer distributions of the policy and the reference.
+      correct: ``[N, K]`` 0/1; root_logq: ``[N, b]`` log distribution at the root.
+    """
+    out = {}
+    if wanted(metrics, "correct_entropy") or wanted(metrics, "filtered_kl"):
+        right = correct > 0
+        log_pc = jax.nn.logsumexp(jnp.where(right, logq_ans, -jnp.inf), axis=-1, keepdims=True)
+        log_qc = jnp.where(right, logq_ans - log_pc, -jnp.inf)
+        qc = jnp.exp(log_qc)  # 0 off the correct answers
+        if wanted(metrics, "correct_entropy"):
+            out["correct_entropy"] = entr(qc).sum(-1)
+        if wanted(metrics, "filtered_kl"):
+            log_p0c = jnp.where(right, log_prior_ans, -jnp.inf)
+            p0c = jnp.exp(log_p0c - jax.nn.logsumexp(log_p0c, axis=-1, keepdims=True))
+            out["filtered_kl"] = rel_entr(qc, p0c).sum(-1)
+        bad = ~jnp.isfinite(log_pc[:, 0])
+        out = {k: jnp.where(bad, jnp.nan, v) for k, v in out.items()}
+    if wanted(metrics, "root_mass"):
+        root = jnp.exp(root_logq)
+        out.update({f"root{a}_mass": root[:, a] for a in range(root.shape[-1])})
+    return out
 
 
 def prompt_means(per_prompt: dict) -> dict:

@@ -36,7 +36,7 @@ from tabsim.sim.ops import cumsum_last, log_softmax_last, softmax_last
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_PAIRS, TREE_FIELDS, float_field, int_field, tree_styles
 from tabsim.sim import rng as R
-from tabsim.sim.envs.base import prompt_means, register_env, select_metrics
+from tabsim.sim.envs.base import optional_metrics, prompt_means, register_env, select_metrics, wanted
 from tabsim.sim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0
@@ -386,6 +386,11 @@ class TreeEnv:
         for k, (counts, lmc, credit) in self._maj.items():
             logp_counts = lmc[None, :] + logq_ans @ counts.T  # [N, M]
             out[f"maj@{k}"] = (jnp.exp(logp_counts) * (corr @ credit.T)).sum(-1)
+        if self.metrics is not None:  # the optional metrics train.metrics names (none by default)
+            prior_ans = (self._joint(task.prior_logits, 1.0)[0].sum(1) if wanted(self.metrics, "filtered_kl")
+                         else None)
+            out.update(optional_metrics(self.metrics, jnp.log(q), corr,
+                                        None if prior_ans is None else jnp.log(prior_ans), logq[:, 0]))
         tree = {
             "mode_mass": q.max(-1),
             "len_mean": len_mean,
