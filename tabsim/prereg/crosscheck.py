@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from tabsim.base.choices import ANSWER_METRICS, OPTIONAL_METRICS
 from tabsim.sim.arms import ARMS
 from tabsim.config import ConfigError, resolve
 from tabsim.prereg.plan import (COEFFICIENT_PREFIX, ESTIMAND_ARMS, ESTIMANDS, FACTORIAL_ESTIMANDS, PAIRED_PREFIX,
@@ -137,7 +138,8 @@ def _design_problems(plan: Plan) -> list[str]:
     return sorted(set(problems), key=problems.index)
 
 
-_KNOWN_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
+# every environment's answer-level metrics, and those it records only when train.metrics names them
+_KNOWN_METRICS = ANSWER_METRICS + OPTIONAL_METRICS
 
 
 def semantic_problems(plan: Plan) -> list[str]:
@@ -147,6 +149,10 @@ def semantic_problems(plan: Plan) -> list[str]:
     if metric not in _KNOWN_METRICS and not metric.startswith(("pass@", "maj@")):
         problems.append(f"analysis.metric: unknown metric {metric!r}; allowed: {', '.join(_KNOWN_METRICS)}, "
                         f"pass@k, maj@k")
+    named = (plan.design.config.get("train") or {}).get("metrics")
+    if metric in OPTIONAL_METRICS and metric not in (named or ()):
+        problems.append(f"analysis.metric: {metric!r} is recorded only when design.config.train.metrics names it "
+                        f"(got {named!r}); add it there")
     ids = [h.id for h in plan.hypotheses] + [e.id for e in plan.exploratory]
     for dup in sorted({i for i in ids if ids.count(i) > 1}):
         problems.append(f"hypotheses[{dup}].id: id used twice (hypotheses and exploratory ids must be unique)")

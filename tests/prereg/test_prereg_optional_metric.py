@@ -1,0 +1,36 @@
+"""A plan may analyse a metric the environment records only on request (choices.OPTIONAL_METRICS, e.g. filtered_kl),
+provided its design asks for it in train.metrics; otherwise one line says where to add it."""
+from __future__ import annotations
+
+import pytest
+
+from tabsim.prereg.schema import validate_document
+from tests.prereg.tiny_plan import tiny_plan
+
+
+def _doc(metric, named):
+    doc = tiny_plan("optional metric")
+    doc["analysis"]["metric"] = metric
+    if named is not None:
+        doc["design"]["config"]["train"]["metrics"] = named
+    return doc
+
+
+@pytest.mark.parametrize("metric", ["filtered_kl", "correct_entropy"])
+def test_an_optional_metric_named_in_train_metrics_is_accepted(metric):
+    plan, problems = validate_document(_doc(metric, ["pass1", metric]))
+    assert plan is not None and problems == []
+
+
+def test_an_optional_metric_not_asked_for_is_refused_in_one_line():
+    _, problems = validate_document(_doc("filtered_kl", None))
+    assert problems == ["analysis.metric: 'filtered_kl' is recorded only when design.config.train.metrics names it "
+                        "(got None); add it there"]
+    _, problems = validate_document(_doc("filtered_kl", ["pass1"]))
+    assert len(problems) == 1 and "(got ['pass1'])" in problems[0]
+
+
+def test_an_unknown_metric_is_still_refused():
+    _, problems = validate_document(_doc("filtered_kll", ["pass1"]))
+    assert len(problems) == 1 and problems[0].startswith("analysis.metric: unknown metric 'filtered_kll'")
+    assert "correct_entropy" in problems[0]  # the allowed list names the optional metrics
