@@ -18,7 +18,7 @@ ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"
               "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo")
 RATIOS = ("token", "sequence", "sequence-sum")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
-              "dcpo")
+              "dcpo", "real")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
                 "balanced")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
@@ -58,7 +58,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "disco_tau", "disco_delta", "disco_beta",
                 "overlong_max", "overlong_cache", "overlong_factor", "rank_penalty", "style_weight",
                 "top_entropy_quantile", "gtpo_conflict_weight",
-                "sgrpo_noise", "correct_mass_ratio")
+                "sgrpo_noise", "correct_mass_ratio",
+                "real_tau")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

@@ -112,11 +112,12 @@ ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
                              "mismatch_sigma", "is_cap", "kl_schedule", "kl_target", "kl_horizon", "ref_reset_every",
                              "ref_mixup_alpha", "ref_reset_optimizer", "hint_when",
                              "disco_tau", "disco_delta", "disco_beta",
-                             "token_weight", "top_entropy_quantile", "gtpo_conflict_weight", "sgrpo_noise")
+                             "token_weight", "top_entropy_quantile", "gtpo_conflict_weight", "sgrpo_noise", "real_tau")
 # knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
 ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),
                 "kl_cov_coef": ("surrogate", "kl_cov"), "disco_tau": ("surrogate", "disco"),
-                "disco_delta": ("surrogate", "disco"), "disco_beta": ("surrogate", "disco")}
+                "disco_delta": ("surrogate", "disco"), "disco_beta": ("surrogate", "disco"),
+                "real_tau": ("surrogate", "real")}
 
 
 class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' knobs: tabsim.config.behaviour
@@ -163,6 +164,7 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
     disco_tau: float = Field(10.0, gt=0.0, le=BIG)
     disco_delta: float = Field(1e-4, ge=0.0, le=BIG)
     disco_beta: float = Field(1e3, ge=0.0, le=BIG)
+    real_tau: float = Field(0.5, gt=0.0, le=BIG)
 
     @model_serializer(mode="wrap")
     def _new_knobs_unwritten_at_default(self, handler):

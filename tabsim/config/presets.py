@@ -193,6 +193,10 @@ PRESETS: dict[str, dict] = {
     # smooth advantage standardisation (statistics over the steps so far) is not here: the group z-score stands in.
     "dcpo": {"algo": _algo(surrogate="dcpo", eps_low=0.2, eps_high=0.28, dual_clip_c=10.0,
                            aggregation="seq-mean-token-mean")},
+    # REAL (Rewards as Labels, arXiv 2602.05630) as its authors' released 1.5B run (scripts/train/1.5b_real.sh): each
+    # answer's mean token log-ratio a logit (tau 0.5), positives labelled 1 and negatives 0 against an anchor logit 0,
+    # summed over groups / B; the classes from verl's grpo advantage's sign, no clip, no KL, no filter, 8 answers.
+    "real": {"algo": _algo(surrogate="real", real_tau=0.5, aggregation="token-mean"), "train": {"group_size": 8}},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

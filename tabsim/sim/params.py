@@ -68,6 +68,7 @@ class Hyper:
 
     sgrpo_noise: float = 0.1  # S-GRPO: the assumed symmetric reward-flip rate p (arXiv 2508.05928)
     correct_mass_ratio: float = 1.0  # bandit: the j-th correct answer's share of p_s, r^j / sum_i r^i (task.*)
+    real_tau: float = 0.5  # REAL (arXiv 2602.05630): the scores' temperature
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

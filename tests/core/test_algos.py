@@ -460,8 +460,34 @@ def np_dcpo_batch(logp, logp_old, mask, adv, hp):
     return loss, grad
 
 
+def np_real_batch(logp, logp_old, mask, adv, hp):
+    """The released compute_policy_loss_real as loops: log(1 + sum_neg e^(s/tau)) + log(1 + sum_pos e^(-s/tau)) per
+    group with both classes, s the answer's mean token log-ratio, summed / B; its gradient through each score."""
+    B, G, T = logp.shape
+    tau, n = hp["real_tau"], mask.sum(-1)
+    total, d_s = 0.0, np.zeros((B, G))
+    for b in range(B):
+        s = [sum((logp[b, i] - logp_old[b, i]) * mask[b, i]) / max(n[b, i], 1.0) for i in range(G)]
+        pos = [i for i in range(G) if adv[b, i] > 0 and n[b, i] > 0]
+        neg = [i for i in range(G) if adv[b, i] < 0 and n[b, i] > 0]
+        if not pos or not neg:
+            continue
+        zn = 1 + sum(math.exp(s[j] / tau) for j in neg)
+        zp = 1 + sum(math.exp(-s[i] / tau) for i in pos)
+        total += (math.log(zn) + math.log(zp)) / B
+        for j in neg:
+            d_s[b, j] += math.exp(s[j] / tau) / zn / tau / B
+        for i in pos:
+            d_s[b, i] -= math.exp(-s[i] / tau) / zp / tau / B
+    grad = np.zeros(logp.shape)  # of the masked sum of the broadcast loss: each answer's score over its tokens
+    N = mask.sum()
+    for b, i, t in np.ndindex(logp.shape):
+        grad[b, i, t] = N * d_s[b, i] / max(n[b, i], 1.0) * mask[b, i, t]
+    return np.full(logp.shape, total), grad
+
+
 NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch, "disco": np_disco_batch,
-                       "dcpo": np_dcpo_batch}
+                       "dcpo": np_dcpo_batch, "real": np_real_batch}
 
 
 def np_token_mean(loss, mask):
@@ -644,7 +670,8 @@ def test_batch_surrogate_value_and_gradient_match_numpy(name):
     b = make_batch(seed=12)
     mask = b["mask"] * b["valid"][:, None, None]
     # 10% of ~60 tokens: 5 penalised; DisCO's KL budget below the batch's mean log-ratio KL (-0.027): its constraint acts
-    hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7, disco_tau=2.0, disco_delta=-0.1, disco_beta=3.0)
+    hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7, disco_tau=2.0, disco_delta=-0.1, disco_beta=3.0,
+              real_tau=0.5)
     want, want_grad = NP_BATCH_SURROGATES[name](b["logp"], b["logp_old"], mask, b["adv"], hp)
     with jax.enable_x64(True):
         old, adv, m = (jnp.asarray(b[k]) for k in ("logp_old", "adv", "mask"))

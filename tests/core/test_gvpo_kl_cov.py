@@ -162,3 +162,18 @@ def test_dcpo_lets_a_rare_token_move_further_than_ppo():
     np.testing.assert_allclose(np.asarray(got)[0, :, 0], [-1.35, -(1 + np.sqrt(2.12)) / 2], rtol=1e-6)
     from tabsim.sim.algos import clip_fraction
     assert float(clip_fraction(l, adv, jnp.ones_like(l), hp, "dcpo", logp_old=old)) == 0.5
+
+
+def test_real_on_policy_weights_by_hand():
+    """On-policy every score is 0: a group of 2 positives and 1 negative with tau 0.5 has loss log 2 + log 3 and the
+    gradient of a one-token answer's log-probability is -1/(tau 3) per positive and +1/(tau 2) for the negative
+    (a softmax share against the anchor), over B = 1 group."""
+    logp = jnp.log(jnp.asarray([[[0.5], [0.3], [0.2]]]))
+    adv = jnp.asarray([[[1.0], [1.0], [-2.0]]])
+    mask = jnp.ones_like(logp)
+
+    def loss(lp):
+        return batch.surrogate("real", lp - logp, lp, adv, Hyper(real_tau=0.5), mask=mask, logp_old=logp)[0, 0, 0]
+
+    np.testing.assert_allclose(float(loss(logp)), np.log(2.0) + np.log(3.0), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.grad(loss)(logp))[0, :, 0], [-2 / 3, -2 / 3, 1.0], rtol=1e-5)

@@ -95,6 +95,8 @@ EXPECTED = {
                                  kl_placement="none"),
     "dcpo": dict(estimator="grpo", surrogate="dcpo", eps_low=0.2, eps_high=0.28, dual_clip_c=10.0,
                  aggregation="seq-mean-token-mean", kl_placement="none", filter=False),
+    "real": dict(estimator="grpo", surrogate="real", real_tau=0.5, aggregation="token-mean", kl_placement="none",
+                 filter=False),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -251,6 +251,47 @@ def disco(batch):
 
 
 
+
+@register_surrogate("real", clipped=False, batch=True,
+                    no_expected="its loss is divided by the batch's number of groups")
+def real(batch):
+    """REAL: each answer's score a logit, positives labelled 1 and negatives 0 against an anchor logit 0; every token
+    holds the batch's loss.
+
+    Rewards as Labels (arXiv 2602.05630), as its authors' released ``compute_policy_loss_real``
+    (github.com/Red-RL/REAL, ``verl/verl/trainer/ppo/core_algos.py``): the score of an answer is its mean token
+    log-ratio ``s_i = mean_t (logp_{i,t} - logp_old_{i,t})``; in each group with positives and negatives,
+
+        ``L_b = log(1 + sum_{j in neg} exp(s_j / tau)) + log(1 + sum_{i in pos} exp(-s_i / tau))``
+
+    and the loss is ``sum_b L_b / B`` (``B`` the batch's groups, those without both classes included, as the
+    released code), with no clip and no KL term. Each answer's gradient weight is a softmax share against the
+    anchor: bounded by ``1 / tau`` and monotone in its score. On-policy (``s = 0``) a group of ``n+`` positives and
+    ``n-`` negatives weighs each positive ``1 / (tau (1 + n+))`` and each negative ``1 / (tau (1 + n-))``. The
+    positives and negatives are the answers with ``A > 0`` and ``A < 0`` (with 0/1 rewards and a centred
+    estimator, the released code's ``r = 1`` and ``r = 0``). ``token-mean`` and ``seq-mean-token-mean`` aggregate
+    the broadcast loss to itself.
+
+    Args:
+      batch: a :class:`tabsim.sim.algos.batch.Batch`; reads ``logp``, ``logp_old``, ``adv``, ``mask`` and
+        ``hp.real_tau``.
+    Returns:
+      ``[B, G, T]`` the batch's loss on each token.
+    """
+    logp, mask, hp = batch.logp, batch.mask, batch.hp
+    n = mask.sum(-1)
+    a = batch.adv[..., 0] if batch.adv.shape[-1] == 1 else (batch.adv * mask).sum(-1) / jnp.maximum(n, 1.0)
+    s = ((logp - batch.logp_old) * mask).sum(-1) / jnp.maximum(n, 1.0) / hp.real_tau  # [B, G]
+    pos, neg = (a > 0) & (n > 0), (a < 0) & (n > 0)
+    both = (pos.sum(-1) > 0) & (neg.sum(-1) > 0)
+    anchor = jnp.zeros(s.shape[:-1] + (1,), s.dtype)
+
+    def softplus_sum(x, side):  # log(1 + sum_side exp(x)): the anchor logit 0 among the side's logits
+        return jax.nn.logsumexp(jnp.concatenate([jnp.where(side, x, -jnp.inf), anchor], -1), axis=-1)
+
+    per_group = (softplus_sum(s, neg) + softplus_sum(-s, pos)) * both
+    return jnp.broadcast_to(per_group.sum() / s.shape[0], logp.shape)
+
 def dcpo_bounds(logp_old, hp):
     """DCPO's ratio bounds ``[B, G, T]`` from the rollout policy's token probability ``q = exp(logp_old)``:
     ``low = (1 + sqrt(max(1 - 4 eps_low / q, 0))) / 2``, ``high = min((1 + sqrt(1 + 4 eps_high / q)) / 2,
