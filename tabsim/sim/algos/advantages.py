@@ -19,7 +19,9 @@ is what the dynamic-sampling filter (``valid = 0``) is for.
 Register a new estimator with :func:`register_estimator`; ``batch_level=True`` declares that it reads totals
 over the whole batch (``valid``, the batch's rewards), which the exact expected flow treats apart
 (:mod:`tabsim.sim.expected.batch`); ``no_expected="why"`` declares that ``train.dynamics = "expected"`` has no exact
-flow for it, and the flow's check refuses it in one line giving that reason (``batch_std``).
+flow for it, and the flow's check refuses it in one line giving that reason (``batch_std``); ``batch=True,
+reads=("answers", ...)`` declares the rollout context an estimator reads besides the rewards
+(:data:`tabsim.sim.algos.batch.CONTEXT_FIELDS`; ``pvpo`` and ``edge`` in :mod:`tabsim.sim.algos.estimators_ctx`).
 """
 from __future__ import annotations
 
