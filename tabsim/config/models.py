@@ -220,6 +220,8 @@ class TrainConfig(Section):
     seed: int = Field(0, ge=0, lt=SEED_END, description="first seed; seeds are seed, seed+1, ...")
     pass_k: list[int] = Field(default_factory=list)
     maj_k: list[int] = Field(default_factory=list)
+    maj_draws: int | None = Field(None, ge=100, le=1_000_000, description="sampled groups per prompt estimating a "
+                                  "maj@k above the exact enumeration cap (None: such a k is refused)")
     rng: str = "fast"
     chunk_conditions: int | None = Field(None, ge=1, le=1_000_000, description="conditions per compiled call")
     metrics: list[str] | None = Field(None, description="answer-level metrics to record (None = all)")
@@ -275,6 +277,8 @@ class TrainConfig(Section):
         out = handler(self)
         if self.dynamics == "sampled":
             out.pop("dynamics", None)
+        if self.maj_draws is None:  # likewise a run with every maj@k exact
+            out.pop("maj_draws", None)
         if self.group_stage == "none":  # likewise a run with no group stage
             out.pop("group_stage", None)
             out.pop("group_keep", None)
@@ -348,9 +352,10 @@ class Config(Section):
             raise ValueError(f"train.eval_every must divide train.steps={tr.steps}, got {tr.eval_every}")
         check_behaviour(t, tr, a)  # the behaviour sampler and KL schedules (tabsim.config.behaviour)
         for k in tr.maj_k:
-            if n_compositions(k, t.n_answers) > MAX_COMPOSITIONS:
+            if n_compositions(k, t.n_answers) > MAX_COMPOSITIONS and tr.maj_draws is None:
                 raise ValueError(f"train.maj_k: exact maj@{k} over {t.n_answers} answers enumerates "
-                                 f"{n_compositions(k, t.n_answers)} count vectors (max {MAX_COMPOSITIONS}); use a smaller k")
+                                 f"{n_compositions(k, t.n_answers)} count vectors (max {MAX_COMPOSITIONS}); use a smaller k "
+                                 "or set train.maj_draws to estimate it from that many sampled groups")
         for name, levels in self.sweep.items():
             if name not in SWEEPABLE:
                 static = static_field(name)

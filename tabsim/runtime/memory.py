@@ -43,7 +43,7 @@ from typing import Callable
 from tabsim.sim.arms import OFFLINE_ARMS
 from tabsim.config import Config, ConfigError
 from tabsim.sim.engine import STACKED_EVAL_BYTES
-from tabsim.sim.envs.bandit import n_compositions
+from tabsim.sim.envs.bandit import MAX_COMPOSITIONS, n_compositions
 
 F32 = 4
 RUNTIME_BYTES = 400 * 2**20  # imports, compiled programs and the runtime, beside the arrays of a chunk
@@ -78,7 +78,9 @@ def estimate_bytes(cfg: Config, n_conditions_per_chunk: int, n_seeds: int) -> in
         per_run += n_evals * table
     if t.env == "tree" and nodes > 1:  # the rollout's per-token log-probabilities and their gradient
         per_run += tr.batch_size * tr.group_size * (b + 4) * tree_depth(cfg) * 2
-    tables = sum(n_compositions(k, t.n_answers) for k in tr.maj_k)
+    # exact maj@k: its count vectors; one above the cap sampled (train.maj_draws): its draws' one-hot answers
+    tables = sum(tr.maj_draws * k * t.n_answers if tr.maj_draws and n_compositions(k, t.n_answers) > MAX_COMPOSITIONS
+                 else n_compositions(k, t.n_answers) for k in tr.maj_k)
     per_run += MAJ_COPIES * t.n_prompts * tables * (n_evals if stacked else 1)
     if any(a in OFFLINE_ARMS for a in cfg.arms.arms):
         m = cfg.arms.offline_samples

@@ -92,3 +92,33 @@ def test_the_reference_is_its_own_filtered_model_and_the_metrics_are_recorded_on
     plain = default.evaluate(t.prior_logits, t, hp)
     assert not {"correct_entropy", "filtered_kl"} & set(plain) and not any(k.startswith("root") for k in plain)
     assert resolve({"train": {"metrics": ["root_mass", "pass1"]}}).train.metrics == ["pass1", "root_mass"]
+
+
+# -- maj@k above the enumeration cap: a Monte-Carlo estimate with its standard error ---------------------
+@pytest.mark.parametrize("tie", ["random", "lowest"])
+def test_sampled_majority_agrees_with_the_exact_enumeration_within_its_standard_error(tie):
+    """maj@7 over K = 4 answers (120 count vectors, enumerable) from 20000 sampled groups: within 4 standard
+    errors of the exact value, per prompt (a two-sided 4-s.e. band fails by chance with probability 6e-5)."""
+    from tabsim.sim.envs.bandit import majority_tables
+    from tabsim.sim.envs.base import sampled_majority
+    q = np.array([[0.4, 0.3, 0.2, 0.1], [0.25, 0.25, 0.3, 0.2], [0.1, 0.1, 0.1, 0.7]])
+    correct = np.array([[0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    counts, lmc, credit = majority_tables(7, 4, tie)
+    exact = (np.exp(lmc[None, :] + np.log(q) @ counts.T) * (correct @ credit.T)).sum(-1)
+    est, var = sampled_majority(jnp.asarray(q, jnp.float32), jnp.asarray(correct, jnp.float32), 7, 20000, tie)
+    se = np.sqrt(np.asarray(var))
+    assert (se > 0).all() and (se < 0.005).all()
+    assert (np.abs(np.asarray(est) - exact) < 4 * se).all(), (np.asarray(est), exact, se)
+
+
+def test_maj_draws_lets_a_maj_k_above_the_cap_through_and_is_unwritten_when_unset():
+    with pytest.raises(ConfigError, match="train.maj_draws"):
+        resolve({"train": {"maj_k": [64]}})  # C(71, 7) count vectors over 8 answers
+    cfg = resolve({"task": {"n_prompts": 3}, "train": {"maj_k": [5, 64], "maj_draws": 500, "batch_size": 3}})
+    env = make_env(cfg)
+    assert env.maj_sampled == (64,) and set(env._maj) == {5}
+    assert "maj_draws" not in resolve({}).model_dump()["train"] and ("maj_draws", 500) == static_key(cfg)[-2:]
+    hp = Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()})
+    t = env.init_task(SEED, hp)
+    m = env.evaluate(t.prior_logits, t, hp)
+    assert 0 < float(m["maj@64"]) <= 1 and 0 < float(m["maj@64_se"]) < 0.05 and "maj@5_se" not in m

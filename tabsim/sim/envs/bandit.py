@@ -23,7 +23,8 @@ from tabsim.sim.ops import ranks, take_rows, weighted_counts
 from tabsim.base.precision import real
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
-from tabsim.sim.envs.base import optional_metrics, prompt_means, register_env, select_metrics
+from tabsim.sim.envs.base import (optional_metrics, prompt_means, register_env, sampled_majority_metrics,
+                                  select_metrics, split_majority, with_standard_errors)
 from tabsim.sim import rng as R
 
 
@@ -137,12 +138,14 @@ class BanditEnv:
       offline_samples: m, the base-policy samples that fix each prompt's offline majority label (0: no
         arm reads it; the label is -1).
       pass_k, maj_k: the k of the exact pass@k and maj@k metrics.
+      maj_draws: sampled groups per prompt for a maj@k whose exact enumeration exceeds ``MAX_COMPOSITIONS``
+        (``train.maj_draws``; ``None``: every maj@k is exact), recorded with its standard error ``maj@k_se``.
       metrics: the answer-level metrics to record (``tabsim.sim.envs.ANSWER_METRICS``; ``None``: all).
       rng: hot-path generator (see :mod:`tabsim.sim.rng`).
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
-                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, unequal=False):
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, unequal=False, maj_draws=None):
         self.n_prompts, self.n_answers, self.n_correct = n_prompts, n_answers, n_correct
         self.unequal = unequal
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
@@ -150,7 +153,10 @@ class BanditEnv:
         self.metrics = None if metrics is None else tuple(metrics)
         self.max_len = 1
         self.single_node = True  # every answer is drawn at the prompt: the engine's closed-form path
-        self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in self.maj_k}
+        # maj@k above the enumeration cap is estimated from maj_draws sampled groups (train.maj_draws)
+        exact, self.maj_sampled = split_majority(self.maj_k, n_answers, maj_draws)
+        self.maj_draws = maj_draws
+        self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in exact}
 
     @property
     def table_shape(self):
@@ -227,4 +233,7 @@ class BanditEnv:
             out[f"maj@{k}"] = (jnp.exp(logp_counts) * (task.correct @ credit.T)).sum(-1)
         if self.metrics is not None:  # the optional metrics train.metrics names (none by default)
             out.update(optional_metrics(self.metrics, logq, task.correct, task.prior_logits, logq))
+        if self.maj_sampled:  # maj@k above the enumeration cap, estimated (none by default)
+            est, var = sampled_majority_metrics(self, q, task.correct)
+            return with_standard_errors(prompt_means({**out, **est}), var)
         return prompt_means(out)

@@ -7,7 +7,7 @@ from jax.scipy.special import entr, rel_entr
 
 # the exact answer-level metrics every environment records (named without JAX, for the config), and those it
 # records only when ``train.metrics`` names them
-from tabsim.base.choices import ANSWER_METRICS, OPTIONAL_METRICS
+from tabsim.base.choices import ANSWER_METRICS, MAX_COMPOSITIONS, OPTIONAL_METRICS, n_compositions
 from tabsim.base.registry import Registry
 
 ENVS = Registry("env")
@@ -69,6 +69,55 @@ def optional_metrics(metrics, logq_ans, correct, log_prior_ans, root_logq) -> di
         root = jnp.exp(root_logq)
         out.update({f"root{a}_mass": root[:, a] for a in range(root.shape[-1])})
     return out
+
+
+MAJ_KEY = 0x6D616A  # the sampled maj@k's draws: one fixed stream, the same at every evaluation point
+
+
+def sampled_majority(q, correct, k: int, draws: int, tie: str) -> tuple:
+    """A Monte-Carlo maj@k per prompt, for a k whose exact enumeration is refused (``MAX_COMPOSITIONS``):
+    ``(estimate [N], squared standard error [N])`` from ``draws`` groups of ``k`` answers drawn from ``q [N, K]``.
+
+    Each group scores the correct share of its plurality answers (``tie = "random"``: the expected credit of a
+    random tie-break, as the exact maj@k splits it) or the correctness of the lowest-index one (``"lowest"``). The
+    draws come from one fixed stream (``MAJ_KEY`` folded with ``k``): every evaluation point reuses the same
+    uniforms (common random numbers along a run), so the estimate is a smooth function of the policy.
+    """
+    N, K = q.shape
+    u = jax.random.uniform(jax.random.fold_in(jax.random.key(MAJ_KEY), k), (N, draws, k), q.dtype)
+    cdf = jnp.cumsum(q, axis=-1)[:, None, None, : K - 1]
+    answers = (u[..., None] >= cdf).sum(-1)  # [N, draws, k] inverse-CDF draws
+    counts = jax.nn.one_hot(answers, K, dtype=q.dtype).sum(-2)  # [N, draws, K]
+    if tie == "random":
+        top = counts == counts.max(-1, keepdims=True)
+        credit = (top * correct[:, None, :]).sum(-1) / top.sum(-1)
+    else:
+        credit = jnp.take_along_axis(correct, jnp.argmax(counts, -1), axis=1)
+    return credit.mean(-1), credit.var(-1, ddof=1) / draws
+
+
+def sampled_majority_metrics(env, q, correct) -> tuple[dict, dict]:
+    """``({f"maj@{k}": [N]}, {f"maj@{k}": squared standard errors [N]})`` of ``env``'s sampled maj@k."""
+    est, var = {}, {}
+    for k in env.maj_sampled:
+        est[f"maj@{k}"], var[f"maj@{k}"] = sampled_majority(q, correct, k, env.maj_draws, env.tie)
+    return est, var
+
+
+def with_standard_errors(means: dict, var: dict) -> dict:
+    """``means`` plus ``{name}_se`` for each sampled metric: the standard error of its mean over the N prompts,
+    ``sqrt(sum_i se_i^2) / N`` (the prompts' draws are independent)."""
+    out = dict(means)
+    for name, v in var.items():
+        out[f"{name}_se"] = jnp.sqrt(v.sum()) / v.shape[0]
+    return out
+
+
+def split_majority(maj_k, n_answers: int, draws) -> tuple[tuple, tuple]:
+    """``(exact, sampled)``: the k of maj@k enumerated exactly, and those above ``MAX_COMPOSITIONS`` estimated from
+    ``draws`` sampled groups (``train.maj_draws``; ``None``: none are sampled)."""
+    sampled = tuple(k for k in maj_k if draws and n_compositions(k, n_answers) > MAX_COMPOSITIONS)
+    return tuple(k for k in maj_k if k not in sampled), sampled
 
 
 def prompt_means(per_prompt: dict) -> dict:

@@ -36,7 +36,8 @@ from tabsim.sim.ops import cumsum_last, log_softmax_last, softmax_last
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_PAIRS, TREE_FIELDS, float_field, int_field, tree_styles
 from tabsim.sim import rng as R
-from tabsim.sim.envs.base import optional_metrics, prompt_means, register_env, select_metrics, wanted
+from tabsim.sim.envs.base import (optional_metrics, prompt_means, register_env, sampled_majority_metrics,
+                                  select_metrics, split_majority, wanted, with_standard_errors)
 from tabsim.sim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0
@@ -145,12 +146,12 @@ class TreeEnv:
         Default: one style over the whole tree.
       length_slope_correct, length_slope_wrong: lambda_c of the length profile
         ``P(L | s, c) ∝ exp(lambda_c (L - 1) / (D - 1))`` (default 0: every length equally likely).
-      heterogeneous, tie, offline_samples, pass_k, maj_k, rng, metrics: as in the bandit (``metrics``
+      heterogeneous, tie, offline_samples, pass_k, maj_k, maj_draws, rng, metrics: as in the bandit (``metrics``
         selects among the answer-level metrics; the tree's own metrics are always recorded).
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
-                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, **tree: Any):
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, maj_draws=None, **tree: Any):
         for key in tree:
             if key not in TREE_FIELDS:
                 _fail(key, f"unknown field; allowed: {', '.join(TREE_FIELDS)}")
@@ -200,7 +201,10 @@ class TreeEnv:
         self._style_acc = np.asarray([np.nan if a is None else a for _, a, _ in self.styles], np.float32)
         x = np.arange(D, dtype=np.float32) / max(D - 1, 1)
         self._len_logits = np.stack([self.slope[0] * x, self.slope[1] * x]).astype(np.float32)  # [2 (wrong, right), D]
-        self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in self.maj_k}
+        # maj@k above the enumeration cap is estimated from maj_draws sampled groups (train.maj_draws)
+        exact, self.maj_sampled = split_majority(self.maj_k, n_answers, maj_draws)
+        self.maj_draws = maj_draws
+        self._maj = {k: tuple(jnp.asarray(a) for a in majority_tables(k, n_answers, tie)) for k in exact}
 
     @property
     def table_shape(self):
@@ -404,4 +408,7 @@ class TreeEnv:
         for i in range(self.n_styles):
             tree[f"style{i}_mass"] = style_mass[:, i]
             tree[f"style{i}_acc"] = style_right[:, i] / jnp.maximum(style_mass[:, i], tiny)
+        if self.maj_sampled:  # maj@k above the enumeration cap, estimated (none by default)
+            est, var = sampled_majority_metrics(self, q, corr)
+            return {**with_standard_errors(prompt_means({**out, **est}), var), **prompt_means(tree)}
         return {**prompt_means(out), **prompt_means(tree)}
