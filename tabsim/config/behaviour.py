@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
+from tabsim.base.hyper_defaults import HYPER_DEFAULTS as D
 from tabsim.base.choices import BEHAVIOUR_OLD, BEHAVIOURS, HINT_WHEN, IS_CORRECTIONS, KL_SCHEDULES
 from tabsim.config.base import BIG, Section, one_of
 
@@ -25,18 +26,19 @@ class BehaviourKnobs(Section):
                                                      "decoupled) or the sampler's (verl bypass)")
     is_correction: str = Field("none", description="importance-sampling correction of a behaviour policy (TRL "
                                                    "vllm_importance_sampling_mode)")
-    hint_lambda: float = Field(0.5, ge=0.0, le=1.0)
+    hint_lambda: float = Field(D["hint_lambda"], ge=0.0, le=1.0)
     hint_when: str = Field("always", description="hint: every group (always), or only the groups whose answers "
                                                  "drawn from the policy are all wrong (all_wrong: Guide)")
-    mismatch_sigma: float = Field(0.1, ge=0.0, le=BIG)
-    is_cap: float = Field(2.0, gt=0.0, le=BIG)
+    mismatch_sigma: float = Field(D["mismatch_sigma"], ge=0.0, le=BIG)
+    is_cap: float = Field(D["is_cap"], gt=0.0, le=BIG)
     kl_schedule: str = Field("fixed", description="fixed beta, or verl's adaptive KL controller")
-    kl_target: float = Field(0.1, gt=0.0, le=BIG)
-    kl_horizon: float = Field(10000.0, gt=0.0, le=1e12)
+    kl_target: float = Field(D["kl_target"], gt=0.0, le=BIG)
+    kl_horizon: float = Field(D["kl_horizon"], gt=0.0, le=1e12)
     ref_reset_every: int = Field(0, ge=0, le=10_000_000, description="sync the KL reference with the policy every "
                                                                       "N steps (ProRL, TRL sync_ref_model); 0 = never")
-    ref_mixup_alpha: float = Field(1.0, gt=0.0, le=1.0, description="at a sync, ref <- (1 - alpha) ref + alpha "
-                                                                     "policy (1: a hard reset)")
+    ref_mixup_alpha: float = Field(D["ref_mixup_alpha"], gt=0.0, le=1.0,
+                                   description="at a sync, ref <- (1 - alpha) ref + alpha "
+                                               "policy (1: a hard reset)")
     ref_reset_optimizer: bool = Field(True, description="restart the optimizer's state at a sync (ProRL)")
 
     @field_validator(*NAMED)

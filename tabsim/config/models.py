@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, GROUP_SELECTING, GROUP_STAGES,
                                  HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
                             MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
+from tabsim.base.hyper_defaults import HYPER_DEFAULTS as D
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
 from tabsim.base.choices import OPTIONAL_METRICS, TOKEN_WEIGHTS
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
@@ -27,8 +28,8 @@ class TaskConfig(Section):
     n_prompts: int = Field(40, ge=1, le=1_000_000)
     n_answers: int = Field(8, ge=2, le=4096)
     n_correct: int = Field(2, ge=1)
-    prior_strength: float = Field(0.5, gt=0.0, lt=1.0)
-    format_boost: float = Field(0.2, ge=0.0, le=1e4)
+    prior_strength: float = Field(D["prior_strength"], gt=0.0, lt=1.0)
+    format_boost: float = Field(D["format_boost"], ge=0.0, le=1e4)
     heterogeneity: float | None = Field(None, gt=0.0, le=1e6, description="Beta concentration; None = homogeneous")
     correct_mass_ratio: float | None = Field(None, gt=0.0, le=BIG, description="bandit: the j-th correct answer gets "
                                               "p_s r^j / sum_i r^i (j = 0..k-1); None = the equal split p_s / k")
@@ -65,9 +66,9 @@ class TaskConfig(Section):
 
 class ArmsConfig(Section):
     arms: list[str] = Field(default_factory=lambda: ["frozen", "random", "majority", "true"], min_length=1)
-    gamma: float = Field(0.5, ge=0.0, le=1.0)
-    fpr: float = Field(0.0, ge=0.0, le=1.0)
-    fnr: float = Field(0.0, ge=0.0, le=1.0)
+    gamma: float = Field(D["gamma"], ge=0.0, le=1.0)
+    fpr: float = Field(D["fpr"], ge=0.0, le=1.0)
+    fnr: float = Field(D["fnr"], ge=0.0, le=1.0)
     tie: Literal["random", "lowest"] = "random"
     offline_samples: int = Field(64, ge=1, le=100_000)
 
@@ -130,24 +131,24 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
     epochs: int = Field(1, ge=1, le=1000)
     minibatches: int = Field(1, ge=1, le=65536)
     optimizer: str = "sgd"
-    lr: float = Field(0.05, gt=0.0, le=BIG)
-    beta: float = Field(0.0, ge=0.0, le=BIG)
-    std_eps: float = Field(1e-8, ge=0.0, le=BIG)
-    std_ddof: Literal[0, 1] = 0
-    eps_low: float = Field(0.2, ge=0.0, le=BIG)
-    eps_high: float = Field(0.2, ge=0.0, le=BIG)
-    dual_clip_c: float = Field(3.0, gt=1.0, le=BIG)
-    sapo_tau_pos: float = Field(1.0, gt=0.0, le=BIG)
-    sapo_tau_neg: float = Field(1.05, gt=0.0, le=BIG)
-    ent_coef: float = Field(0.0, ge=0.0, le=BIG)
+    lr: float = Field(D["lr"], gt=0.0, le=BIG)
+    beta: float = Field(D["beta"], ge=0.0, le=BIG)
+    std_eps: float = Field(D["std_eps"], ge=0.0, le=BIG)
+    std_ddof: Literal[0, 1] = int(D["std_ddof"])
+    eps_low: float = Field(D["eps_low"], ge=0.0, le=BIG)
+    eps_high: float = Field(D["eps_high"], ge=0.0, le=BIG)
+    dual_clip_c: float = Field(D["dual_clip_c"], gt=1.0, le=BIG)
+    sapo_tau_pos: float = Field(D["sapo_tau_pos"], gt=0.0, le=BIG)
+    sapo_tau_neg: float = Field(D["sapo_tau_neg"], gt=0.0, le=BIG)
+    ent_coef: float = Field(D["ent_coef"], ge=0.0, le=BIG)
     max_grad_norm: float | None = Field(None, gt=0.0, le=1e6, description="None = no clipping")
-    filter: bool = False
-    adam_b1: float = Field(0.9, ge=0.0, lt=1.0)
-    adam_b2: float = Field(0.999, ge=0.0, lt=1.0)
-    adam_eps: float = Field(1e-8, gt=0.0, le=1.0)
-    gvpo_beta: float = Field(0.1, gt=0.0, le=BIG)
-    kl_cov_ratio: float = Field(2e-4, gt=0.0, le=1.0)
-    kl_cov_coef: float = Field(1.0, ge=0.0, le=BIG)
+    filter: bool = bool(D["filter"])
+    adam_b1: float = Field(D["adam_b1"], ge=0.0, lt=1.0)
+    adam_b2: float = Field(D["adam_b2"], ge=0.0, lt=1.0)
+    adam_eps: float = Field(D["adam_eps"], gt=0.0, le=1.0)
+    gvpo_beta: float = Field(D["gvpo_beta"], gt=0.0, le=BIG)
+    kl_cov_ratio: float = Field(D["kl_cov_ratio"], gt=0.0, le=1.0)
+    kl_cov_coef: float = Field(D["kl_cov_coef"], ge=0.0, le=BIG)
     # the reward composer (tabsim.sim.rewards): its terms, in order, and how they are normalised (static), and
     # the terms' numbers (traced)
     reward_terms: list[str] = Field(default=[], description="reward terms composed with the arm's reward, in order "
@@ -156,15 +157,15 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
                                                       "group before the sum")
     reward_style: int = Field(0, ge=0, le=1023, description="the style the 'style' term rewards (tree: an index "
                                                               "into task.tree.styles; bandit: 0, its format answer)")
-    overlong_max: float = Field(4.0, gt=0.0, le=BIG)
-    overlong_cache: float = Field(1.0, gt=0.0, le=BIG)
-    overlong_factor: float = Field(1.0, ge=0.0, le=BIG)
-    rank_penalty: float = Field(0.25, ge=0.0, le=1.0)
-    style_weight: float = Field(1.0, ge=-BIG, le=BIG)
-    disco_tau: float = Field(10.0, gt=0.0, le=BIG)
-    disco_delta: float = Field(1e-4, ge=0.0, le=BIG)
-    disco_beta: float = Field(1e3, ge=0.0, le=BIG)
-    real_tau: float = Field(0.5, gt=0.0, le=BIG)
+    overlong_max: float = Field(D["overlong_max"], gt=0.0, le=BIG)
+    overlong_cache: float = Field(D["overlong_cache"], gt=0.0, le=BIG)
+    overlong_factor: float = Field(D["overlong_factor"], ge=0.0, le=BIG)
+    rank_penalty: float = Field(D["rank_penalty"], ge=0.0, le=1.0)
+    style_weight: float = Field(D["style_weight"], ge=-BIG, le=BIG)
+    disco_tau: float = Field(D["disco_tau"], gt=0.0, le=BIG)
+    disco_delta: float = Field(D["disco_delta"], ge=0.0, le=BIG)
+    disco_beta: float = Field(D["disco_beta"], ge=0.0, le=BIG)
+    real_tau: float = Field(D["real_tau"], gt=0.0, le=BIG)
 
     @model_serializer(mode="wrap")
     def _new_knobs_unwritten_at_default(self, handler):
@@ -178,15 +179,17 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
             if name in out and getattr(self, name) == type(self).model_fields[name].default:
                 out.pop(name)
         return out
-    baseline_shift: float = Field(-0.1, ge=-BIG, le=BIG)
+    baseline_shift: float = Field(D["baseline_shift"], ge=-BIG, le=BIG)
     # the token-weight stage (tabsim.sim.algos.token_weights) and its knobs
     token_weight: str = Field("none", description="a constant weight on each token's surrogate loss; none = no weights")
-    top_entropy_quantile: float = Field(1.0, gt=0.0, le=1.0, description="top_entropy: share of the batch's tokens "
-                                                                          "kept, by entropy (TRL top_entropy_quantile)")
-    gtpo_conflict_weight: float = Field(2.0, ge=0.0, le=BIG, description="gtpo_conflict: weight of a positive "
-                                                                         "answer's conflict token")
+    top_entropy_quantile: float = Field(D["top_entropy_quantile"], gt=0.0, le=1.0,
+                                        description="top_entropy: share of the batch's tokens "
+                                                    "kept, by entropy (TRL top_entropy_quantile)")
+    gtpo_conflict_weight: float = Field(D["gtpo_conflict_weight"], ge=0.0, le=BIG,
+                                        description="gtpo_conflict: weight of a positive "
+                                                    "answer's conflict token")
 
-    sgrpo_noise: float = Field(0.1, ge=0.0, lt=0.5)
+    sgrpo_noise: float = Field(D["sgrpo_noise"], ge=0.0, lt=0.5)
 
     @field_validator(*CHOICES)
     @classmethod
@@ -388,10 +391,10 @@ class Config(Section):
         t, arms, a = self.task, self.arms, self.algo
         v = {
             "prior_strength": t.prior_strength, "format_boost": t.format_boost,
-            "heterogeneity": t.heterogeneity if t.heterogeneity is not None else 1.0,
-            "correct_mass_ratio": t.correct_mass_ratio if t.correct_mass_ratio is not None else 1.0,
+            "heterogeneity": t.heterogeneity if t.heterogeneity is not None else D["heterogeneity"],
+            "correct_mass_ratio": t.correct_mass_ratio if t.correct_mass_ratio is not None else D["correct_mass_ratio"],
             "gamma": arms.gamma, "fpr": arms.fpr, "fnr": arms.fnr,
-            "max_grad_norm": a.max_grad_norm if a.max_grad_norm is not None else math.inf,
+            "max_grad_norm": a.max_grad_norm if a.max_grad_norm is not None else D["max_grad_norm"],
             "filter": float(a.filter), "std_ddof": float(a.std_ddof),
         }
         for name in HYPER_FIELDS:
