@@ -27,6 +27,7 @@ OPTIMIZERS = ("sgd", "adam")
 # built-in group stages of tabsim.sim.groups (train.group_stage; "none" leaves the groups as sampled)
 GROUP_STAGES = ("gfpo_length", "gfpo_efficiency", "cppo", "drop_all_wrong", "drop_all_right")
 GROUP_SELECTING = ("gfpo_length", "gfpo_efficiency", "cppo")  # those that keep k answers a group (train.group_keep)
+TRACKERS = ("spo_stream",)  # per-prompt trackers of tabsim.sim.tracker (algo.tracker; "none": no tracker)
 # behaviour policies and importance-sampling corrections of tabsim.sim.behaviour (algo.behaviour, algo.is_correction)
 BEHAVIOURS = ("policy", "hint", "mismatch", "stale")
 IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -59,7 +60,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "overlong_max", "overlong_cache", "overlong_factor", "rank_penalty", "style_weight",
                 "top_entropy_quantile", "gtpo_conflict_weight",
                 "sgrpo_noise", "correct_mass_ratio",
-                "real_tau")
+                "real_tau",
+                "tracker_rho")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

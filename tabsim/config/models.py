@@ -11,13 +11,14 @@ from typing import Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 # the names, in plain Python: a config is refused before JAX loads (a test checks it)
-from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS, GROUP_SELECTING, GROUP_STAGES,
+from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS,
                                  HYPER_FIELDS, KL_ESTIMATORS, KL_PLACEMENTS,
                             MAX_COMPOSITIONS, OPTIMIZERS, RATIOS, RNGS, SURROGATES, check_tree, n_compositions)
 from tabsim.base.hyper_defaults import HYPER_DEFAULTS as D
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
 from tabsim.base.choices import OPTIONAL_METRICS, TOKEN_WEIGHTS
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
+from tabsim.config.groups import GroupKnobs, TrackerKnobs
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
 from tabsim.config.facts import check_facts
@@ -119,9 +120,11 @@ ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate"
                 "kl_cov_coef": ("surrogate", "kl_cov"), "disco_tau": ("surrogate", "disco"),
                 "disco_delta": ("surrogate", "disco"), "disco_beta": ("surrogate", "disco"),
                 "real_tau": ("surrogate", "real")}
+ALGO_KNOB_OF["tracker_rho"] = ("tracker", "spo_stream")  # the per-prompt tracker (tabsim.sim.tracker)
+ALGO_UNWRITTEN_AT_DEFAULT += ("tracker", "tracker_rho")
 
 
-class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' knobs: tabsim.config.behaviour
+class AlgoConfig(BehaviourKnobs, TrackerKnobs):  # knobs of tabsim.config.behaviour and tabsim.config.groups
     estimator: str = "grpo"
     ratio: str = "token"
     surrogate: str = "clip"
@@ -213,7 +216,7 @@ class AlgoConfig(BehaviourKnobs):  # the behaviour sampler's and KL schedules' k
 
 
 
-class TrainConfig(Section):
+class TrainConfig(GroupKnobs):  # the group stage's and refill's fields: tabsim.config.groups
     steps: int = Field(200, ge=1, le=10_000_000)
     batch_size: int = Field(16, ge=1, le=1_000_000)
     group_size: int = Field(8, ge=2, le=65536)
@@ -231,40 +234,6 @@ class TrainConfig(Section):
     dynamics: Literal["sampled", "expected"] = Field(
         "sampled", description="sampled: train on sampled batches per seed; expected: iterate the exact "
                                "expected update (bandit; one deterministic flow, seed -1 in the frame)")
-    group_stage: str = Field("none", description="what the batch's groups keep before their advantages "
-                                                 "(tabsim.sim.groups); none = the groups as sampled")
-    group_keep: int | None = Field(None, ge=2, le=65535, description="answers each group keeps (answer-selecting "
-                                                                      "group stages: gfpo_*, cppo), < group_size")
-    refill: int = Field(0, ge=0, le=1_000_000, description="candidate prompts drawn beyond batch_size each step, "
-                                                           "the first batch_size informative ones kept (DAPO)")
-
-    @field_validator("group_stage")
-    @classmethod
-    def _group_stage(cls, v):
-        return one_of("group stage", v, ("none", *GROUP_STAGES))
-
-    @model_validator(mode="after")
-    def _groups(self):
-        if self.refill and self.dynamics == "expected":
-            raise ValueError(f"train.refill: {self.refill} refills the batch from sampled groups, which the exact "
-                             "expected flow does not enumerate; use train.dynamics = 'sampled' or train.refill = 0")
-        if self.group_stage == "none":
-            if self.group_keep is not None:
-                raise ValueError(f"train.group_keep: read only by a group stage (train.group_stage is 'none'); got "
-                                 f"{self.group_keep}, leave it unset or name a stage")
-            return self
-        if self.dynamics == "expected":
-            raise ValueError(f"train.group_stage: {self.group_stage!r} cuts the sampled groups, which the exact "
-                             "expected flow does not enumerate; use train.dynamics = 'sampled' or no group stage")
-        k, G = self.group_keep, self.group_size
-        if self.group_stage in GROUP_SELECTING and not (k is not None and 2 <= k < G):
-            raise ValueError(f"train.group_keep: stage {self.group_stage!r} keeps k of the G = {G} answers of a "
-                             f"group, 2 <= k < G (train.group_size); got {k}")
-        if self.group_stage not in GROUP_SELECTING and k is not None:
-            raise ValueError(f"train.group_keep: stage {self.group_stage!r} keeps or drops whole groups and reads "
-                             f"no k; got {k}, leave it unset")
-        return self
-
     @model_validator(mode="after")
     def _last_seed(self):
         last = self.seed + self.seeds - 1
@@ -282,12 +251,7 @@ class TrainConfig(Section):
             out.pop("dynamics", None)
         if self.maj_draws is None:  # likewise a run with every maj@k exact
             out.pop("maj_draws", None)
-        if self.group_stage == "none":  # likewise a run with no group stage
-            out.pop("group_stage", None)
-            out.pop("group_keep", None)
-        if not self.refill:
-            out.pop("refill", None)
-        return out
+        return self.group_fields_unwritten(out)  # likewise the group stage's and refill's at their defaults
 
     @field_validator("rng")
     @classmethod
@@ -346,6 +310,9 @@ class Config(Section):
         if not tr.replacement and tr.batch_size > t.n_prompts:
             raise ValueError(f"train.batch_size must be <= task.n_prompts={t.n_prompts} when drawing without "
                              f"replacement, got {tr.batch_size}")
+        if a.tracker != "none" and tr.dynamics == "expected":
+            raise ValueError(f"algo.tracker: {a.tracker!r} carries per-prompt state from step to step, which the exact "
+                             "expected flow does not follow; use train.dynamics = 'sampled' or algo.tracker = 'none'")
         if not tr.replacement and tr.batch_size + tr.refill > t.n_prompts:
             raise ValueError(f"train.refill: batch_size + refill = {tr.batch_size} + {tr.refill} candidate prompts "
                              f"must be <= task.n_prompts={t.n_prompts} when drawing without replacement")

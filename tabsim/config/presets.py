@@ -152,6 +152,13 @@ PRESETS: dict[str, dict] = {
     # KL in the loss (beta 0.04).
     "cppo": {"algo": _algo(std_eps=1e-4, aggregation="token-mean", kl="k3", kl_placement="loss", beta=0.04),
              "train": {"group_size": 16, "group_stage": "cppo", "group_keep": 8}},
+    # SPO (Single-stream Policy Optimization, arXiv 2509.13232) as its authors' released recipe (verl-recipe spo):
+    # the Beta value tracker's baseline (rho 0.875) normalised over the batch, prompts drawn by sqrt(p (1 - p)) + 0.05,
+    # clip 0.2/0.28 with verl's dual clip c = 10, token-mean, no KL; 2 answers per prompt (tabsim's fewest: SPO
+    # draws 1; the tracker takes the last answer's reward).
+    "spo_stream": {"algo": _algo(surrogate="dual_clip", eps_high=0.28, dual_clip_c=10.0, tracker="spo_stream",
+                                 tracker_rho=0.875),
+                   "train": {"group_size": 2}},
     # DisCO (arXiv 2505.12366) as its authors' released 1.5B recipe (scripts/train/run_disco_logL_1.5b_8k.sh): the
     # log-likelihood score with the log-mean-exp over the negatives (tau 10), the KL constraint delta 1e-4 as a
     # squared hinge of weight beta 1e3 (ppo_kl_type kl), the positives and negatives from verl's grpo advantage's sign,

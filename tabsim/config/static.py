@@ -79,7 +79,7 @@ def algo_spec(cfg: Config) -> AlgoSpec:
                     behaviour_old=a.behaviour_old if a.behaviour != "policy" else "policy",
                     is_correction=a.is_correction, kl_schedule=a.kl_schedule, ref_reset_every=a.ref_reset_every,
                     ref_reset_optimizer=a.ref_reset_optimizer if a.ref_reset_every else True,
-                    token_weight=a.token_weight)
+                    token_weight=a.token_weight, tracker=a.tracker)
 
 
 def reward_spec(cfg: Config) -> RewardSpec | None:

@@ -78,6 +78,8 @@ class Hyper:
     # bandit: the j-th correct answer's share of p_s, r^j / sum_i r^i (task.*)
     correct_mass_ratio: float = D["correct_mass_ratio"]
     real_tau: float = D["real_tau"]  # REAL (arXiv 2602.05630): the scores' temperature
+    # the per-prompt tracker (tabsim.sim.tracker), read only when algo.tracker names one
+    tracker_rho: float = 0.875  # spo_stream: the Beta posterior's discount per visit (arXiv 2509.13232)
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

@@ -33,6 +33,7 @@ from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.algos.context import estimator_context
 from tabsim.sim.params import Hyper
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_at
+from tabsim.sim import tracker as tracker_mod
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, runs_at
 from tabsim.sim import behaviour as behaviour_mod
 from tabsim.sim import kl_schedule
@@ -62,6 +63,7 @@ class TrainState:
     step: jax.Array  # int32 training step
     behaviour: Any = None  # the behaviour sampler's state (tabsim.sim.behaviour: the stale ring), or None
     kl_state: Any = None  # the KL and reference schedules' state (tabsim.sim.kl_schedule.KLState), or None
+    tracker: Any = None  # the per-prompt tracker (tabsim.sim.tracker, algo.tracker), or None
 
 
 def optimizer(algo: AlgoSpec, hp: Hyper):
@@ -129,16 +131,21 @@ def env_rows(table, rows):
 
 
 # -- sample ---------------------------------------------------------------------------------------
-def sample_prompts(env, schedule: Schedule, seed, step):
+def sample_prompts(env, schedule: Schedule, seed, step, weights=None):
     """``[B]`` the prompts of the step's batch: drawn with replacement, all of them in order, or ``B``
     without replacement (the top ``B`` of ``n`` uniforms). With ``schedule.refill`` the ``B + refill``
-    candidates of which :func:`tabsim.sim.groups.refill` keeps ``B``."""
+    candidates of which :func:`tabsim.sim.groups.refill` keeps ``B``. ``weights [n]`` (a tracker's,
+    :mod:`tabsim.sim.tracker`): each prompt drawn with probability proportional to its weight."""
     B, n = schedule.batch_size + schedule.refill, env.n_prompts
     if schedule.replacement:
         u = R.uniform(seed, (B,), step=step, tag=R.BATCH, rng=env.rng)
+        if weights is not None:
+            return tracker_mod.weighted_draw(u, weights, B, True)
         return jnp.minimum((u * n).astype(jnp.int32), n - 1)
     if B == n:
         return jnp.arange(n)
+    if weights is not None:
+        return tracker_mod.weighted_draw(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), weights, B, False)
     return jax.lax.top_k(R.uniform(seed, (n,), step=step, tag=R.BATCH, rng=env.rng), B)[1]
 
 
@@ -349,7 +356,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
 
     def update(state: TrainState, task, arm, hp: Hyper):
         seed, step = state.seed, state.step
-        idx = sample_prompts(env, schedule, seed, step)
+        idx = sample_prompts(env, schedule, seed, step, tracker_mod.weights(state.tracker))
         hp = kl_schedule.hyper(state.kl_state, hp)  # an adaptive beta (tabsim.sim.kl_schedule), else hp itself
         # the answers' sampler (tabsim.sim.behaviour; None: the policy) and the KL's reference (the task's prior,
         # or a schedule's)
@@ -379,6 +386,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         context = functools.partial(estimator_context, env, task=task, idx=idx, every=plan.every, logits=state.logits,
                                     rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)
         adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context, keep=keep)
+        adv = adv if state.tracker is None else tracker_mod.advantages(state.tracker, idx, rewards)  # its baseline
         adv = behaviour_mod.weigh(adv, is_w)  # each token's policy loss times its importance weight
         if runs_at(stage, "advantage"):
             ref = None if plan.closed else logq_ref
@@ -400,6 +408,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                                                optimizer(algo, hp).init(logits), opt_state)
         return dataclasses.replace(state, logits=logits, opt_state=opt_state, step=step + 1,
                                    behaviour=behaviour_mod.advance(algo, state.behaviour, state.logits, step),
-                                   kl_state=kl_state), diag
+                                   kl_state=kl_state, tracker=tracker_mod.advance(
+                                       state.tracker, idx, rewards if outcome is None else outcome,
+                                       hp.tracker_rho)), diag
 
     return update

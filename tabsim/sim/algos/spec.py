@@ -42,6 +42,7 @@ class AlgoSpec:
     ref_reset_every: int = 0  # sync the KL reference with the policy every N steps (0: never)
     ref_reset_optimizer: bool = True  # ... and restart the optimizer's state there
     token_weight: str = "none"  # the token-weight stage (tabsim.sim.algos.token_weights); none: no weights
+    tracker: str = "none"  # the per-prompt tracker carried in the state (tabsim.sim.tracker); none: no tracker
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),

@@ -1,0 +1,81 @@
+"""The config's fields of the group stage and DAPO's refill (:mod:`tabsim.sim.groups`, fields of ``train``) and of
+the per-prompt tracker (:mod:`tabsim.sim.tracker`, fields of ``algo``), with their checks.
+
+Every field is written to a config only when set away from its default (the sections' serializers in
+:mod:`tabsim.config.models`), so a config written before they existed keeps its digest.
+"""
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from tabsim.base.choices import GROUP_SELECTING, GROUP_STAGES, TRACKERS
+from tabsim.config.base import Section, one_of
+
+
+class GroupKnobs(Section):
+    """``train``'s fields of the group stage and the refill (a base of ``TrainConfig``)."""
+
+    group_stage: str = Field("none", description="what the batch's groups keep before their advantages "
+                                                 "(tabsim.sim.groups); none = the groups as sampled")
+    group_keep: int | None = Field(None, ge=2, le=65535, description="answers each group keeps (answer-selecting "
+                                                                      "group stages: gfpo_*, cppo), < group_size")
+    refill: int = Field(0, ge=0, le=1_000_000, description="candidate prompts drawn beyond batch_size each step, "
+                                                           "the first batch_size informative ones kept (DAPO)")
+
+    @field_validator("group_stage")
+    @classmethod
+    def _group_stage(cls, v):
+        return one_of("group stage", v, ("none", *GROUP_STAGES))
+
+    @model_validator(mode="after")
+    def _groups(self):
+        if self.refill and self.dynamics == "expected":
+            raise ValueError(f"train.refill: {self.refill} refills the batch from sampled groups, which the exact "
+                             "expected flow does not enumerate; use train.dynamics = 'sampled' or train.refill = 0")
+        if self.group_stage == "none":
+            if self.group_keep is not None:
+                raise ValueError(f"train.group_keep: read only by a group stage (train.group_stage is 'none'); got "
+                                 f"{self.group_keep}, leave it unset or name a stage")
+            return self
+        if self.dynamics == "expected":
+            raise ValueError(f"train.group_stage: {self.group_stage!r} cuts the sampled groups, which the exact "
+                             "expected flow does not enumerate; use train.dynamics = 'sampled' or no group stage")
+        k, G = self.group_keep, self.group_size
+        if self.group_stage in GROUP_SELECTING and not (k is not None and 2 <= k < G):
+            raise ValueError(f"train.group_keep: stage {self.group_stage!r} keeps k of the G = {G} answers of a "
+                             f"group, 2 <= k < G (train.group_size); got {k}")
+        if self.group_stage not in GROUP_SELECTING and k is not None:
+            raise ValueError(f"train.group_keep: stage {self.group_stage!r} keeps or drops whole groups and reads "
+                             f"no k; got {k}, leave it unset")
+        return self
+
+    def group_fields_unwritten(self, out: dict) -> dict:
+        """``out`` (this section's dump) without the fields left at their defaults."""
+        if self.group_stage == "none":
+            out.pop("group_stage", None)
+            out.pop("group_keep", None)
+        if not self.refill:
+            out.pop("refill", None)
+        return out
+
+
+class TrackerKnobs(Section):
+    """``algo``'s fields of the per-prompt tracker (a base of ``AlgoConfig``)."""
+
+    tracker: str = Field("none", description="a per-prompt tracker carried between steps (spo_stream: SPO's Beta "
+                                             "value tracker, its baseline and prompt weights); none = no tracker")
+    tracker_rho: float = Field(0.875, gt=0.0, le=1.0, description="spo_stream: the Beta posterior's discount per "
+                                                                  "visit")
+
+    @field_validator("tracker")
+    @classmethod
+    def _tracker(cls, v):
+        return one_of("tracker", v, ("none", *TRACKERS))
+
+    @model_validator(mode="after")
+    def _tracker_gives_the_advantages(self):
+        if self.tracker != "none" and self.estimator != "grpo":
+            raise ValueError(f"algo.tracker: {self.tracker!r} gives the advantages itself (r minus the tracked value, "
+                             f"normalised over the batch), so algo.estimator = {self.estimator!r} would not be read; "
+                             "leave algo.estimator at 'grpo' or set algo.tracker = 'none'")
+        return self
