@@ -2,10 +2,16 @@
 token-mean's sign-length coupling, and equal to seq-mean-token-mean with one-token answers."""
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from tabsim.sim.algos import batch
+
+
+def aggregate(name, loss, mask, adv):
+    """``batch.aggregate`` compiled (op-by-op dispatch compiles each small op: seconds)."""
+    return jax.jit(lambda *a: batch.aggregate(name, *a[:2], adv=a[2]))(loss, mask, adv)
 
 
 def _group():
@@ -21,8 +27,8 @@ def test_balanced_by_hand():
     """Positives: 2 answers of 3, token mean (1 + 2 + 3 + 4) / 4 = 2.5; negative: 1 of 3, mean -6; so
     2/3 2.5 + 1/3 (-6) = -1/3. token-mean gives (10 - 6) / 5 = 0.8: the long positive answer's tokens outvote."""
     loss, mask, adv = _group()
-    np.testing.assert_allclose(float(batch.aggregate("balanced", loss, mask, adv=adv)), -1.0 / 3.0, rtol=1e-6)
-    np.testing.assert_allclose(float(batch.aggregate("token-mean", loss, mask, adv=adv)), 0.8, rtol=1e-6)
+    np.testing.assert_allclose(float(aggregate("balanced", loss, mask, adv)), -1.0 / 3.0, rtol=1e-6)
+    np.testing.assert_allclose(float(aggregate("token-mean", loss, mask, adv)), 0.8, rtol=1e-6)
 
 
 def test_balanced_averages_the_kept_groups_and_ignores_zero_advantages():
@@ -34,7 +40,7 @@ def test_balanced_averages_the_kept_groups_and_ignores_zero_advantages():
                             jnp.ones((1, 3, 3))])
     mask = jnp.concatenate([mask, jnp.asarray([[[1.0, 0, 0], [1.0, 0, 0], [0.0, 0, 0]]]), jnp.zeros((1, 3, 3))])
     adv = jnp.concatenate([adv, jnp.asarray([[0.0, -1.0, 2.0]]), jnp.asarray([[1.0, -1.0, 0.0]])])
-    got = batch.aggregate("balanced", loss, mask, adv=adv)
+    got = aggregate("balanced", loss, mask, adv)
     np.testing.assert_allclose(float(got), (-1.0 / 3.0 - 1.0) / 2.0, rtol=1e-6)
 
 
@@ -43,6 +49,6 @@ def test_balanced_is_seq_mean_token_mean_on_one_token_answers():
     loss = jnp.asarray(rng.normal(size=(4, 6, 3)))
     mask = jnp.zeros((4, 6, 3)).at[..., 0].set(1.0).at[2].set(0.0)
     adv = jnp.asarray(rng.normal(size=(4, 6)))
-    got = batch.aggregate("balanced", loss, mask, adv=adv)
-    want = batch.aggregate("seq-mean-token-mean", loss, mask)
+    got = aggregate("balanced", loss, mask, adv)
+    want = aggregate("seq-mean-token-mean", loss, mask, adv)
     np.testing.assert_allclose(float(got), float(want), rtol=1e-6)

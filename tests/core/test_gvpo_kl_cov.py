@@ -2,6 +2,8 @@
 KL-Cov's selection by hand and its reduction to the unclipped importance loss."""
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +11,12 @@ import numpy as np
 from tabsim.sim.algos import AlgoSpec, batch, policy_loss
 from tabsim.sim.algos.surrogates import kl_cov_selected
 from tabsim.sim.params import Hyper
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _surrogate(name, log_ratio, logp, adv, hp, mask, logp_old=None):
+    """``batch.surrogate`` compiled once per call shape (op-by-op dispatch compiles each small op: seconds)."""
+    return batch.surrogate(name, log_ratio, logp, adv, hp, mask=mask, logp_old=logp_old)
 
 
 def _bandit(spec, logits, tokens, mask, adv, logp_old, hp):
@@ -32,7 +40,7 @@ def test_gvpo_one_exact_step_reaches_pi_old_times_exp_reward_over_beta():
         spec = AlgoSpec(estimator="dr_grpo", surrogate="gvpo", aggregation="seq-mean-token-mean")
         hp = Hyper(gvpo_beta=beta)
         adv = r - r.mean(-1, keepdims=True)
-        g = jax.grad(lambda x: _bandit(spec, x, tokens, mask, adv, logp_old, hp))(z)
+        g = jax.jit(jax.grad(lambda x: _bandit(spec, x, tokens, mask, adv, logp_old, hp)))(z)
         new = jax.nn.softmax(z - K / beta**2 * g, -1)
         want = jax.nn.softmax(z + r / beta, -1)
     np.testing.assert_allclose(np.asarray(new), np.asarray(want), rtol=1e-12, atol=1e-14)
@@ -55,7 +63,7 @@ def test_gvpo_on_policy_gradient_is_beta_times_reinforce_on_token_sums():
         hp = Hyper(gvpo_beta=beta)
 
         def grad(spec):
-            return jax.grad(lambda q: policy_loss(spec, q, tokens, mask, adv, logp_old, q, hp)[0])(logq)
+            return jax.jit(jax.grad(lambda q: policy_loss(spec, q, tokens, mask, adv, logp_old, q, hp)[0]))(logq)
 
         gvpo = grad(AlgoSpec(surrogate="gvpo", aggregation="seq-mean-token-mean"))
         reinforce = grad(AlgoSpec(surrogate="reinforce", aggregation="seq-mean-token-sum"))
@@ -67,8 +75,8 @@ def test_gvpo_by_hand():
     """One group of two one-token answers, log-ratios 0.2 and -0.2, beta 0.5, A = +-0.5: s = +-0.1, so the gaps are
     0.1 - 0.5 = -0.4 and -0.1 + 0.5 = 0.4 and each loss is 0.08."""
     l = jnp.asarray([[[0.2], [-0.2]]])
-    got = batch.surrogate("gvpo", l, l, jnp.asarray([[[0.5], [-0.5]]]), Hyper(gvpo_beta=0.5), mask=jnp.ones_like(l),
-                          logp_old=jnp.zeros_like(l))
+    got = _surrogate("gvpo", l, l, jnp.asarray([[[0.5], [-0.5]]]), Hyper(gvpo_beta=0.5), jnp.ones_like(l),
+                     jnp.zeros_like(l))
     np.testing.assert_allclose(np.asarray(got)[0, :, 0], [0.08, 0.08], rtol=1e-6)
 
 
@@ -79,12 +87,13 @@ def test_kl_cov_selects_the_largest_covariances_by_hand():
     adv = jnp.asarray([[[1.0], [1.0], [-1.0], [-1.0]]])
     logp = jnp.asarray([[[-0.5, 0.0], [-2.0, 0.0], [-1.0, 0.0], [-0.1, 9.0]]])
     mask = jnp.asarray([[[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]])
-    two = kl_cov_selected(adv, logp, mask, Hyper(kl_cov_ratio=0.5))
-    one = kl_cov_selected(adv, logp, mask, Hyper(kl_cov_ratio=2e-4))
+    select = jax.jit(kl_cov_selected)
+    two = select(adv, logp, mask, Hyper(kl_cov_ratio=0.5))
+    one = select(adv, logp, mask, Hyper(kl_cov_ratio=2e-4))
     assert np.asarray(two)[0, :, 0].tolist() == [True, False, True, False] and not np.asarray(two)[..., 1].any()
     assert np.asarray(one)[0, :, 0].tolist() == [True, False, False, False]
     l = jnp.asarray([[[0.3, 0.0], [0.1, 0.0], [-0.2, 0.0], [0.05, 0.0]]])
-    got = batch.surrogate("kl_cov", l, logp, adv, Hyper(kl_cov_ratio=0.5, kl_cov_coef=2.0), mask=mask)
+    got = _surrogate("kl_cov", l, logp, adv, Hyper(kl_cov_ratio=0.5, kl_cov_coef=2.0), mask)
     want = [-np.exp(0.3) + 0.6, -np.exp(0.1), np.exp(-0.2) + 0.4, np.exp(0.05)]
     np.testing.assert_allclose(np.asarray(got)[0, :, 0], want, rtol=1e-6)
 
@@ -101,7 +110,8 @@ def test_kl_cov_without_its_penalty_is_the_importance_loss():
         for name, coef in (("kl_cov", 0.0), ("importance", 0.0), ("kl_cov_on", 1.0)):
             spec = AlgoSpec(surrogate=name.removesuffix("_on"))
             hp = Hyper(kl_cov_ratio=0.3, kl_cov_coef=coef)
-            out[name] = jax.value_and_grad(lambda x: _bandit(spec, x, tokens, mask, adv, logp_old, hp))(logits)  # noqa: B023
+            out[name] = jax.jit(jax.value_and_grad(lambda x: _bandit(spec, x, tokens, mask, adv, logp_old, hp)))(  # noqa: B023
+                logits)
     np.testing.assert_allclose(out["kl_cov"][0], out["importance"][0], rtol=1e-12)
     np.testing.assert_allclose(out["kl_cov"][1], out["importance"][1], rtol=1e-12, atol=1e-15)
     assert abs(out["kl_cov_on"][0] - out["importance"][0]) > 1e-3  # the penalty does act when on
@@ -112,7 +122,7 @@ def test_disco_by_hand():
     -0.5, the negatives' -1 and -2, tau 1: J = -0.5 - log((e^-1 + e^-2) / 2) and every token holds -J."""
     logp = jnp.asarray([[[-0.5], [-1.0], [-2.0]]])
     adv = jnp.asarray([[[1.0], [-0.5], [-0.5]]])
-    got = batch.surrogate("disco", logp, logp, adv, Hyper(disco_tau=1.0), mask=jnp.ones_like(logp), logp_old=logp)
+    got = _surrogate("disco", logp, logp, adv, Hyper(disco_tau=1.0), jnp.ones_like(logp), logp)
     want = 0.5 + np.log((np.exp(-1.0) + np.exp(-2.0)) / 2)
     np.testing.assert_allclose(np.asarray(got)[0, :, 0], [want] * 3, rtol=1e-6)
 
@@ -128,16 +138,16 @@ def test_disco_constraint_gradient_is_the_squared_hinge():
         adv = jnp.asarray([[1.0, -1.0, 1.0, -1.0], [1.0, 1.0, -1.0, 0.0]])[..., None]
 
         def loss(lp, b):
-            tok = batch.surrogate("disco", lp - logp_old, lp, adv, Hyper(disco_delta=0.1, disco_beta=b), mask=mask,
-                                  logp_old=logp_old)
+            tok = _surrogate("disco", lp - logp_old, lp, adv, Hyper(disco_delta=0.1, disco_beta=b), mask, logp_old)
             return (tok * mask).sum() / mask.sum()
 
         def hinge(lp):
             kl = ((logp_old - lp) * mask).sum() / mask.sum()
             return 0.5 * 7.0 * jnp.maximum(kl - 0.1, 0.0) ** 2
 
-        part = jax.grad(loss)(logp, 7.0) - jax.grad(loss)(logp, 0.0)
-        want = jax.grad(hinge)(logp)
+        grad = jax.jit(jax.grad(loss))
+        part = grad(logp, 7.0) - grad(logp, 0.0)
+        want = jax.jit(jax.grad(hinge))(logp)
     np.testing.assert_allclose(np.asarray(part), np.asarray(want), rtol=1e-10, atol=1e-14)
     assert np.abs(np.asarray(want)).max() > 1e-3
 
@@ -146,7 +156,8 @@ def test_dcpo_bounds_by_hand():
     """eps 0.2 / 0.28: at q = 1 the bounds are (1 + sqrt(0.2)) / 2 = 0.7236 and (1 + sqrt(2.12)) / 2 = 1.2280; at
     q = 0.5, low = 1/2 (1 - 1.6 < 0) and high = (1 + sqrt(3.24)) / 2 = 1.4; at q = 1e-4 high is capped at max(c, 10)."""
     from tabsim.sim.algos.surrogates import dcpo_bounds
-    low, high = dcpo_bounds(jnp.log(jnp.asarray([1.0, 0.5, 1e-4])), Hyper(eps_low=0.2, eps_high=0.28, dual_clip_c=3.0))
+    low, high = jax.jit(dcpo_bounds)(jnp.log(jnp.asarray([1.0, 0.5, 1e-4])),
+                                     Hyper(eps_low=0.2, eps_high=0.28, dual_clip_c=3.0))
     np.testing.assert_allclose(np.asarray(low), [(1 + np.sqrt(0.2)) / 2, 0.5, 0.5], rtol=1e-6)
     np.testing.assert_allclose(np.asarray(high), [(1 + np.sqrt(2.12)) / 2, 1.4, 10.0], rtol=1e-6)
 
@@ -158,10 +169,11 @@ def test_dcpo_lets_a_rare_token_move_further_than_ppo():
     old = jnp.log(jnp.asarray([[[0.5], [1.0]]]))
     adv = jnp.ones((1, 2, 1))
     hp = Hyper(eps_low=0.2, eps_high=0.28)
-    got = batch.surrogate("dcpo", l, old + l, adv, hp, mask=jnp.ones_like(l), logp_old=old)
+    got = _surrogate("dcpo", l, old + l, adv, hp, jnp.ones_like(l), old)
     np.testing.assert_allclose(np.asarray(got)[0, :, 0], [-1.35, -(1 + np.sqrt(2.12)) / 2], rtol=1e-6)
     from tabsim.sim.algos import clip_fraction
-    assert float(clip_fraction(l, adv, jnp.ones_like(l), hp, "dcpo", logp_old=old)) == 0.5
+    frac = jax.jit(lambda *a: clip_fraction(*a, "dcpo", logp_old=old))(l, adv, jnp.ones_like(l), hp)
+    assert float(frac) == 0.5
 
 
 def test_real_on_policy_weights_by_hand():
@@ -173,7 +185,7 @@ def test_real_on_policy_weights_by_hand():
     mask = jnp.ones_like(logp)
 
     def loss(lp):
-        return batch.surrogate("real", lp - logp, lp, adv, Hyper(real_tau=0.5), mask=mask, logp_old=logp)[0, 0, 0]
+        return _surrogate("real", lp - logp, lp, adv, Hyper(real_tau=0.5), mask, logp)[0, 0, 0]
 
     np.testing.assert_allclose(float(loss(logp)), np.log(2.0) + np.log(3.0), rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(jax.grad(loss)(logp))[0, :, 0], [-2 / 3, -2 / 3, 1.0], rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(loss))(logp))[0, :, 0], [-2 / 3, -2 / 3, 1.0], rtol=1e-5)
