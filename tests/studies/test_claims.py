@@ -74,26 +74,37 @@ def test_a_tost_interval_is_labelled_with_its_level():
         "H1: +0.002 [-0.008, +0.012] (90%); H2: +0.040 [+0.020, +0.060]"
 
 
-def test_b12_paired_estimates_are_the_seeds_differences():
-    """B12's recorded estimates and intervals, recomputed from its data with NumPy and scipy's t: each is the mean
-    of the eight seeds' differences between the two named cells, with the one-sample t interval at its level."""
+def test_paired_estimates_are_the_seeds_differences():
+    """Every recorded paired: estimate (B7, B12, ...) recomputed from its study's data with NumPy and scipy's t: the
+    mean of the seeds' differences between the two named cells, with the one-sample t interval at its level."""
     from scipy import stats as sps
 
-    rec = claims.read_claim_run(claims.load_claim(ROOT / "B12"), verify=False)
-    data = rec.data()
-    final = data[data["step"] == data["step"].max()]
-    for h in rec.results["analysis"]["hypotheses"]:
-        factor, _, named = h["estimand"].removeprefix("paired:").partition(":")
-        a, b = named.split(",") if named else ("drop_all_wrong", "none")
-        rows = final
-        for key, level in h["condition"].items():
-            rows = rows[rows[key].astype(str) == str(level)] if isinstance(level, str) else \
-                rows[np.isclose(rows[key], level)]
-        wide = rows.pivot(index="seed", columns=factor, values="pass1")
-        d = (wide[a] - wide[b]).to_numpy()
-        half = sps.t.ppf(0.5 + h["ci_level"] / 2, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
-        assert d.size == 8 and h["estimate"] == pytest.approx(d.mean(), abs=1e-12)
-        assert (h["ci_low"], h["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half), abs=1e-9)
+    from tabsim.prereg.schema import load_plan, paired_levels
+
+    checked = 0
+    for c in claims.load_claims(ROOT):
+        rec = claims.read_claim_run(c, verify=False)
+        if rec is None:
+            continue
+        plan, _ = load_plan(c.plan_path)
+        data = rec.data()
+        final = data[data["step"] == data["step"].max()]
+        analysis = rec.results["analysis"]
+        for h in analysis["hypotheses"] + analysis["exploratory"]:
+            if not h["estimand"].startswith("paired:"):
+                continue
+            factor, (a, b), _ = paired_levels(plan, h["estimand"])
+            rows = final
+            for key, level in h["condition"].items():
+                rows = rows[rows[key].astype(str) == str(level)] if isinstance(level, str) else \
+                    rows[np.isclose(rows[key], level)]
+            wide = rows[rows[factor].astype(str).isin([a, b])].pivot(index="seed", columns=factor, values="pass1")
+            d = (wide[a] - wide[b]).to_numpy()
+            half = sps.t.ppf(0.5 + h["ci_level"] / 2, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
+            assert h["estimate"] == pytest.approx(d.mean(), abs=1e-12), (c.id, h["id"])
+            assert (h["ci_low"], h["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half), abs=1e-9)
+            checked += 1
+    assert checked >= 12  # B12's nine and B7's three confirmatory ones at least
 
 
 def test_bearing_on_a_missing_hypothesis_is_refused():
