@@ -67,14 +67,23 @@ class Estimate:
     p_floor: float = 0.0  # resolution of a bootstrap p: 1 / (resamples + 1)
 
 
+def _is_level(col: pd.Series, level) -> np.ndarray:
+    """Where ``col`` holds ``level``: as text for text columns and levels, numerically otherwise (a static
+    integer factor such as algo.epochs is a float column: 4.0 is the level 4)."""
+    if isinstance(level, str) and not isinstance(col.dtype, pd.CategoricalDtype) and col.dtype != object:
+        try:
+            level = float(level)
+        except ValueError:
+            pass
+    if isinstance(level, str) or col.dtype == object or isinstance(col.dtype, pd.CategoricalDtype):
+        return col.astype(str).to_numpy() == str(level)
+    return np.isclose(col.to_numpy(float), float(level), rtol=0.0, atol=1e-12)
+
+
 def _select(df: pd.DataFrame, condition: dict) -> pd.DataFrame:
     mask = np.ones(len(df), dtype=bool)
     for key, level in condition.items():
-        col = df[key]
-        if isinstance(level, str) or col.dtype == object or isinstance(col.dtype, pd.CategoricalDtype):
-            mask &= col.astype(str).to_numpy() == str(level)
-        else:
-            mask &= np.isclose(col.to_numpy(float), float(level), rtol=0.0, atol=1e-12)
+        mask &= _is_level(df[key], level)
     return df[mask]
 
 
@@ -149,11 +158,12 @@ def _paired_estimate(plan: Plan, frame: pd.DataFrame, estimand: str, condition: 
     a = plan.analysis
     name, (first, second), _ = paired_levels(plan, estimand)
     rows = _select(final_rows(frame), condition)
-    rows = rows[rows[name].astype(str).isin([first, second])]
-    if rows.duplicated(["seed", name]).any():
+    is_first, is_second = _is_level(rows[name], first), _is_level(rows[name], second)
+    rows = rows.assign(_level=np.where(is_first, first, second))[is_first | is_second]
+    if rows.duplicated(["seed", "_level"]).any():
         raise ValueError(f"{estimand} at {condition}: several runs per seed and level (fix the arm, or every "
                          "other factor, in the condition)")
-    wide = rows.assign(_level=rows[name].astype(str)).pivot_table(
+    wide = rows.pivot_table(
         index="seed", columns="_level", values=a.metric, aggfunc="first", observed=True)
     if not {first, second} <= set(wide.columns):
         raise ValueError(f"{estimand} at {condition}: runs of both levels {first!r} and {second!r} are needed")
