@@ -16,9 +16,9 @@ from tabsim.base.registry import suggest
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
               "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo")
-RATIOS = ("token", "sequence", "sequence-sum")
+RATIOS = ("token", "sequence", "sequence-sum", "cumulative")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
-              "dcpo", "real")
+              "dcpo", "real", "ctpo")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
                 "balanced")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
@@ -61,7 +61,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "top_entropy_quantile", "gtpo_conflict_weight",
                 "sgrpo_noise", "correct_mass_ratio",
                 "real_tau",
-                "tracker_rho")
+                "tracker_rho",
+                "ctpo_clip_low", "ctpo_clip_high", "ctpo_clip_c", "ctpo_power")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

@@ -114,12 +114,15 @@ ALGO_UNWRITTEN_AT_DEFAULT = ("gvpo_beta", "kl_cov_ratio", "kl_cov_coef",
                              "mismatch_sigma", "is_cap", "kl_schedule", "kl_target", "kl_horizon", "ref_reset_every",
                              "ref_mixup_alpha", "ref_reset_optimizer", "hint_when",
                              "disco_tau", "disco_delta", "disco_beta",
-                             "token_weight", "top_entropy_quantile", "gtpo_conflict_weight", "sgrpo_noise", "real_tau")
+                             "token_weight", "top_entropy_quantile", "gtpo_conflict_weight", "sgrpo_noise", "real_tau",
+                             "ctpo_clip_low", "ctpo_clip_high", "ctpo_clip_c", "ctpo_power")
 # knob -> (field, component): written whenever that component is chosen (a written config shows what it reads)
 ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate", "kl_cov"),
                 "kl_cov_coef": ("surrogate", "kl_cov"), "disco_tau": ("surrogate", "disco"),
                 "disco_delta": ("surrogate", "disco"), "disco_beta": ("surrogate", "disco"),
-                "real_tau": ("surrogate", "real")}
+                "real_tau": ("surrogate", "real"),
+                "ctpo_clip_low": ("surrogate", "ctpo"), "ctpo_clip_high": ("surrogate", "ctpo"),
+                "ctpo_clip_c": ("surrogate", "ctpo"), "ctpo_power": ("surrogate", "ctpo")}
 ALGO_KNOB_OF["tracker_rho"] = ("tracker", "spo_stream")  # the per-prompt tracker (tabsim.sim.tracker)
 ALGO_UNWRITTEN_AT_DEFAULT += ("tracker", "tracker_rho")
 
@@ -169,6 +172,10 @@ class AlgoConfig(BehaviourKnobs, TrackerKnobs):  # knobs of tabsim.config.behavi
     disco_delta: float = Field(D["disco_delta"], ge=0.0, le=BIG)
     disco_beta: float = Field(D["disco_beta"], ge=0.0, le=BIG)
     real_tau: float = Field(D["real_tau"], gt=0.0, le=BIG)
+    ctpo_clip_low: float = Field(0.025, gt=0.0, le=BIG)
+    ctpo_clip_high: float = Field(0.05, gt=0.0, le=BIG)
+    ctpo_clip_c: float = Field(0.05, gt=0.0, le=BIG)
+    ctpo_power: float = Field(0.5, ge=-BIG, le=BIG)
 
     @model_serializer(mode="wrap")
     def _new_knobs_unwritten_at_default(self, handler):

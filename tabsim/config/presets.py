@@ -204,6 +204,12 @@ PRESETS: dict[str, dict] = {
     # answer's mean token log-ratio a logit (tau 0.5), positives labelled 1 and negatives 0 against an anchor logit 0,
     # summed over groups / B; the classes from verl's grpo advantage's sign, no clip, no KL, no filter, 8 answers.
     "real": {"algo": _algo(surrogate="real", real_tau=0.5, aggregation="token-mean"), "train": {"group_size": 8}},
+    # CTPO-LA (arXiv 2605.07331) as its authors' released ctpo.sh: the cumulative token ratio (the prefix's product,
+    # the gradient through the current token), clipped in log space to [-0.025, 0.05] t^0.5 at position t with the dual
+    # clip exp(0.05 t^0.5) for A < 0; verl's grpo advantage and token-mean, no KL, 8 answers.
+    "ctpo": {"algo": _algo(ratio="cumulative", surrogate="ctpo", ctpo_clip_low=0.025, ctpo_clip_high=0.05,
+                           ctpo_clip_c=0.05, ctpo_power=0.5, aggregation="token-mean"),
+             "train": {"group_size": 8}},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

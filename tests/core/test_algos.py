@@ -301,7 +301,19 @@ def np_ratio_sequence_sum(logp, logp_old, mask):
     return out
 
 
-NP_RATIOS = {"token": np_ratio_token, "sequence": np_ratio_sequence, "sequence-sum": np_ratio_sequence_sum}
+def np_ratio_cumulative(logp, logp_old, mask):
+    """CTPO's cumulative log-ratio: the running sum of each answer's clamped token log-ratios, at most 10."""
+    out = np.zeros_like(logp)
+    for b, g in np.ndindex(logp.shape[:2]):
+        total = 0.0
+        for t in range(logp.shape[2]):
+            total += min(max(logp[b, g, t] - logp_old[b, g, t], -20.0), 20.0) * mask[b, g, t]
+            out[b, g, t] = min(total, 10.0) * mask[b, g, t]
+    return out
+
+
+NP_RATIOS = {"token": np_ratio_token, "sequence": np_ratio_sequence, "sequence-sum": np_ratio_sequence_sum,
+             "cumulative": np_ratio_cumulative}
 
 
 def _sigmoid(x):
@@ -486,8 +498,26 @@ def np_real_batch(logp, logp_old, mask, adv, hp):
     return np.full(logp.shape, total), grad
 
 
+def np_ctpo_batch(logp, logp_old, mask, adv, hp):
+    """The released CTPO-LA loss token by token (log-ratio given): bounds times t^p, t the token's 1-based position."""
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    for b, g in np.ndindex(logp.shape[:2]):
+        pos = 0.0
+        for t in range(logp.shape[2]):
+            pos += mask[b, g, t]
+            scale = max(pos, 1.0) ** hp["ctpo_power"]
+            low, high, c = hp["ctpo_clip_low"] * scale, hp["ctpo_clip_high"] * scale, hp["ctpo_clip_c"] * scale
+            A, l = adv[b, g], (logp[b, g, t] - logp_old[b, g, t]) * mask[b, g, t]
+            free, held = -A * math.exp(l), -A * math.exp(min(max(l, -low), high))
+            value, d = (free, -A * math.exp(l)) if free >= held else (held, 0.0)
+            if A < 0 and -A * math.exp(c) < value:
+                value, d = -A * math.exp(c), 0.0
+            loss[b, g, t], grad[b, g, t] = value, d * mask[b, g, t]
+    return loss, grad
+
+
 NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch, "disco": np_disco_batch,
-                       "dcpo": np_dcpo_batch, "real": np_real_batch}
+                       "dcpo": np_dcpo_batch, "real": np_real_batch, "ctpo": np_ctpo_batch}
 
 
 def np_token_mean(loss, mask):
@@ -671,7 +701,7 @@ def test_batch_surrogate_value_and_gradient_match_numpy(name):
     mask = b["mask"] * b["valid"][:, None, None]
     # 10% of ~60 tokens: 5 penalised; DisCO's KL budget below the batch's mean log-ratio KL (-0.027): its constraint acts
     hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7, disco_tau=2.0, disco_delta=-0.1, disco_beta=3.0,
-              real_tau=0.5)
+              real_tau=0.5, ctpo_clip_low=0.1, ctpo_clip_high=0.15, ctpo_clip_c=0.3, ctpo_power=0.5)
     want, want_grad = NP_BATCH_SURROGATES[name](b["logp"], b["logp_old"], mask, b["adv"], hp)
     with jax.enable_x64(True):
         old, adv, m = (jnp.asarray(b[k]) for k in ("logp_old", "adv", "mask"))

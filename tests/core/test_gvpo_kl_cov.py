@@ -189,3 +189,40 @@ def test_real_on_policy_weights_by_hand():
 
     np.testing.assert_allclose(float(loss(logp)), np.log(2.0) + np.log(3.0), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(loss))(logp))[0, :, 0], [-2 / 3, -2 / 3, 1.0], rtol=1e-5)
+
+
+def test_cumulative_ratio_carries_the_prefix_and_differentiates_the_token_alone():
+    """Log-ratios (0.1, -0.3, 0.2): the cumulative ratio holds (0.1, -0.2, 0) and d log r_t / d logp_k is 1 for k = t
+    only (the prefix's sum is detached, as the released code)."""
+    from tabsim.sim.algos import RATIOS
+    logp_old = jnp.zeros((1, 1, 3))
+    logp = jnp.asarray([[[0.1, -0.3, 0.2]]])
+    mask = jnp.ones((1, 1, 3))
+    fn = jax.jit(lambda lp: RATIOS["cumulative"](lp, logp_old, mask))
+    np.testing.assert_allclose(np.asarray(fn(logp))[0, 0], [0.1, -0.2, 0.0], atol=1e-7)
+    jac = np.asarray(jax.jit(jax.jacobian(fn))(logp))[0, 0, :, 0, 0, :]
+    np.testing.assert_allclose(jac, np.eye(3), atol=1e-7)
+
+
+def test_ctpo_is_grpo_with_log_space_bounds_on_one_token_answers_and_differs_on_longer_ones():
+    """One-token answers: the cumulative ratio is the token ratio, so CTPO's loss is the token-ratio loss (the same
+    value and gradient); on three-token answers the prefixes change it."""
+    rng = np.random.default_rng(6)
+    hp = Hyper(ctpo_clip_low=0.1, ctpo_clip_high=0.15, ctpo_clip_c=0.3)
+    with jax.enable_x64(True):
+        logits = jnp.asarray(rng.normal(size=(3, 5)))
+        old = logits + jnp.asarray(rng.normal(scale=0.3, size=(3, 5)))
+        tokens = jnp.asarray(rng.integers(0, 5, size=(3, 4, 3)))
+        adv = jnp.asarray(rng.normal(size=(3, 4)))
+        logp_old = jnp.take_along_axis(jax.nn.log_softmax(old, -1)[:, None, None, :].repeat(4, 1).repeat(3, 2),
+                                       tokens[..., None], -1)[..., 0]
+        out = {}
+        for T in (1, 3):
+            mask = jnp.zeros((3, 4, 3)).at[..., :T].set(1.0)
+            for ratio in ("cumulative", "token"):
+                spec = AlgoSpec(ratio=ratio, surrogate="ctpo", aggregation="token-mean")
+                out[T, ratio] = jax.jit(jax.value_and_grad(
+                    lambda x: _bandit(spec, x, tokens, mask, adv, logp_old * mask, hp)))(logits)  # noqa: B023
+    np.testing.assert_allclose(out[1, "cumulative"][0], out[1, "token"][0], rtol=1e-12)
+    np.testing.assert_allclose(out[1, "cumulative"][1], out[1, "token"][1], rtol=1e-12, atol=1e-15)
+    assert abs(out[3, "cumulative"][0] - out[3, "token"][0]) > 1e-4

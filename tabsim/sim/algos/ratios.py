@@ -7,6 +7,7 @@ per-answer objective (verl's GSPO-token form has the same value and gradient).
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from tabsim.base import choices
@@ -41,3 +42,19 @@ def sequence_sum_ratio(logp, logp_old, mask):
     """
     seq = ((logp - logp_old) * mask).sum(-1, keepdims=True)
     return jnp.broadcast_to(seq, logp.shape) * mask
+
+
+@register_ratio("cumulative")
+def cumulative_ratio(logp, logp_old, mask):
+    """CTPO's cumulative token log-ratio: the value ``sum_{k <= t} l_k``, the gradient through ``logp_t`` alone.
+
+    Cumulative Token Policy Optimization (Zhang et al., arXiv 2605.07331), as its authors' released
+    ``_compute_policy_loss_cum_token_la_impl`` with ``ratio_mode="cumprod"`` (github.com/horizon-llm/CTPO,
+    ``verl/trainer/ppo/core_algos.py``): ``log r_t = sg(sum_{k <= t} l_k) + logp_t - sg(logp_t)``, each ``l_k =
+    logp_k - logp_old_k`` clamped to ``[-20, 20]`` and ``log r_t`` to at most 10, as theirs. The product of the
+    prefix's ratios corrects the state distribution of token ``t`` (the prefix) as well as its action; with
+    one-token answers it is the ``token`` ratio.
+    """
+    l = jnp.clip(logp - logp_old, -20.0, 20.0) * mask
+    prefix = jax.lax.stop_gradient(jnp.cumsum(l, axis=-1))
+    return jnp.minimum(prefix + logp - jax.lax.stop_gradient(logp), 10.0) * mask

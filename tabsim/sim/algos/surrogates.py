@@ -336,18 +336,61 @@ def dcpo(batch):
     return jnp.where(adv < 0, jnp.minimum(clipped, -adv * hp.dual_clip_c), clipped)
 
 
+
+def ctpo_bounds(mask, hp):
+    """CTPO's log-space bounds ``[B, G, T]`` at token position ``t`` (1-based): ``ctpo_clip_low t^p``,
+    ``ctpo_clip_high t^p`` and the dual clip's ``ctpo_clip_c t^p``, ``p = ctpo_power``."""
+    scale = jnp.maximum(jnp.cumsum(mask, axis=-1), 1.0) ** hp.ctpo_power
+    return hp.ctpo_clip_low * scale, hp.ctpo_clip_high * scale, hp.ctpo_clip_c * scale
+
+
+def _ctpo_clipped(log_ratio, adv, hp, mask):
+    """The tokens CTPO's position-scaled bounds hold: ``log r > high_t`` with ``A > 0``, ``< -low_t`` with ``A < 0``."""
+    low, high, _ = ctpo_bounds(mask, hp)
+    return ((adv > 0) & (log_ratio > high)) | ((adv < 0) & (log_ratio < -low))
+
+
+@register_surrogate("ctpo", clipped=_ctpo_clipped, batch=True, clip_reads_mask=True)
+def ctpo(batch):
+    """CTPO-LA: PPO's clip in log space with bounds growing as ``t^p`` along the answer, plus a position-scaled dual clip.
+
+    Cumulative Token Policy Optimization (Zhang et al., arXiv 2605.07331), as its authors' released
+    ``_compute_policy_loss_cum_token_la_impl`` (``cum-token-cumprod-la``, github.com/horizon-llm/CTPO): with ``log r``
+    the ratio component's output (``cumulative`` in their method, whose log-ratio's variance grows as ``t``) and
+    :func:`ctpo_bounds` ``low_t, high_t, c_t``,
+
+        ``max(-A r, -A exp(clip(log r, -low_t, high_t)))``, and ``min(that, -A exp(c_t))`` where ``A < 0``.
+
+    Their defaults: 0.025 / 0.05 / 0.05 with ``p = 0.5`` (at ``t = 1`` a window of about ``[0.975, 1.05]``).
+
+    Args:
+      batch: a :class:`tabsim.sim.algos.batch.Batch`; reads ``log_ratio``, ``adv``, ``mask`` and ``hp``.
+    Returns:
+      ``[B, G, T]`` per-token losses.
+    """
+    l, adv = batch.log_ratio, batch.adv
+    low, high, c = ctpo_bounds(batch.mask, batch.hp)
+    clipped = jnp.maximum(-adv * jnp.exp(l), -adv * jnp.exp(jnp.clip(l, -low, high)))
+    return jnp.where(adv < 0, jnp.minimum(clipped, -adv * jnp.exp(c)), clipped)
+
 def clip_fraction(log_ratio, adv, mask, hp, surrogate: str = "clip", logp_old=None):
     """Fraction of valid tokens whose PPO clip is active (the gradient is zeroed); 0 for a surrogate
     registered with ``clipped=False`` (REINFORCE, the unclipped ratio, CISPO's detached weight, SAPO's
     soft gate: every token keeps its gradient); a surrogate registered with ``clipped=active`` counts the
     tokens ``active`` marks (``active(log_ratio, adv, hp, logp_old)`` when also registered with
-    ``clip_reads_old=True``: bounds set by the rollout policy, as DCPO's)."""
+    ``clip_reads_old=True``: bounds set by the rollout policy, as DCPO's; ``active(log_ratio, adv, hp, mask)`` with
+    ``clip_reads_mask=True``: bounds set by the token's position, as CTPO's)."""
     meta = SURROGATES.meta(surrogate)
     clipped = meta.get("clipped", True)
     if not clipped:
         return jnp.zeros((), jnp.float32)
     if callable(clipped):
-        active = clipped(log_ratio, adv, hp, logp_old) if meta.get("clip_reads_old") else clipped(log_ratio, adv, hp)
+        if meta.get("clip_reads_old"):
+            active = clipped(log_ratio, adv, hp, logp_old)
+        elif meta.get("clip_reads_mask"):
+            active = clipped(log_ratio, adv, hp, mask)
+        else:
+            active = clipped(log_ratio, adv, hp)
     else:
         w = jnp.exp(log_ratio)
         active = ((adv > 0) & (w > 1.0 + hp.eps_high)) | ((adv < 0) & (w < 1.0 - hp.eps_low))
