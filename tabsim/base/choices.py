@@ -15,7 +15,8 @@ from tabsim.base.registry import suggest
 # built-in components of tabsim.sim.algos' registries (a component registered at run time is found in the
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
-              "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo")
+              "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo",
+              "gigpo", "gigpo_std")
 RATIOS = ("token", "sequence", "sequence-sum", "cumulative")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
               "dcpo", "real", "ctpo")

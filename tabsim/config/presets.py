@@ -215,6 +215,11 @@ PRESETS: dict[str, dict] = {
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through
     # the shared weights) become 8 passes over the whole batch: split over groups, each group would be
     # updated once, on-policy, and the clip would never fire.
+    # GiGPO (Group-in-Group Policy Optimization, arXiv 2505.10978) as the authors' verl-agent advantage (core_gigpo.py,
+    # defaults mode "mean_norm", step_advantage_w 1): the episode advantage r - mean_g plus, on each token, the
+    # step advantage against the group's other answers in the same tree state (tabsim.sim.algos.tree_credit);
+    # clip 0.2, token-mean (verl's loss_agg_mode default), no KL, 8 answers.
+    "gigpo": {"algo": _algo(estimator="gigpo"), "train": {"group_size": 8}},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

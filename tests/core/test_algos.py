@@ -19,6 +19,7 @@ from tabsim.sim.algos import batch
 from tabsim.sim.params import Hyper, stack_hypers
 
 from f32_tolerance import f32_bound, f64_bound  # tests/core: the float error bounds
+from test_tree_credit import np_gigpo as np_gigpo_loops  # tests/core: GiGPO's NumPy reference
 
 # n_ops: the longest sum, a batch's B G T = 5 * 6 * 4 = 120 tokens, times 8 for each term's own chain
 # (ratio exp, clip, product, mask, normalisers); scale: the terms, |adv| <= sqrt(G) times ratios <= dual clip 3
@@ -69,7 +70,8 @@ def all_context(b):
     full = {"p0": rng.random(len(b["rewards"])), "answers": b["tokens"][..., 0],
             "prompts": np.arange(len(b["rewards"])), "seq_logp": (b["logp_old"] * b["mask"]).sum(-1),
             "seq_logp_ref": (b["logp_ref"] * b["mask"]).sum(-1),
-            "entropy": (-(np.exp(b["logq"]) * b["logq"]).sum(-1) * b["mask"]).sum(-1) / b["mask"].sum(-1)}
+            "entropy": (-(np.exp(b["logq"]) * b["logq"]).sum(-1) * b["mask"]).sum(-1) / b["mask"].sum(-1),
+            "tokens": b["tokens"]}
     return full
 
 
@@ -267,11 +269,21 @@ def np_s_grpo(r, lengths, valid, hp):
     return out
 
 
+def np_gigpo(r, lengths, valid, hp, tokens):
+    """GiGPO (arXiv 2505.10978), per token: the authors' loops in tests/core/test_tree_credit.py."""
+    return np_gigpo_loops(r, lengths, tokens)
+
+
+def np_gigpo_std(r, lengths, valid, hp, tokens):
+    return np_gigpo_loops(r, lengths, tokens, std=True)
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
                  "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
                  "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo,
-                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b, "edge": np_edge, "s_grpo": np_s_grpo}
+                 "grpo_lead": np_grpo_lead, "disco_b": np_disco_b, "edge": np_edge, "s_grpo": np_s_grpo,
+                 "gigpo": np_gigpo, "gigpo_std": np_gigpo_std}
 
 
 def np_ratio_token(logp, logp_old, mask):

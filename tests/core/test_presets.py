@@ -99,6 +99,8 @@ EXPECTED = {
                  aggregation="seq-mean-token-mean", kl_placement="none", filter=False),
     "real": dict(estimator="grpo", surrogate="real", real_tau=0.5, aggregation="token-mean", kl_placement="none",
                  filter=False),
+    "gigpo": dict(estimator="gigpo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                  aggregation="token-mean", kl_placement="none", filter=False),
     "ctpo": dict(estimator="grpo", ratio="cumulative", surrogate="ctpo", ctpo_clip_low=0.025, ctpo_clip_high=0.05,
                  ctpo_clip_c=0.05, ctpo_power=0.5, aggregation="token-mean", kl_placement="none"),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,

@@ -53,6 +53,9 @@ class Batch:
       entropy: ``[B, G]`` the mean over the answer's visited nodes of the rollout policy's entropy.
       p0: ``[B]`` the reference policy's probability of a correct answer (its success rate), a static
         fact of the task. Correctness itself is never given: the rewards are the arm's.
+      tokens: ``[B, G, T]`` int the answers' sampled tokens (padding past an answer's length); in the tree a
+        prefix is a state, so the group's shared prefixes are its shared states
+        (:mod:`tabsim.sim.algos.tree_credit`).
     The aggregation's input, for an aggregation registered with ``batch=True``:
 
     Attributes:
@@ -74,11 +77,12 @@ class Batch:
     seq_logp_ref: Any = None
     entropy: Any = None
     p0: Any = None
+    tokens: Any = None
     loss: Any = None
 
 
 # the context fields an estimator may declare with ``reads=`` (what the step computes for it)
-CONTEXT_FIELDS = ("answers", "prompts", "seq_logp", "seq_logp_ref", "entropy", "p0")
+CONTEXT_FIELDS = ("answers", "prompts", "seq_logp", "seq_logp_ref", "entropy", "p0", "tokens")
 
 
 def reads_batch(registry, name: str) -> bool:
@@ -141,7 +145,7 @@ def probe_context(reads: tuple[str, ...], rewards) -> dict:
     """Plausible context for the probe groups ``rewards [P, G]`` (NumPy): what a uniform rollout policy over G
     answers and a reference with success rate 1/2 would give. The rewarded answers of a group share answer 0
     and the others are distinct, so a histogram of answers is neither constant nor degenerate."""
-    import numpy as np
+    import numpy as np  # lazy: only the probe of a user's estimator reads NumPy here
 
     P, G = rewards.shape
     dtype = rewards.dtype
@@ -153,5 +157,6 @@ def probe_context(reads: tuple[str, ...], rewards) -> dict:
         "seq_logp_ref": np.full((P, G), -np.log(G), dtype),
         "entropy": np.full((P, G), np.log(G), dtype),
         "p0": np.full((P,), 0.5, dtype),
+        "tokens": np.where(rewards > 0, 0, distinct).astype(np.int32)[..., None],  # one-token answers
     }
     return {k: full[k] for k in reads}

@@ -57,6 +57,8 @@ def estimator_context(env, reads, *, task, idx, every: bool, logits, rollout, lo
     if "entropy" in reads:
         h = -(jnp.exp(logq_old) * logq_old).sum(-1)
         out["entropy"] = jax.lax.stop_gradient(_masked_sum(h, mask) / jnp.maximum(mask.sum(-1), 1.0))
+    if "tokens" in reads:
+        out["tokens"] = rollout.tokens
     if "p0" in reads:
         p0 = reference_success(env, task)
         out["p0"] = p0 if every else p0[idx]

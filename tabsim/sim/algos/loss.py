@@ -22,7 +22,9 @@ from tabsim.sim.params import Hyper
 def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp, context: dict | None = None):
     """Advantages ``[B, G]`` from the named estimator, checked where they leave it.
 
-    Every estimator's output must have the rewards' shape ``[B, G]`` and float dtype (checked when the
+    An estimator registered with ``per_token=True`` returns ``[B, G, T]``, one advantage per token (returned
+    as ``[B, G]`` when ``T = 1``; :mod:`tabsim.sim.algos.tree_credit`).
+    Every other estimator's output must have the rewards' shape ``[B, G]`` and float dtype (checked when the
     program is traced, so at no cost to it). An estimator a user registered is also called once, when
     traced, on a probe batch (see :func:`probe_estimator`), and a non-finite advantage there is refused;
     in the compiled program its advantages are counted for non-finite values, and a batch with any
@@ -38,7 +40,12 @@ def advantages(spec: AlgoSpec, rewards, *, lengths, valid, hp, context: dict | N
         raise ValueError(f"estimator {name!r} reads {', '.join(missing)}, which this caller does not compute "
                          "(the engine's sampled step does; the exact expected flow does not)")
     adv = estimate(name, rewards, lengths=lengths, valid=valid, hp=hp, context=context)
-    check_advantages(name, adv, rewards)
+    if ESTIMATORS.meta(name).get("per_token", False):  # one advantage per token, [B, G, T]
+        check_advantages(name, adv[..., 0] if getattr(adv, "ndim", 0) == 3 else adv, rewards)
+        if adv.shape[-1] == 1:  # one-token answers: the per-answer shape the closed-form path reads
+            adv = adv[..., 0]
+    else:
+        check_advantages(name, adv, rewards)
     if ESTIMATORS.is_own(name):
         return adv
     probe_estimator(name, rewards.shape[-1], rewards.dtype, lengths.dtype)

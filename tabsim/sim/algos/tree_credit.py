@@ -1,0 +1,115 @@
+"""Process credit on the tree: per-token advantages ``[B, G, T]`` from the states the group's answers share.
+
+In the tree-MDP a state is a prefix, so two answers of one group are in the same state before their token ``t``
+exactly when they drew the same tokens ``0 .. t-1`` and both are still running at ``t``
+(:func:`same_state`). An estimator here reads the answers' tokens (``reads=("tokens",)``) and returns one
+advantage per token; it is registered with ``per_token=True``, which lets
+:func:`tabsim.sim.algos.advantages` accept the ``[B, G, T]`` shape (``[B, G]`` when every answer is one token
+long, as in a bandit, so the closed-form path reads it as before). Such an advantage flows into the loss as
+REINFORCE++'s returns to go do. Each reads the sampled paths, which the exact expected flow does not enumerate,
+so they declare ``no_expected``.
+
+Not built, for want of a formula checked against its paper or code: TEMPO / Prefix-to-Tree (Tran, Yao, Yu,
+arXiv 2509.18314; the stored copies give the abstract, "GRPO plus branch-gated TD corrections V(s') - V(s) at
+branching tokens", but not the equation: whether V averages the raw or the group-normalised rewards and how the
+TD term is scaled), TreeRPO and Segment PO (arXiv 2505.23564).
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from tabsim.sim.algos.advantages import register_estimator
+
+
+def running(lengths, T: int):
+    """``[B, G, T]`` True where the answer is still running at token ``t`` (``t < length``)."""
+    return jnp.arange(T) < lengths[..., None]
+
+
+def same_state(tokens, lengths):
+    """``[B, G, G, T]``: answers ``i`` and ``j`` of a group are in the same tree state before token ``t``.
+
+    True when both run at ``t`` and drew the same tokens ``0 .. t-1`` (at ``t = 0`` every running answer is at
+    the root). ``tokens``: ``[B, G, T]`` ints; ``lengths``: ``[B, G]`` tokens per answer.
+    """
+    T = tokens.shape[-1]
+    eq = (tokens[:, :, None, :] == tokens[:, None, :, :]).astype(jnp.int32)  # [B, G, G, T]
+    # prefix equal through t-1: an exclusive running product of the per-token matches
+    through = jnp.cumprod(eq, axis=-1)
+    before = jnp.concatenate([jnp.ones_like(through[..., :1]), through[..., :-1]], axis=-1) > 0
+    run = running(lengths, T)
+    return before & run[:, :, None, :] & run[:, None, :, :]
+
+
+def _group_mean_baseline(values, same):
+    """``values [B, G, T]`` minus their mean over the answers in the same state (``same [B, G, G, T]``), 0 where
+    the answer is not running; and the matching unbiased std (1 for a state with one answer, as the authors'
+    code does)."""
+    w = same.astype(values.dtype)
+    n = w.sum(2)  # [B, G, T] answers in my state (>= 1 where I run)
+    safe = jnp.maximum(n, 1.0)
+    mean = (w * values[:, None, :, :]).sum(2) / safe
+    centred = values - mean
+    sq = (w * (values[:, None, :, :] - mean[:, :, None, :]) ** 2).sum(2)
+    std = jnp.where(n > 1, jnp.sqrt(sq / jnp.maximum(n - 1.0, 1.0)), 1.0)
+    return centred, std
+
+
+GIGPO_EPS = 1e-6  # the authors' epsilon in the std-normalised mode
+
+
+def _gigpo(batch, *, std: bool):
+    r, lengths = batch.rewards, batch.lengths
+    tokens = batch.tokens
+    T = tokens.shape[-1]
+    run = running(lengths, T)
+    # episode advantage (Eq. 3): the group form over the G answers
+    centred_ep = r - r.mean(-1, keepdims=True)
+    if std:
+        G = r.shape[-1]
+        sd = jnp.sqrt((centred_ep**2).sum(-1, keepdims=True) / max(G - 1, 1)) if G > 1 else jnp.ones_like(r[:, :1])
+        centred_ep = centred_ep / (sd + GIGPO_EPS)
+    # step advantage (Eqs. 5-7): the step's return (the outcome, undiscounted) against the other visits of
+    # the same state
+    returns = jnp.broadcast_to(r[..., None], run.shape).astype(r.dtype)
+    centred_st, sd_st = _group_mean_baseline(returns, same_state(tokens, lengths))
+    step = centred_st / (sd_st + GIGPO_EPS) if std else centred_st
+    adv = (centred_ep[..., None] + step) * run  # Eq. 8 with w = 1
+    return adv
+
+
+@register_estimator("gigpo", batch=True, reads=("tokens",), per_token=True,
+                    no_expected="its step advantage compares the answers that visit the same tree state, which "
+                                "the sampled paths decide and the expected flow does not enumerate")
+def gigpo(batch):
+    """GiGPO: an episode advantage plus a step advantage from anchor-state groups (mean-normalised mode).
+
+    Feng et al., "Group-in-Group Policy Optimization for LLM Agent Training", arXiv 2505.10978, as the authors'
+    verl-agent code (``gigpo/core_gigpo.py``: ``compute_gigpo_outcome_advantage``, ``episode_norm_reward``,
+    ``build_step_group``, ``step_norm_reward``; read in a copy of verl-agent at c23d586). Token ``t`` of answer
+    ``i`` is one step in state ``s = prefix_t(i)``::
+
+        A_t(i) = (r_i - mean_g r) + (R_t(i) - mean_{j: s_t(j) = s} R_t(j))
+
+    with ``R_t = r`` the step's undiscounted return (Eq. 5 with ``gamma = 1``, verl's default; the outcome is
+    the only reward) and weight ``w = 1`` on the step term (the code's ``step_advantage_w`` default); the code's
+    default ``mode = "mean_norm"`` subtracts the mean only. A state visited by one answer gets step advantage 0
+    (its own mean). On a bandit every answer is at the root, so ``A = 2 (r - mean_g)``; at the root of a tree the
+    step group is the whole group. Difference from the code: its default episode mean runs over every step row of
+    the group (``compute_mean_std_cross_steps``), so a longer answer weighs more; here it is the paper's Eq. 3,
+    over the answers. Not exposed: ``gamma < 1`` and ``w != 1``.
+    """
+    return _gigpo(batch, std=False)
+
+
+@register_estimator("gigpo_std", batch=True, reads=("tokens",), per_token=True,
+                    no_expected="its step advantage compares the answers that visit the same tree state, which "
+                                "the sampled paths decide and the expected flow does not enumerate")
+def gigpo_std(batch):
+    """GiGPO in the code's ``mode = "mean_std_norm"`` (the paper's Eq. 3 and 7 with ``F_norm = std``).
+
+    As :func:`gigpo`, with both terms divided by their group's unbiased std plus ``1e-6`` (``torch.std``; a
+    one-answer state's std is 1, its step advantage 0). On a bandit ``A = 2 (r - mean_g) / (std_g + 1e-6)``, twice
+    GRPO with the Bessel std.
+    """
+    return _gigpo(batch, std=True)
