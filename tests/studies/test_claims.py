@@ -98,8 +98,12 @@ def test_paired_estimates_are_the_seeds_differences():
             for key, level in h["condition"].items():
                 rows = rows[rows[key].astype(str) == str(level)] if isinstance(level, str) else \
                     rows[np.isclose(rows[key], level)]
-            wide = rows[rows[factor].astype(str).isin([a, b])].pivot(index="seed", columns=factor, values="pass1")
-            d = (wide[a] - wide[b]).to_numpy()
+            # a level by value (a numeric factor's column is float: epochs 4 is 4.0), the plan's metric
+            numeric = rows[factor].dtype.kind in "fi"
+            same = (lambda lv: np.isclose(rows[factor], float(lv))) if numeric else \
+                (lambda lv: rows[factor].astype(str) == lv)
+            by = {lv: rows[same(lv)].set_index("seed")[plan.analysis.metric] for lv in (a, b)}
+            d = (by[a] - by[b]).dropna().to_numpy()
             half = sps.t.ppf(0.5 + h["ci_level"] / 2, d.size - 1) * d.std(ddof=1) / np.sqrt(d.size)
             assert h["estimate"] == pytest.approx(d.mean(), abs=1e-12), (c.id, h["id"])
             assert (h["ci_low"], h["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half), abs=1e-9)
