@@ -226,3 +226,14 @@ def test_ctpo_is_grpo_with_log_space_bounds_on_one_token_answers_and_differs_on_
     np.testing.assert_allclose(out[1, "cumulative"][0], out[1, "token"][0], rtol=1e-12)
     np.testing.assert_allclose(out[1, "cumulative"][1], out[1, "token"][1], rtol=1e-12, atol=1e-15)
     assert abs(out[3, "cumulative"][0] - out[3, "token"][0]) > 1e-4
+
+
+def test_kl_cov_penalty_has_no_gradient_on_policy():
+    """On-policy every log-ratio is 0: the penalised token's gradient is the importance loss's -A, as verl's
+    torch.abs (gradient 0 at 0); jnp.abs would add coef there."""
+    logp = jnp.log(jnp.asarray([[[0.5], [0.3], [0.2]]]))
+    adv = jnp.asarray([[[1.0], [1.0], [-2.0]]])
+    mask = jnp.ones_like(logp)
+    hp = Hyper(kl_cov_ratio=0.5, kl_cov_coef=1.0)  # one token of three penalised
+    grad = jax.jit(jax.grad(lambda lp: _surrogate("kl_cov", lp - logp, lp, adv, hp, mask).sum()))(logp)
+    np.testing.assert_allclose(np.asarray(grad)[0, :, 0], [-1.0, -1.0, 2.0], rtol=1e-6)

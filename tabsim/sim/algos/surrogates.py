@@ -200,7 +200,9 @@ def kl_cov(batch):
     """
     l, hp = batch.log_ratio, batch.hp
     chosen = kl_cov_selected(batch.adv, batch.logp, batch.mask, hp)
-    return -batch.adv * jnp.exp(l) + jnp.where(chosen, hp.kl_cov_coef * jnp.abs(l), 0.0)
+    # |l| with torch's gradient sign(l), 0 at l = 0 (jnp.abs has 1 there): on-policy the penalty adds nothing
+    abs_l = l * jax.lax.stop_gradient(jnp.sign(l))
+    return -batch.adv * jnp.exp(l) + jnp.where(chosen, hp.kl_cov_coef * abs_l, 0.0)
 
 
 
