@@ -76,7 +76,7 @@ print((AUDITS / "spurious_rewards.yaml").read_text())
 spurious = load_entries([AUDITS / "spurious_rewards.yaml"])
 res = audit(spurious, calibrate=False)  # every arm is reported: nothing to calibrate
 cols = ["model", "acc_frozen", "acc_random", "acc_majority", "acc_true",
-        "d_null", "d_elicit", "d_rd", "d_naive", "null_share", "elicit_share", "rd_share", "verdict",
+        "d_null", "d_elicit", "d_rd", "d_naive", "null_share", "sharpening_share", "rd_share", "verdict",
         "reference_verdict"]
 res.audit[cols]
 

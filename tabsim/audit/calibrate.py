@@ -30,7 +30,7 @@ import tabsim
 from tabsim.audit.completions import logical_completions, with_null_envelope  # noqa: F401 (re-exported)
 from tabsim.audit.entry import MAJ_K, PARTITION_ARMS, PASS_K, Entry
 from tabsim.audit.estimate import arm_moments, binomial_var
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.files.atomic import write_frame
 from tabsim.runtime.executors import source_digest
 from tabsim.runtime.run import run
@@ -133,7 +133,7 @@ class CalibrationGrid:
 
 
 def default_cache_dir() -> Path:
-    """tabsim's cache folder (:func:`tabsim.files.defaults.cache_home`): ``$TABSIM_CACHE``, else
+    """tabsim's cache folder (:func:`tabsim.base.defaults.cache_home`): ``$TABSIM_CACHE``, else
     ``$XDG_CACHE_HOME/tabsim`` (``~/.cache/tabsim``)."""
     return defaults.cache_home()
 

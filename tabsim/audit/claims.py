@@ -12,7 +12,7 @@ import math
 from typing import Mapping, Optional
 
 # each identified share of d_total and the term it divides
-SHARE_TERMS = {"null_share": "d_null", "elicit_share": "d_elicit", "rd_share": "d_rd"}
+SHARE_TERMS = {"null_share": "d_null", "sharpening_share": "d_elicit", "rd_share": "d_rd"}
 
 
 def number(x: float, digits: int = 1, *, percent: bool = False) -> str:

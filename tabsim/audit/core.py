@@ -21,7 +21,7 @@ from tabsim.audit.verdict import RULES, term_verdict
 from tabsim.stats.verdict import INCONCLUSIVE, share_verdict
 
 WIDE_TERMS = ("d_majority", "d_null", "d_elicit", "d_rd", "d_naive", "d_total", "bias", "rd_fraction",
-              "elicitation_share", "null_share", "elicit_share", "rd_share")
+              "elicitation_share", "null_share", "sharpening_share", "rd_share")
 
 
 @dataclasses.dataclass

@@ -23,47 +23,20 @@ from scipy import stats as sps
 
 from tabsim.audit.entry import PARTITION_ARMS, Entry
 from tabsim.audit.items import clustered_moments
+from tabsim.stats.partition_terms import CONTRASTS, HELP, RATIOS, SHARES  # noqa: F401 (SHARES read from here)
 
-# order of the arm axis: frozen, random, majority, true  (f, r, m, t)
-_C = {
-    "d_null": (-1, 1, 0, 0),
-    "d_elicit": (0, -1, 1, 0),
-    "d_rd": (0, 0, -1, 1),
-    "d_naive": (0, -1, 0, 1),
-    "d_total": (-1, 0, 0, 1),
-    "d_majority": (-1, 0, 1, 0),
-    "bias": (0, -1, 1, 0),
-}
+# the partition's vocabulary (tabsim.stats.partition_terms); the arm axis is frozen, random, majority, true
+_C = CONTRASTS
 DIFFERENCE_TERMS = tuple(_C)
-RATIO_TERMS = {
-    "rd_fraction": ("d_rd", "d_naive"),
-    "elicitation_share": ("d_majority", "d_total"),  # the reference rule's share: d_null included
-    "null_share": ("d_null", "d_total"),
-    "elicit_share": ("d_elicit", "d_total"),
-    "rd_share": ("d_rd", "d_total"),
-}
+RATIO_TERMS = RATIOS
 # the contrasts as one array [4, terms], and each ratio's numerator and denominator columns, built once
 # (term_intervals runs for every row of every pass)
 _C_MATRIX = np.asarray([_C[t] for t in DIFFERENCE_TERMS], dtype=float).T
 _RATIO_A = [DIFFERENCE_TERMS.index(a) for a, _ in RATIO_TERMS.values()]
 _RATIO_B = [DIFFERENCE_TERMS.index(b) for _, b in RATIO_TERMS.values()]
-SHARES = ("null_share", "elicit_share", "rd_share")  # the three terms' shares of d_total; they sum to 1
 UNITS = ("items", "trials")
 TERMS = DIFFERENCE_TERMS + tuple(RATIO_TERMS)
-TERM_HELP = {
-    "d_null": "acc(RANDOM) - acc(FROZEN): what training with no information does",
-    "d_elicit": "acc(MAJORITY) - acc(RANDOM): self-consistency sharpening",
-    "d_rd": "acc(TRUE) - acc(MAJORITY): the reward-design signal",
-    "d_naive": "acc(TRUE) - acc(RANDOM) = d_elicit + d_rd: the naive reward-design estimate",
-    "d_total": "acc(TRUE) - acc(FROZEN) = d_null + d_elicit + d_rd",
-    "d_majority": "acc(MAJORITY) - acc(FROZEN) = d_null + d_elicit: the elicitation share's numerator",
-    "bias": "d_naive - d_rd = d_elicit: bias of the naive estimator",
-    "rd_fraction": "d_rd / d_naive",
-    "elicitation_share": "d_majority / d_total = (d_null + d_elicit) / d_total: the reference rule's share",
-    "null_share": "d_null / d_total: the share a random reward gives",
-    "elicit_share": "d_elicit / d_total: the share of self-consistency sharpening",
-    "rd_share": "d_rd / d_total: the share of the reward-design signal",
-}
+TERM_HELP = HELP
 
 
 def _arms_of(coef) -> set:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-# Arms an entry may report. The first four make the partition; the rest are reported as gains.
-PARTITION_ARMS = ("frozen", "random", "majority", "true")
+from tabsim.stats.partition_terms import ARMS as PARTITION_ARMS
+
+# Arms an entry may report. The first four make the partition (tabsim.stats.partition_terms); the rest are
+# reported as gains.
 EXTRA_ARMS = ("format", "incorrect", "self_certainty", "entropy")
 ARMS = PARTITION_ARMS + EXTRA_ARMS
 ARM_ALIASES = {"base": "frozen", "before_rl": "frozen", "ground_truth": "true", "majority_vote": "majority"}

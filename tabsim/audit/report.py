@@ -259,7 +259,7 @@ def _outside_reach(a: pd.DataFrame, lo_d: float, hi_d: float) -> list:
 def _rule_text(info: dict) -> list:
     return ["", "Verdicts, on the item-unit intervals:", "",
             f"- `term_verdict` (three-term rule): a term dominates when its share of d_total (null_share, "
-            f"elicit_share, rd_share, which sum to 1) lies above {info['dominance']:g} over its whole interval: "
+            f"sharpening_share, rd_share, which sum to 1) lies above {info['dominance']:g} over its whole interval: "
             "RANDOM_REWARD_DOMINATED (d_null: what a reward with no information gives, random-reward or structural "
             "gains), ELICITATION_DOMINATED (d_elicit), REWARD_DESIGN_DOMINATED (d_rd); MIXED when no share exceeds "
             "it (or two do, offset by a negative third); INCONCLUSIVE when a share's interval straddles it.",
@@ -283,7 +283,7 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
     L += [f"- `{md(f)}` (sha256 {file_sha256(f)[:16]})" for f in files]
     L += ["", "## How to read it", "", "The partition of the gain of TRUE over FROZEN, in accuracy points:", ""]
     L += [f"- `{t}` = {TERM_HELP[t]}" for t in ("d_null", "d_elicit", "d_rd", "d_total", "d_naive", "d_majority",
-                                                 "rd_fraction", "null_share", "elicit_share", "rd_share",
+                                                 "rd_fraction", "null_share", "sharpening_share", "rd_share",
                                                  "elicitation_share")]
     L += ["", "The three shares sum to 1, so a share above 1 or below 0 is no error: it happens when one term is "
           "negative. A random reward that costs accuracy (d_null < 0) gives a negative null share, and then the other "
@@ -302,7 +302,7 @@ def render_report(res: AuditResult, *, files, command: str) -> str:
         rows.append([md(r["source"]), md(r["model"]), md(r["benchmark"]), md(r["train_set"]) or "-",
                      md(r["samples_per_item"])]
                     + [_cell(term(r, t)) for t in ("d_null", "d_elicit", "d_rd", "d_total")]
-                    + [_cell(term(r, t), 2) for t in ("null_share", "elicit_share", "rd_share")]
+                    + [_cell(term(r, t), 2) for t in ("null_share", "sharpening_share", "rd_share")]
                     + [_verdict_cell(r), r["reference_verdict"], r["verdict_basis"]])
     L.append(_md_table(["source", "model", "benchmark", "trained on", "protocol", "d_null", "d_elicit", "d_rd",
                         "d_total", "null share", "elicit share", "rd share", "verdict", "reference rule",
@@ -356,7 +356,7 @@ def _source_section(src, sub, term) -> list:
         if _flag(r, "fragile"):
             follow.append(f"  **Fragile**: an assumed seed sd up to 1 point from the one used gives "
                           f"{md(r['fragile_note'])}.")
-        shares = ", ".join(f"{t} {_cell(term(r, t), 2)}" for t in ("null_share", "elicit_share", "rd_share"))
+        shares = ", ".join(f"{t} {_cell(term(r, t), 2)}" for t in ("null_share", "sharpening_share", "rd_share"))
         if r["identified"] == "point":
             L.append(head + f". Shares: {shares}; d_naive {_cell(term(r, 'd_naive'))}, rd_fraction "
                             f"{_cell(term(r, 'rd_fraction'), 2)}.")

@@ -2,7 +2,7 @@
 
 The partition ``d_total = d_null + d_elicit + d_rd`` gives three shares of the total gain that sum
 to 1: ``null_share`` (what a random reward gives: random-reward or structural gains such as
-clipping bias or format learning), ``elicit_share`` (self-consistency sharpening) and ``rd_share``
+clipping bias or format learning), ``sharpening_share`` (self-consistency sharpening) and ``rd_share``
 (the reward-design signal). With threshold ``t`` (0.5 by default: a share above one half is larger
 than the other two together) and each share's interval:
 
@@ -21,12 +21,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tabsim.stats.partition_terms import canonical
 from tabsim.stats.verdict import ELICITATION_DOMINATED, INCONCLUSIVE, MIXED, REWARD_DESIGN_DOMINATED
 
 RANDOM_REWARD_DOMINATED = "RANDOM_REWARD_DOMINATED"
-TERM_VERDICTS = {"null_share": RANDOM_REWARD_DOMINATED, "elicit_share": ELICITATION_DOMINATED,
+TERM_VERDICTS = {"null_share": RANDOM_REWARD_DOMINATED, "sharpening_share": ELICITATION_DOMINATED,
                  "rd_share": REWARD_DESIGN_DOMINATED}
-SHARE_NAMES = {"null_share": "null (d_null)", "elicit_share": "elicitation (d_elicit)",
+SHARE_NAMES = {"null_share": "null (d_null)", "sharpening_share": "elicitation (d_elicit)",
                "rd_share": "reward-design (d_rd)"}
 VERDICTS = (RANDOM_REWARD_DOMINATED, ELICITATION_DOMINATED, REWARD_DESIGN_DOMINATED, MIXED, INCONCLUSIVE)
 RULES = ("terms", "reference")
@@ -56,14 +57,16 @@ def term_verdict(shares: dict, *, threshold: float = 0.5) -> TermVerdict:
     """Verdict on the three shares.
 
     Args:
-      shares: ``{"null_share": (point, low, high), "elicit_share": ..., "rd_share": ...}``; the point
-        may be NaN (bounded terms), the bounds may be infinite.
+      shares: ``{"null_share": (point, low, high), "sharpening_share": ..., "rd_share": ...}``; the point
+        may be NaN (bounded terms), the bounds may be infinite. The old name ``elicit_share`` is taken, with
+        a DeprecationWarning.
       threshold: share threshold ``t`` in (0, 1).
 
     Returns:
       :class:`TermVerdict`.
     """
     t = float(threshold)
+    shares = {canonical(k): v for k, v in shares.items()}  # elicit_share, the sharpening share's old name
     points = {k: float(v[0]) for k, v in shares.items()}
     lows = {k: float(v[1]) for k, v in shares.items()}
     highs = {k: float(v[2]) for k, v in shares.items()}

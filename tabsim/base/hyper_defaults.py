@@ -34,5 +34,8 @@ HYPER_DEFAULTS: dict[str, float] = {
     # S-GRPO's assumed reward-flip rate
     "sgrpo_noise": 0.1,
     "real_tau": 0.5,  # REAL's score temperature
+    "tracker_rho": 0.875,  # SPO's tracker: the Beta posterior's discount per visit
+    # CTPO's clip bounds, dual clip and power
+    "ctpo_clip_low": 0.025, "ctpo_clip_high": 0.05, "ctpo_clip_c": 0.05, "ctpo_power": 0.5,
     "correct_mass_ratio": 1.0,  # task.correct_mass_ratio None: the equal split
 }

@@ -30,7 +30,7 @@ PRODUCTS = "highest"  # the precision of every matrix product, recorded in a res
 
 def chosen(precision: str | None = None) -> str:
     """``precision``, else :data:`DEFAULT`; checked (:func:`check`). The user's default (a command's
-    ``--precision``, ``$TABSIM_PRECISION``) is the caller's to read (:func:`tabsim.files.defaults.precision`)."""
+    ``--precision``, ``$TABSIM_PRECISION``) is the caller's to read (:func:`tabsim.base.defaults.precision`)."""
     return check(precision or DEFAULT)
 
 

@@ -25,10 +25,11 @@ whole process, so tabsim never sets one.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 from typing import Callable
+
+from tabsim.base import defaults
 
 ENV = "TABSIM_XLA_DEFAULTS"
 FILE = "xla-options.json"
@@ -146,7 +147,7 @@ def accepts(name: str, value) -> bool:
 def program_options(wanted: dict | None) -> dict | None:
     """``wanted`` less the options the running XLA does not accept (``None`` if none is left or
     ``TABSIM_XLA_DEFAULTS=0``): the ``compiler_options`` to give one program's ``jax.jit``."""
-    if not wanted or os.environ.get(ENV, "1").strip() == "0":
+    if not wanted or defaults.xla_defaults_setting() == "0":
         return None
     kept = {name: value for name, value in wanted.items() if accepts(name, value)}
     return kept or None

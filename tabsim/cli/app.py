@@ -116,13 +116,13 @@ def main(compile_cache, no_compile_cache):
             path = cache.check_folder(compile_cache)
         except ValueError as e:
             fail(f"--compile-cache: {e}")
-        # the command's default (read when tabsim.runtime.run is imported; Dask workers are given the folder)
+        # the command's default (read when its run starts; Dask workers are given the folder)
         give(click.get_current_context(), compilation_cache=str(path))
-        if "tabsim.runtime.run" in sys.modules:  # already imported (tabsim called from Python): apply now
+        if cache.applied():  # a run of this process set its cache already (tabsim called from Python): now
             cache.enable_compilation_cache(path)
     elif no_compile_cache:
         give(click.get_current_context(), compilation_cache="0")
-        if "tabsim.runtime.run" in sys.modules:
+        if cache.applied():
             cache.disable_compilation_cache()
 
 

@@ -9,7 +9,7 @@ import click
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.options import check_options, check_out, executor_options, open_executor, output_options
 from tabsim.cli.phases import Phases
-from tabsim.files.defaults import cache_home
+from tabsim.base.defaults import cache_home
 
 
 @click.command("audit")

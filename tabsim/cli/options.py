@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from tabsim.base.host import cpu_count
-from tabsim.files.defaults import compilation_cache, given
+from tabsim.base.defaults import compilation_cache, given
 from tabsim.files.overlap import OverlapError, check_apart
 from tabsim.runtime.executors import ExecutorError, check_address
 from tabsim.runtime.manifest import ManifestError, check_file
@@ -37,7 +37,7 @@ def give(ctx: click.Context, **options) -> None:
 
 
 def with_options(fn):
-    """``fn`` (a command) run with its options as the library's defaults (:func:`tabsim.files.defaults.given`),
+    """``fn`` (a command) run with its options as the library's defaults (:func:`tabsim.base.defaults.given`),
     for the command's duration only."""
     @functools.wraps(fn)
     def command(*args, **kwargs):

@@ -294,7 +294,7 @@ def announce_estimate(cfg, command: str, quiet: bool) -> float:
     estimate in seconds."""
     # lazy: the planner loads the config schema
     from tabsim.base.host import cpu_count
-    from tabsim.files.defaults import compilation_cache
+    from tabsim.base.defaults import compilation_cache
     from tabsim.runtime.planning import describe_seconds
 
     training = estimate_seconds(cfg)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
+from tabsim.base.hyper_defaults import HYPER_DEFAULTS as D
 from tabsim.base.choices import GROUP_SELECTING, GROUP_STAGES, TRACKERS
 from tabsim.config.base import Section, one_of
 
@@ -64,8 +65,8 @@ class TrackerKnobs(Section):
 
     tracker: str = Field("none", description="a per-prompt tracker carried between steps (spo_stream: SPO's Beta "
                                              "value tracker, its baseline and prompt weights); none = no tracker")
-    tracker_rho: float = Field(0.875, gt=0.0, le=1.0, description="spo_stream: the Beta posterior's discount per "
-                                                                  "visit")
+    tracker_rho: float = Field(D["tracker_rho"], gt=0.0, le=1.0, description="spo_stream: the Beta posterior's "
+                               "discount per visit")
 
     @field_validator("tracker")
     @classmethod

@@ -172,10 +172,10 @@ class AlgoConfig(BehaviourKnobs, TrackerKnobs):  # knobs of tabsim.config.behavi
     disco_delta: float = Field(D["disco_delta"], ge=0.0, le=BIG)
     disco_beta: float = Field(D["disco_beta"], ge=0.0, le=BIG)
     real_tau: float = Field(D["real_tau"], gt=0.0, le=BIG)
-    ctpo_clip_low: float = Field(0.025, gt=0.0, le=BIG)
-    ctpo_clip_high: float = Field(0.05, gt=0.0, le=BIG)
-    ctpo_clip_c: float = Field(0.05, gt=0.0, le=BIG)
-    ctpo_power: float = Field(0.5, ge=-BIG, le=BIG)
+    ctpo_clip_low: float = Field(D["ctpo_clip_low"], gt=0.0, le=BIG)
+    ctpo_clip_high: float = Field(D["ctpo_clip_high"], gt=0.0, le=BIG)
+    ctpo_clip_c: float = Field(D["ctpo_clip_c"], gt=0.0, le=BIG)
+    ctpo_power: float = Field(D["ctpo_power"], ge=-BIG, le=BIG)
 
     @model_serializer(mode="wrap")
     def _new_knobs_unwritten_at_default(self, handler):
@@ -192,12 +192,10 @@ class AlgoConfig(BehaviourKnobs, TrackerKnobs):  # knobs of tabsim.config.behavi
     baseline_shift: float = Field(D["baseline_shift"], ge=-BIG, le=BIG)
     # the token-weight stage (tabsim.sim.algos.token_weights) and its knobs
     token_weight: str = Field("none", description="a constant weight on each token's surrogate loss; none = no weights")
-    top_entropy_quantile: float = Field(D["top_entropy_quantile"], gt=0.0, le=1.0,
-                                        description="top_entropy: share of the batch's tokens "
-                                                    "kept, by entropy (TRL top_entropy_quantile)")
-    gtpo_conflict_weight: float = Field(D["gtpo_conflict_weight"], ge=0.0, le=BIG,
-                                        description="gtpo_conflict: weight of a positive "
-                                                    "answer's conflict token")
+    top_entropy_quantile: float = Field(D["top_entropy_quantile"], gt=0.0, le=1.0, description="top_entropy: "
+                                        "share of the batch's tokens kept, by entropy (TRL top_entropy_quantile)")
+    gtpo_conflict_weight: float = Field(D["gtpo_conflict_weight"], ge=0.0, le=BIG, description="gtpo_conflict: "
+                                        "weight of a positive answer's conflict token")
 
     sgrpo_noise: float = Field(D["sgrpo_noise"], ge=0.0, lt=0.5)
 

@@ -17,7 +17,7 @@ import jax
 
 from tabsim import __version__
 from tabsim.base import xla
-from tabsim.files import defaults
+from tabsim.base import defaults
 
 # the direct dependencies whose versions can change a result or its files
 DEPENDENCIES = ("jax", "jaxlib", "numpy", "scipy", "optax", "pandas", "statsmodels", "matplotlib", "pyarrow", "pydantic")
@@ -122,7 +122,7 @@ def versions() -> dict:
 def provenance(**extra) -> dict:
     """Versions, the working folder's git commit and dirty flag, the package's own commit (where it is a
     checkout), the command line, ``XLA_FLAGS`` and JAX's other variables that can change a result's numbers
-    (``environment``: :func:`tabsim.files.defaults.numeric_environment`), the platform and UTC time, plus
+    (``environment``: :func:`tabsim.base.defaults.numeric_environment`), the platform and UTC time, plus
     ``extra``.
 
     ``git_commit`` is the commit of the folder the run was started in (None outside a git checkout: the

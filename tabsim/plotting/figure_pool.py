@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from tabsim.base.host import cpu_count, stopped
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.plotting.formats import figure_formats
 
 SERVER = "tabsim.plotting.figure_server"

@@ -1,13 +1,13 @@
 """The file formats a figure is written in: PNG by default, PDF or SVG when asked."""
 from __future__ import annotations
 
-from tabsim.files import defaults
+from tabsim.base import defaults
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 
 
 def figure_formats(formats=None) -> tuple[str, ...]:
-    """``formats`` checked, or the user's default (:func:`tabsim.files.defaults.figure_formats`: a command's
+    """``formats`` checked, or the user's default (:func:`tabsim.base.defaults.figure_formats`: a command's
     ``--pdf``, ``$TABSIM_FIGURE_FORMATS``), else PNG only."""
     if formats is None:
         formats = defaults.figure_formats()

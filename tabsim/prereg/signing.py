@@ -32,6 +32,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from tabsim.base import defaults
 from tabsim.prereg.schema import PreregError
 
 ALGORITHM = "ed25519"
@@ -216,7 +217,7 @@ def pinned(value: Optional[str] = None) -> Optional[str]:
     """The pinned fingerprint: ``value`` (the ``--public-key`` option) or ``$TABSIM_PREREG_PUBKEY``, else None."""
     if value:
         return parse_pin(value)
-    env = os.environ.get(PIN_VARIABLE, "").strip()
+    env = defaults.prereg_pubkey()  # $TABSIM_PREREG_PUBKEY
     return parse_pin(env, source=PIN_VARIABLE) if env else None
 
 

@@ -8,11 +8,12 @@ instead of compiling it (about 0.4-1 s of XLA time per program). Where it lives:
 * otherwise ``$TABSIM_CACHE/jax``, else ``$XDG_CACHE_HOME/tabsim/jax``, else
   ``~/.cache/tabsim/jax``;
 * ``tabsim --compile-cache DIR`` / ``tabsim --no-compile-cache`` give a folder, or none, for one command
-  (:func:`tabsim.files.defaults.given`: the environment is not changed);
+  (:func:`tabsim.base.defaults.given`: the environment is not changed);
   :func:`enable_compilation_cache` / :func:`disable_compilation_cache` do it in Python.
 
 A folder the user configured for JAX itself (``JAX_COMPILATION_CACHE_DIR``) is left as it is. The cache
-is applied when :mod:`tabsim.runtime.run` is first imported (not by ``import tabsim``, which stays light).
+is applied when a run builds its first program (:func:`tabsim.runtime.run.compiled_train`), never by
+importing a module: importing tabsim changes no process-wide JAX setting (a test checks every module).
 
 It is safe under concurrent processes: the cache is bounded (:data:`MAX_BYTES`, least recently used
 programs evicted), which makes JAX take a file lock around every read and write of an entry, so a
@@ -35,7 +36,7 @@ from pathlib import Path
 import filelock  # noqa: F401  (JAX's bounded compilation cache locks its entries with it)
 
 from tabsim.base import xla
-from tabsim.files import defaults
+from tabsim.base import defaults
 
 ENV, OFF = defaults.COMPILATION_CACHE, defaults.OFF
 # The file names of JAX's bounded cache (a program ``KEY-cache`` and its last-use record ``KEY-atime``);
@@ -49,7 +50,7 @@ _applied = False
 
 def default_compilation_cache() -> Path | None:
     """The folder the cache uses by default (``None``: switched off): the command's ``--compile-cache``, else
-    the environment (:func:`tabsim.files.defaults.compilation_cache`)."""
+    the environment (:func:`tabsim.base.defaults.compilation_cache`)."""
     return defaults.compilation_cache()
 
 
@@ -79,7 +80,9 @@ def enable_compilation_cache(path: str | Path) -> Path:
     # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
     import jax
 
+    global _applied
     path = check_folder(path)
+    _applied = True  # the caller's folder: a run's default does not replace it
     _add_missing_atimes(path)
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -110,6 +113,8 @@ def disable_compilation_cache() -> None:
     # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
     import jax
 
+    global _applied
+    _applied = True  # as enable_compilation_cache
     jax.config.update("jax_compilation_cache_dir", None)
     _reset_jax_cache()
 
@@ -146,6 +151,11 @@ def apply_default() -> Path | None:
             print(f"tabsim: {ENV} ignored ({err}); programs are compiled anew in this process",
                   file=sys.stderr, flush=True)
         return None
+
+
+def applied() -> bool:
+    """Whether this process has set its compilation cache (:func:`apply_default` ran: a run started)."""
+    return _applied
 
 
 def current_folder() -> Path | None:

@@ -57,7 +57,7 @@ except Exception as _broken:  # noqa: BLE001 - installed but broken (a partial u
                       'pip install --force-reinstall "tabsim[dask]"') from None
 
 from tabsim.base.host import cpu_count
-from tabsim.files import defaults
+from tabsim.base import defaults
 # the workers' side, re-exported: what a worker runs and how a local cluster's workers are set up
 from tabsim.runtime.dask_workers import (TabsimCoresPlugin, TabsimWorkerPlugin, core_groups, pin_process,  # noqa: F401
                                          prepare_worker, run_task)

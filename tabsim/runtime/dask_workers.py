@@ -9,7 +9,7 @@ from typing import Callable
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.runtime.cache import enable_compilation_cache
 from tabsim.runtime.executors import ExecutorError, numerics, source_digest
 
@@ -35,7 +35,7 @@ def prepare_worker(client_numerics: dict, cache: str | None = None) -> None:
         if not _backend_started():
             # a Dask worker process setting up itself before its JAX loads (run_task and the worker plugin
             # call this only on workers): the client's process environment is never changed
-            os.environ["XLA_FLAGS"] = client_numerics["XLA_FLAGS"]
+            defaults.set_in_this_process({"XLA_FLAGS": client_numerics["XLA_FLAGS"]})
         _WORKER_FLAGS = defaults.xla_flags()
     source_digest()  # of the sources as they are when this worker starts
 

@@ -23,13 +23,13 @@ import contextlib
 import importlib.metadata
 
 from tabsim.base.host import cpu_count
-from tabsim.files import defaults
+from tabsim.base import defaults
 
 CHOICES = ("auto", "cpu", "gpu")
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 GPU_EXTRA_SECONDS = 8.0  # an accelerator's fixed cost over the CPU's, per command (start + compile)
 CPU_UNITS_PER_CORE_SECOND = 4.0e7  # reproduce --seeds 1024 on 16 cores: 4.8e9 units in about 7.3 s
-ENV = defaults.DEVICE  # the user's default choice (read by tabsim.files.defaults, never set by tabsim)
+ENV = defaults.DEVICE  # the user's default choice (read by tabsim.base.defaults, never set by tabsim)
 
 
 class DeviceError(ValueError):
@@ -112,7 +112,7 @@ def _started() -> None:
 
 def pick(choice: str | None, work: float | None = None):
     """The device for a run of ``work`` units (a ``jax.Device``). ``choice`` ``None`` is the default
-    (a command's ``--device``, else ``$TABSIM_DEVICE``: :func:`tabsim.files.defaults.device`), else ``auto``:
+    (a command's ``--device``, else ``$TABSIM_DEVICE``: :func:`tabsim.base.defaults.device`), else ``auto``:
     a GPU when ``work`` is above :func:`gpu_threshold` and there is one, else the CPU (also when ``work``
     is unknown).
 

@@ -50,7 +50,7 @@ from jax import export
 
 from tabsim.base import clock
 from tabsim.config.static import USER_COMPONENTS
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.files.atomic import atomic_write_bytes
 from tabsim.files.safeload import LoadError, read_regular
 from tabsim.runtime.cache import OFF

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Protocol
 
 import tabsim
 from tabsim.base.host import cpu_count
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.runtime.cache import apply_default, default_compilation_cache as _default_cache
 
 # JAX settings that change the numbers a program computes; the client's values travel with each task.

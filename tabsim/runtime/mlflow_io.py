@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from tabsim.base import defaults
 
 TIMEOUT_SECONDS = 30  # the longest a tracker's server is waited for, per request (--track-timeout)
 RETRIES = 1  # a request that fails or is not answered is tried once more, at once
@@ -36,14 +37,11 @@ def file_store(uri: str):
 
     Set, as :func:`bounded`'s variables, in the process that writes (the writer process, unless
     ``MlflowTracker(process=False)``): MLflow reads this switch from the environment only."""
-    if not uri.startswith("file:") or "MLFLOW_ALLOW_FILE_STORE" in os.environ:
+    if not uri.startswith("file:"):
         yield
         return
-    os.environ["MLFLOW_ALLOW_FILE_STORE"] = "true"
-    try:
+    with defaults.while_unset({"MLFLOW_ALLOW_FILE_STORE": "true"}):
         yield
-    finally:
-        os.environ.pop("MLFLOW_ALLOW_FILE_STORE", None)
 
 
 @contextlib.contextmanager
@@ -55,13 +53,8 @@ def bounded(timeout: float):
     set is left as set; MLflow reads both from the environment at every request."""
     ours = {"MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout))),
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(RETRIES)}
-    ours = {k: v for k, v in ours.items() if k not in os.environ}
-    os.environ.update(ours)
-    try:
+    with defaults.while_unset(ours):
         yield
-    finally:
-        for k in ours:
-            os.environ.pop(k, None)
 
 
 def unreachable(err: BaseException, uri: str, timeout: float) -> Exception | None:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from tabsim.config import Config, ConfigError
 from tabsim.sim.envs.bandit import n_compositions
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.runtime import device as device_mod
 from tabsim.runtime.cuts import calls, near_divisor, progress_segment
 from tabsim.runtime.executors import LocalExecutor, local_threads

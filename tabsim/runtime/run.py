@@ -23,10 +23,11 @@ from tabsim.config.static import algo_spec, expected, make_env, schedule, static
 from tabsim.sim.engine import make_segments, make_train
 from tabsim.sim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
 from tabsim.sim.expected import check as expected_check
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.files.atomic import write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.sim.params import HYPER_FIELDS, stack_hypers
+from tabsim.stats.partition_terms import TERM_ARMS
 from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
 from tabsim.runtime import executables, planning, segments
@@ -37,7 +38,6 @@ from tabsim.runtime.loading import read_run_folder
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
 
 _CACHE: dict = {}
-_apply_default_cache()  # the on-disk compilation cache, before anything compiles (tabsim.runtime.cache)
 
 
 class ExpectedFlowNote(UserWarning):
@@ -70,7 +70,12 @@ def check_dynamics(cfg: Config) -> None:
 
 
 def compiled_train(cfg: Config):
-    """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure."""
+    """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure.
+
+    Every run builds its programs here (``ts.run``, the factorial runner, ``reproduce``), so the default
+    on-disk compilation cache is switched on here, once per process, before the first program compiles
+    (:func:`tabsim.runtime.cache.apply_default`); importing tabsim changes no JAX setting."""
+    _apply_default_cache()
     key = static_key(cfg)
     if key not in _CACHE:  # setdefault: threads that build it together share the first
         check_dynamics(cfg)
@@ -82,6 +87,7 @@ def compiled_train(cfg: Config):
 
 def compiled_segments(cfg: Config):
     """The cached segment programs (:func:`tabsim.sim.engine.make_segments`) for ``cfg``'s static structure."""
+    _apply_default_cache()  # as compiled_train
     key = ("segments",) + static_key(cfg)
     if key not in _CACHE:
         _CACHE.setdefault(key, make_segments(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
@@ -205,14 +211,15 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         resumes where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
       desc: progress bar label.
       device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (:mod:`tabsim.runtime.device`: a GPU only for a run large
-        enough to pay for its fixed cost); default the user's (:func:`tabsim.files.defaults.device`), else ``"auto"``. A device that is
+        enough to pay for its fixed cost); default the user's (:func:`tabsim.base.defaults.device`), else ``"auto"``. A device that is
         not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
-      precision: ``"float32"`` or ``"float64"`` (default the user's, :func:`tabsim.files.defaults.precision`:
+      precision: ``"float32"`` or ``"float64"`` (default the user's, :func:`tabsim.base.defaults.precision`:
         a command's ``--precision``, ``$TABSIM_PRECISION``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim.base.precision`; its cost: docs/performance.md).
         Every matrix product is at full precision either way.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
     t0 = time.perf_counter()
+    _apply_default_cache()  # where a run starts, in the caller's thread (its command's --compile-cache)
     precision = precision_mod.chosen(defaults.precision(precision))
     cfg = _resolved(config, overrides)
     if (note := expected_note(cfg)) is not None:
@@ -304,9 +311,6 @@ def _compute(cfg: Config, plan: planning.RunPlan, fn, chunks: list, job: str, st
             ticks.close()
 
 
-# the partition's differences as (minuend arm, subtrahend arm)
-TERM_ARMS = {"d_null": ("random", "frozen"), "d_elicit": ("majority", "random"), "d_rd": ("true", "majority"),
-             "d_naive": ("true", "random"), "d_total": ("true", "frozen")}
 
 
 def expected_crossover(config: Config | dict | None = None, *, term: str = "d_elicit", bracket=(0.3, 0.6),

@@ -45,7 +45,7 @@ from urllib.request import url2pathname
 import numpy as np
 import pandas as pd
 
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.runtime import writer_process
 from tabsim.runtime.mlflow_io import (METRIC_KEY, TIMEOUT_SECONDS, bounded, file_store, flat, metric_lines,
                                       unreachable, write_series)

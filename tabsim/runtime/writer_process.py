@@ -33,6 +33,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+from tabsim.base import defaults
 from tabsim.base.host import stopped
 
 STALL_SECONDS = 600.0  # a safety net only: a writer that answers nothing for this long is ended
@@ -201,7 +202,7 @@ class Remote:
         self.key, self.stall_seconds = next(_ids), stall_seconds
         self._writer = writer()
         self._writer.used = True
-        env = {k: v for k, v in os.environ.items() if k.startswith(environ)} if environ else {}
+        env = defaults.with_prefix(environ)
         self._writer.send(("open", self.key, target, kwargs, environ, env))
 
     @property
@@ -261,9 +262,7 @@ def serve(read_fd: int, write_fd: int) -> None:
 
 
 def _build(objects: dict, errors: dict, key: int, target: str, kwargs: dict, environ: tuple, env: dict) -> None:
-    for k in [k for k in os.environ if environ and k.startswith(environ)]:
-        del os.environ[k]
-    os.environ.update(env)
+    defaults.set_in_this_process(env, replacing=environ)  # this writer's own environment
     try:
         module, _, name = target.partition(":")
         objects[key] = getattr(importlib.import_module(module), name)(**kwargs)

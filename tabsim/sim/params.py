@@ -79,12 +79,12 @@ class Hyper:
     correct_mass_ratio: float = D["correct_mass_ratio"]
     real_tau: float = D["real_tau"]  # REAL (arXiv 2602.05630): the scores' temperature
     # the per-prompt tracker (tabsim.sim.tracker), read only when algo.tracker names one
-    tracker_rho: float = 0.875  # spo_stream: the Beta posterior's discount per visit (arXiv 2509.13232)
+    tracker_rho: float = D["tracker_rho"]  # spo_stream: the Beta posterior's discount per visit (arXiv 2509.13232)
     # CTPO-LA (arXiv 2605.07331): log-space clip bounds at position t, times t^ctpo_power
-    ctpo_clip_low: float = 0.025
-    ctpo_clip_high: float = 0.05
-    ctpo_clip_c: float = 0.05  # the dual clip's log-space threshold
-    ctpo_power: float = 0.5
+    ctpo_clip_low: float = D["ctpo_clip_low"]
+    ctpo_clip_high: float = D["ctpo_clip_high"]
+    ctpo_clip_c: float = D["ctpo_clip_c"]  # the dual clip's log-space threshold
+    ctpo_power: float = D["ctpo_power"]
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

@@ -1,12 +1,7 @@
 """The telescoping partition of the training gain, per seed and summarised over seeds.
 
-With ``acc`` the final expected pass@1 of an arm (docs/science.md, estimands)::
-
-    d_null   = acc(random)   - acc(frozen)
-    d_elicit = acc(majority) - acc(random)
-    d_rd     = acc(true)     - acc(majority)
-    d_total  = acc(true)     - acc(frozen)  = d_null + d_elicit + d_rd
-    d_naive  = acc(true)     - acc(random)  = d_elicit + d_rd
+The terms (``d_null``, ``d_elicit``, ``d_rd``, ``d_naive``, ``d_total``, ``bias`` and the ratios) are defined
+once, in :mod:`tabsim.stats.partition_terms`.
 
 The arms of one seed share their random numbers, so every term is first formed per seed and the
 seeds are the resampling unit of every interval.
@@ -21,31 +16,17 @@ import pandas as pd
 
 from tabsim.stats import checks as v
 from tabsim.stats import intervals
+from tabsim.stats.partition_terms import ACC_COLUMNS, RATIOS, arms_of, value
 from tabsim.stats.roots import first_roots, percentile_root_interval, resampled_roots
 
 ARMS = ("frozen", "random", "majority", "majority_offline", "incorrect", "format", "true", "noisy")
 MAJORITY_ARMS = ("majority", "majority_offline")
-ACC_COLUMNS = ("acc_frozen", "acc_random", "acc_majority", "acc_true")
 DIFFERENCE_TERMS = ("d_null", "d_elicit", "d_rd", "d_naive", "d_total")
 RATIO_TERMS = ("rd_fraction", "elicitation_share", "rd_share")
 SUMMARY_TERMS = DIFFERENCE_TERMS + ("bias",) + RATIO_TERMS
 IDENTITY_ATOL = 1e-9
 CROSSOVER_METHODS = ("percentile", "t")
 
-# term -> (numerator, denominator) as functions of the arm accuracies (f, r, m, t).
-_DIFFERENCES = {
-    "d_null": lambda f, r, m, t: r - f,
-    "d_elicit": lambda f, r, m, t: m - r,
-    "d_rd": lambda f, r, m, t: t - m,
-    "d_naive": lambda f, r, m, t: t - r,
-    "d_total": lambda f, r, m, t: t - f,
-    "bias": lambda f, r, m, t: m - r,
-}
-_RATIOS = {
-    "rd_fraction": (lambda f, r, m, t: t - m, lambda f, r, m, t: t - r),
-    "elicitation_share": (lambda f, r, m, t: m - f, lambda f, r, m, t: t - f),
-    "rd_share": (lambda f, r, m, t: t - m, lambda f, r, m, t: t - f),
-}
 
 
 def seed_partition(
@@ -85,11 +66,8 @@ def seed_partition(
     _check_unique_rows(rows, [*by, "seed", "arm"])
     out = _paired_accuracies(rows, by, arms, metric, step)
     f, r, m, t = (out[c].to_numpy(float) for c in ACC_COLUMNS)
-    out["d_null"] = r - f
-    out["d_elicit"] = m - r
-    out["d_rd"] = t - m
-    out["d_naive"] = t - r
-    out["d_total"] = t - f
+    for term in DIFFERENCE_TERMS:
+        out[term] = value(term, f, r, m, t)
     out.attrs.update(metric=metric, majority_arm=majority_arm, by=list(by))
     check_identity(out)
     return out
@@ -189,11 +167,10 @@ def check_identity(seed_df: pd.DataFrame, *, atol: float = IDENTITY_ATOL) -> Non
     relations = {
         "d_total == d_null + d_elicit + d_rd": col["d_total"] - (col["d_null"] + col["d_elicit"] + col["d_rd"]),
         "d_naive == d_elicit + d_rd": col["d_naive"] - (col["d_elicit"] + col["d_rd"]),
-        "d_null == acc_random - acc_frozen": col["d_null"] - (r - f),
-        "d_elicit == acc_majority - acc_random": col["d_elicit"] - (m - r),
-        "d_rd == acc_true - acc_majority": col["d_rd"] - (t - m),
-        "d_total == acc_true - acc_frozen": col["d_total"] - (t - f),
     }
+    for term in ("d_null", "d_elicit", "d_rd", "d_total"):  # each term against its definition
+        plus, minus = arms_of(term)
+        relations[f"{term} == acc_{plus} - acc_{minus}"] = col[term] - value(term, f, r, m, t)
     for name, gap in relations.items():
         bad = np.abs(gap) > atol
         if bad.any():
@@ -217,8 +194,7 @@ def _group_arrays(sub: pd.DataFrame, key: dict) -> tuple[np.ndarray, ...]:
 
 def _summary_statistic(f, r, m, t, axis=-1):
     mf, mr, mm, mt = (np.mean(a, axis=axis) for a in (f, r, m, t))
-    out = [_DIFFERENCES[k](mf, mr, mm, mt) for k in DIFFERENCE_TERMS + ("bias",)]
-    out += [num(mf, mr, mm, mt) / den(mf, mr, mm, mt) for num, den in (_RATIOS[k] for k in RATIO_TERMS)]
+    out = [value(k, mf, mr, mm, mt) for k in DIFFERENCE_TERMS + ("bias",) + RATIO_TERMS]
     return np.stack(out, axis=0)
 
 
@@ -272,11 +248,11 @@ def summarize_partition(
         if method == "t":
             rows = []
             for term in DIFFERENCE_TERMS + ("bias",):
-                iv = intervals.t_interval(_DIFFERENCES[term](*arrays), ci=level)
+                iv = intervals.t_interval(value(term, *arrays), ci=level)
                 rows.append((term, iv.estimate, iv.se, iv.low, iv.high))
             for term in RATIO_TERMS:
-                num, den = _RATIOS[term]
-                iv = intervals.ratio_interval(num(*arrays), den(*arrays), ci=level, method="t")
+                num, den = RATIOS[term]
+                iv = intervals.ratio_interval(value(num, *arrays), value(den, *arrays), ci=level, method="t")
                 rows.append((term, iv.estimate, iv.se, iv.low, iv.high))
         else:
             rng = v.make_rng(random_state)

@@ -40,6 +40,7 @@ from tabsim.sim.params import stack_hypers
 from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
 from tabsim.runtime import planning
+from tabsim.runtime.cache import apply_default as apply_default_cache
 from tabsim.runtime.executors import Executor
 from tabsim.runtime.progress import progress_bar
 from tabsim.runtime.run import call_program, compiled_train, static_key
@@ -103,6 +104,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
       One :class:`DesignResult` per design, in order.
     """
     t0 = time.perf_counter()
+    apply_default_cache()  # where a run starts, in the caller's thread (its command's --compile-cache)
     designs = list(designs)
     if units_per_chunk is not None and (not isinstance(units_per_chunk, int) or units_per_chunk < 1):
         raise ValueError(f"units_per_chunk must be an int >= 1, got {units_per_chunk!r}")

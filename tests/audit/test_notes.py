@@ -112,7 +112,7 @@ def test_a_share_whose_interval_is_unbounded_states_nothing():
     """One item of 50 apart: d_null's interval spans 0 and the shares' are unbounded (d_total spans 0)."""
     inf = math.inf
     by = {"null_share": {"identified": "point", "estimate": 3.0, "low": -inf, "high": inf},
-          "elicit_share": {"identified": "point", "estimate": -2.0, "low": -inf, "high": inf},
+          "sharpening_share": {"identified": "point", "estimate": -2.0, "low": -inf, "high": inf},
           "rd_share": {"identified": "point", "estimate": 0.0, "low": -inf, "high": inf},
           "d_null": {"estimate": 2.0, "low": -17.6, "high": 21.6},
           "d_elicit": {"estimate": -1.3, "low": -20.9, "high": 18.3}, "d_rd": {"estimate": 0.0, "low": -19.6, "high": 19.6}}

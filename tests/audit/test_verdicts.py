@@ -34,10 +34,10 @@ def test_random_reward_gain_is_named_not_called_elicitation(tmp_path):
     row = audit(load_entries(table(tmp_path, QWEN_MATH)), calibrate=False).audit.iloc[0]
     # three shares that sum to 1, each with its interval
     assert row["null_share"] == pytest.approx(21.4 / 29.1)
-    assert row["elicit_share"] == pytest.approx(5.7 / 29.1)
+    assert row["sharpening_share"] == pytest.approx(5.7 / 29.1)
     assert row["rd_share"] == pytest.approx(2.0 / 29.1)
-    assert row["null_share"] + row["elicit_share"] + row["rd_share"] == pytest.approx(1.0)
-    for s in ("null_share", "elicit_share", "rd_share"):
+    assert row["null_share"] + row["sharpening_share"] + row["rd_share"] == pytest.approx(1.0)
+    for s in ("null_share", "sharpening_share", "rd_share"):
         assert row[f"{s}_low"] < row[s] < row[f"{s}_high"]
     # the null share's Fieller interval, by hand: endpoints solve (a - rho b)^2 = z^2 Var(a - rho b) with
     # a = d_null, b = d_total, Cov(a, b) = Var(frozen) (independent arms over 500 items)
@@ -66,7 +66,7 @@ def test_three_term_verdict_definition():
     from tabsim.audit.verdict import term_verdict
 
     def v(null, elicit, rd, t=0.5):
-        return term_verdict({"null_share": null, "elicit_share": elicit, "rd_share": rd}, threshold=t).verdict
+        return term_verdict({"null_share": null, "sharpening_share": elicit, "rd_share": rd}, threshold=t).verdict
 
     assert v((0.7, 0.55, 0.9), (0.2, 0.0, 0.4), (0.1, -0.1, 0.3)) == "RANDOM_REWARD_DOMINATED"
     assert v((0.1, -0.1, 0.3), (0.8, 0.6, 1.0), (0.1, -0.1, 0.3)) == "ELICITATION_DOMINATED"

@@ -8,7 +8,7 @@ import os
 from click.testing import CliRunner
 
 from tabsim.cli import main
-from tabsim.files import defaults
+from tabsim.base import defaults
 
 SMALL = ["--vary", "prior_strength=0.5", "--seeds", "2", "--steps", "2", "--set", "task.n_prompts=8",
          "--set", "train.batch_size=4", "--set", "train.group_size=2"]

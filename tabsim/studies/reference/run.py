@@ -14,7 +14,7 @@ from tabsim.base.host import process_seconds
 from tabsim.config import resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.provenance import provenance
-from tabsim.files import defaults
+from tabsim.base import defaults
 from tabsim.plotting.figure_pool import LocalFigures, open_figures, warm_up
 from tabsim.plotting.formats import figure_formats
 from tabsim.runtime import planning
@@ -70,7 +70,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         that points to none).
       device: where the packed job computes, as in :func:`tabsim.studies.factorial.run_designs`.
       precision: ``"float32"`` (the only one the packed job computes in; default the user's,
-        :func:`tabsim.files.defaults.precision`).
+        :func:`tabsim.base.defaults.precision`).
       formats: the figures' file formats (default the user's, :func:`tabsim.plotting.formats.figure_formats`).
 
     Returns:
