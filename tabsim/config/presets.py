@@ -220,6 +220,10 @@ PRESETS: dict[str, dict] = {
     # step advantage against the group's other answers in the same tree state (tabsim.sim.algos.tree_credit);
     # clip 0.2, token-mean (verl's loss_agg_mode default), no KL, 8 answers.
     "gigpo": {"algo": _algo(estimator="gigpo"), "train": {"group_size": 8}},
+    # TEMPO (arXiv 2509.18314) as its authors' released MATH script (train_math_tempo.sh): adv_estimator tempo (GRPO's
+    # z-score, Bessel std, eps 1e-6, plus the prefix tree's TD corrections, tabsim.sim.algos.tree_credit), 7 answers,
+    # clip 0.2/0.28, token-mean, no KL, no entropy bonus; the script's 8 minibatches per batch are not modelled.
+    "tempo": {"algo": _algo(estimator="tempo", eps_high=0.28), "train": {"group_size": 7}},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

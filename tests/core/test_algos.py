@@ -20,6 +20,7 @@ from tabsim.sim.params import Hyper, stack_hypers
 
 from f32_tolerance import f32_bound, f64_bound  # tests/core: the float error bounds
 from test_tree_credit import np_gigpo as np_gigpo_loops  # tests/core: GiGPO's NumPy reference
+from test_tree_credit import np_tempo as np_tempo_loops  # tests/core: TEMPO's NumPy reference
 
 # n_ops: the longest sum, a batch's B G T = 5 * 6 * 4 = 120 tokens, times 8 for each term's own chain
 # (ratio exp, clip, product, mask, normalisers); scale: the terms, |adv| <= sqrt(G) times ratios <= dual clip 3
@@ -278,12 +279,17 @@ def np_gigpo_std(r, lengths, valid, hp, tokens):
     return np_gigpo_loops(r, lengths, tokens, std=True)
 
 
+def np_tempo(r, lengths, valid, hp, tokens):
+    """TEMPO (arXiv 2509.18314), per token: the authors' loops in tests/core/test_tree_credit.py."""
+    return np_tempo_loops(r, lengths, tokens, ddof=int(hp["std_ddof"]), eps=hp["std_eps"])
+
+
 NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinforce_pp": np_reinforce_pp,
                  "reinforce_pp_baseline": np_reinforce_pp_baseline, "opo": np_opo, "gpg": np_gpg,
                  "passk": np_passk, "sign": np_sign, "batch_std": np_batch_std,
                  "mapo": np_mapo, "ngrpo": np_ngrpo, "raft": np_raft, "asymre": np_asymre, "pvpo": np_pvpo,
                  "grpo_lead": np_grpo_lead, "disco_b": np_disco_b, "edge": np_edge, "s_grpo": np_s_grpo,
-                 "gigpo": np_gigpo, "gigpo_std": np_gigpo_std}
+                 "gigpo": np_gigpo, "gigpo_std": np_gigpo_std, "tempo": np_tempo}
 
 
 def np_ratio_token(logp, logp_old, mask):

@@ -103,6 +103,8 @@ EXPECTED = {
                   aggregation="token-mean", kl_placement="none", filter=False),
     "ctpo": dict(estimator="grpo", ratio="cumulative", surrogate="ctpo", ctpo_clip_low=0.025, ctpo_clip_high=0.05,
                  ctpo_clip_c=0.05, ctpo_power=0.5, aggregation="token-mean", kl_placement="none"),
+    "tempo": dict(estimator="tempo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.28,
+                  aggregation="token-mean", kl_placement="none", filter=False),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -1,4 +1,5 @@
-"""Per-token process credit on the tree (tabsim.sim.algos.tree_credit): GiGPO's anchor-state step advantage."""
+"""Per-token process credit on the tree (tabsim.sim.algos.tree_credit): GiGPO's anchor-state step advantage and
+TEMPO's prefix-tree TD corrections."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -41,10 +42,31 @@ def np_gigpo(r, lengths, tokens, std=False, eps=1e-6):
     return out
 
 
-def run(name, r, lengths, tokens):
+def np_tempo(r, lengths, tokens, ddof=1, eps=1e-6):
+    """TEMPO (arXiv 2509.18314) as the authors' loops (compute_tempo_outcome_advantage): walk each answer's tokens,
+    narrowing the set of answers that share its prefix; A = (r - mean + mean(branch) - mean(ancestors)) / (std + eps)."""
+    B, G, T = tokens.shape
+    tokens = np.where(np.arange(T) < lengths[..., None], tokens, -1)  # padding, as a pad id no answer draws
+    out = np.zeros((B, G, T))
+    for b in range(B):
+        mean, std = r[b].mean(), r[b].std(ddof=ddof)
+        if std == 0:
+            continue
+        for i in range(G):
+            previous = list(range(G))
+            for t in range(int(lengths[b, i])):
+                branch = [k for k in previous if tokens[b, k, t] == tokens[b, i, t]]
+                td = r[b, branch].mean() - r[b, previous].mean()
+                out[b, i, t] = (r[b, i] - mean + td) / (std + eps)
+                previous = branch
+    return out
+
+
+def run(name, r, lengths, tokens, **hp):
     with jax.enable_x64(True):
         return np.asarray(ESTIMATORS[name](Batch(rewards=jnp.asarray(r), lengths=jnp.asarray(lengths),
-                                                 tokens=jnp.asarray(tokens))))
+                                                 tokens=jnp.asarray(tokens),
+                                                 hp=Hyper(**{"std_ddof": 1.0, "std_eps": 1e-6, **hp}))))
 
 
 def test_same_state_by_hand():
@@ -102,11 +124,11 @@ def test_gigpo_without_shared_prefixes_is_the_episode_advantage_plus_root():
     assert adv.shape == (1, 3, 3)
 
 
-@pytest.mark.parametrize("name", ["gigpo", "gigpo_std"])
-def test_gigpo_declares_its_capabilities(name):
+@pytest.mark.parametrize("name", ["gigpo", "gigpo_std", "tempo"])
+def test_tree_estimators_declare_their_capabilities(name):
     meta = ESTIMATORS.meta(name)
     assert meta["batch"] and meta["per_token"] and meta["reads"] == ("tokens",)
-    assert "same tree state" in meta["no_expected"]
+    assert "expected flow does not enumerate" in meta["no_expected"]
 
 
 def test_gigpo_has_no_expected_flow():
@@ -115,4 +137,62 @@ def test_gigpo_has_no_expected_flow():
     cfg = resolve({"preset": "gigpo", "task": {"n_prompts": 4, "n_answers": 3, "n_correct": 1},
                    "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}})
     with pytest.raises(ConfigError, match=r"algo.estimator = 'gigpo' has no exact flow: .*same tree state"):
+        check_dynamics(cfg)
+
+
+# ------------------------------------------------------------------------------------------------
+# TEMPO
+# ------------------------------------------------------------------------------------------------
+def test_tempo_by_hand():
+    # mean 1/2, Bessel std 1/sqrt(3). Answer 0: at t = 0 the branch (1) holds answers 0, 1, 3 (V = 2/3, the root's
+    # 1/2): (1/2 + 1/6) sqrt(3); at t = 1 the branch (1, 2) holds 0 and 3 (V = 1): (1/2 + 1/3) sqrt(3); t = 2 is no
+    # branch: GRPO's 1/2 sqrt(3). Answer 2 leaves alone at t = 0 (V = 0): (-1/2 - 1/2) sqrt(3), then GRPO.
+    s3 = np.sqrt(3.0)
+    want = [[(1 / 2 + 1 / 6) * s3, (1 / 2 + 1 / 3) * s3, s3 / 2],
+            [(-1 / 2 + 1 / 6) * s3, (-1 / 2 - 2 / 3) * s3, -s3 / 2],
+            [-s3, -s3 / 2, 0.0],
+            [(1 / 2 + 1 / 6) * s3, (1 / 2 + 1 / 3) * s3, s3 / 2]]
+    np.testing.assert_allclose(run("tempo", REWARDS, LENGTHS, TOKENS, std_eps=0.0)[0], want, atol=1e-12)
+
+
+@pytest.mark.parametrize("ddof,eps", [(1, 1e-6), (0, 1e-4)])
+def test_tempo_matches_the_authors_loops(ddof, eps):
+    rng = np.random.default_rng(5)
+    B, G, T = 6, 7, 4
+    tokens = rng.integers(1, 3, size=(B, G, T))
+    lengths = rng.integers(1, T + 1, size=(B, G)).astype(float)
+    r = (rng.random((B, G)) < 0.5).astype(float)
+    r[0] = 0.0  # a homogeneous group: 0
+    got = run("tempo", r, lengths, tokens, std_ddof=float(ddof), std_eps=eps)
+    np.testing.assert_allclose(got, np_tempo(r, lengths, tokens, ddof=ddof, eps=eps), atol=1e-9)
+
+
+def test_tempo_without_branching_is_grpo():
+    """The paper's reduction: where no answer leaves the branch the TD term is 0. Three answers along one path (a
+    random reward arm gives them different rewards) get GRPO's z-score on every token."""
+    tokens = np.ones((1, 3, 3), int)
+    lengths, r = np.full((1, 3), 3.0), np.array([[1.0, 0.0, 0.0]])
+    z = (r - r.mean()) / (r.std(ddof=1) + 1e-6)
+    np.testing.assert_allclose(run("tempo", r, lengths, tokens), np.repeat(z[..., None], 3, -1), atol=1e-12)
+
+
+def test_tempo_on_a_bandit_is_twice_grpo():
+    """One token: the branch of an answer is its arm, whose rewards are equal, so the TD term is r - mean again."""
+    rng = np.random.default_rng(1)
+    arms = rng.integers(0, 4, size=(5, 6))
+    r = (arms == 0).astype(float)  # arm 0 is the correct one
+    z = (r - r.mean(-1, keepdims=True)) / (r.std(-1, ddof=1, keepdims=True) + 1e-6)
+    z[r.std(-1) == 0] = 0.0
+    np.testing.assert_allclose(run("tempo", r, np.ones_like(r), arms[..., None])[..., 0], 2 * z, atol=1e-9)
+    adv = advantages(AlgoSpec(estimator="tempo"), jnp.asarray(r, jnp.float32), lengths=jnp.ones(r.shape),
+                     valid=jnp.ones(5), hp=Hyper(), context={"tokens": jnp.asarray(arms[..., None])})
+    assert adv.shape == r.shape
+
+
+def test_tempo_has_no_expected_flow():
+    from tabsim.config import ConfigError, resolve
+    from tabsim.runtime.run import check_dynamics
+    cfg = resolve({"preset": "tempo", "task": {"n_prompts": 4, "n_answers": 3, "n_correct": 1},
+                   "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}})
+    with pytest.raises(ConfigError, match=r"algo.estimator = 'tempo' has no exact flow: .*share each prefix"):
         check_dynamics(cfg)

@@ -9,16 +9,15 @@ long, as in a bandit, so the closed-form path reads it as before). Such an advan
 REINFORCE++'s returns to go do. Each reads the sampled paths, which the exact expected flow does not enumerate,
 so they declare ``no_expected``.
 
-Not built, for want of a formula checked against its paper or code: TEMPO / Prefix-to-Tree (Tran, Yao, Yu,
-arXiv 2509.18314; the stored copies give the abstract, "GRPO plus branch-gated TD corrections V(s') - V(s) at
-branching tokens", but not the equation: whether V averages the raw or the group-normalised rewards and how the
-TD term is scaled), TreeRPO and Segment PO (arXiv 2505.23564).
+Not built, for want of a formula checked against its paper or code: TreeRPO (arXiv 2506.05183; its step groups
+are the siblings its N-ary tree sampler draws at every node, and its code was not reachable here) and Segment PO
+(arXiv 2505.23564).
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
 
-from tabsim.sim.algos.advantages import register_estimator
+from tabsim.sim.algos.advantages import _homogeneous, group_std, register_estimator
 
 
 def running(lengths, T: int):
@@ -113,3 +112,47 @@ def gigpo_std(batch):
     GRPO with the Bessel std.
     """
     return _gigpo(batch, std=True)
+
+
+@register_estimator("tempo", batch=True, reads=("tokens",), per_token=True,
+                    no_expected="its TD corrections read which answers of the group share each prefix, which the "
+                                "sampled paths decide and the expected flow does not enumerate")
+def tempo(batch):
+    """TEMPO: GRPO's advantage plus the prefix tree's TD correction at each token.
+
+    Tran, Yao, Yu, "Exploiting Tree Structure for Credit Assignment in RL Training of LLMs", arXiv 2509.18314, as the
+    authors' released code (github.com/fatebreaker/tempo, ``verl/trainer/ppo/core_algos.py``,
+    ``compute_tempo_outcome_advantage``, read at 0a1c273). With ``P_t(i)`` the group's answers in the same state
+    as answer ``i`` before its token ``t`` (the same prefix; ``P_0`` is the group) and ``B_t(i)`` those of them that
+    draw the same token ``t`` (the prefix through ``t``)::
+
+        A_t(i) = (r_i - mean_g r + V(s_{t+1}) - V(s_t)) / (std_g + eps),   V(s_t) = mean_{k in P_t(i)} r_k,
+                                                                          V(s_{t+1}) = mean_{k in B_t(i)} r_k
+
+    ``V`` is the mean raw outcome of the group's answers through the prefix (Prefix-to-Tree) and the TD term is
+    divided by the group's std with GRPO's part. Where no answer leaves the branch (``B_t = P_t``, not a branching
+    token) the term is 0 and the token gets GRPO's advantage; once an answer is alone (``P_t = {i}``) every later
+    token gets GRPO's (the code's early exit gives the same). ``hp.std_ddof`` / ``hp.std_eps`` as ``grpo`` (the code:
+    ``torch.std``, Bessel, and 1e-6); a homogeneous group gets 0. On a bandit every answer is at the root and
+    ``B_0`` holds the answers of the same arm, whose rewards are equal, so ``A = 2 (r - mean_g) / (std_g + eps)``.
+    The code's ``lam`` and ``entropys`` arguments are unused there, and so not built.
+    """
+    r, lengths, tokens = batch.rewards, batch.lengths, batch.tokens
+    run = running(lengths, tokens.shape[-1])
+    # k drew i's real tokens 0 .. t: the prefix through t (B_t(i), for i running at t)
+    eq = (tokens[:, :, None, :] == tokens[:, None, :, :]) & run[:, :, None, :] & run[:, None, :, :]
+    after = jnp.cumprod(eq.astype(jnp.int32), axis=-1) > 0
+    # ... through t - 1 (P_t(i)); as the code, an answer that reached the prefix and stopped there counts in it
+    # (in the tree it cannot: its last token is STOP, which a running answer does not draw)
+    before = jnp.concatenate([jnp.ones_like(after[..., :1]), after[..., :-1]], axis=-1)
+
+    def mean_over(members):
+        w = members.astype(r.dtype)
+        return (w * r[:, None, :, None]).sum(2) / jnp.maximum(w.sum(2), 1.0)
+
+    td = mean_over(after) - mean_over(before)  # V(s_{t+1}) - V(s_t), [B, G, T]
+    centred = (r - r.mean(-1, keepdims=True))[..., None]
+    std = group_std(r, batch.hp.std_ddof)[..., None]
+    adv = (centred + td) / (std + batch.hp.std_eps)
+    adv = jnp.where(_homogeneous(r)[..., None], 0.0, adv)
+    return adv * run
