@@ -13,7 +13,7 @@ from tabsim.base.precision import full, real, scope
 from tabsim.sim.algos import AlgoSpec
 from tabsim.sim.engine import DIAG_KEYS, Schedule, check_schedule, compiler_options
 from tabsim.sim.expected import batch
-from tabsim.sim.algos import ESTIMATORS
+from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, RATIOS, SURROGATES
 from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.expected.batch import batch_level
 from tabsim.sim.expected.general import general_step, outcome_table, symbol_table
@@ -72,6 +72,10 @@ def check(env, algo: AlgoSpec, schedule: Schedule, arms) -> None:
                 "the group's sampled paths hold, which the exact flow does not enumerate; use dynamics = 'sampled'")
     if why := ESTIMATORS.meta(algo.estimator).get("no_expected"):  # declared at the estimator's registration
         _refuse(f"algo.estimator = {algo.estimator!r} has no exact flow: {why}; use dynamics = 'sampled'")
+    for field, registry in (("ratio", RATIOS), ("surrogate", SURROGATES), ("aggregation", AGGREGATIONS)):
+        name = getattr(algo, field)  # a loss-side component declares it at its registration too (disco, real)
+        if why := registry.meta(name).get("no_expected"):
+            _refuse(f"algo.{field} = {name!r} has no exact flow: {why}; use dynamics = 'sampled'")
     if reads := context_reads(algo.estimator):  # the flow's tables are functions of a group's rewards alone
         _refuse(f"algo.estimator = {algo.estimator!r} reads {', '.join(reads)} besides the rewards, which the exact "
                 "flow's tables (one advantage per count of rewards in a group) do not carry; use dynamics = 'sampled'")
