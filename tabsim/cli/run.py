@@ -132,7 +132,8 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
         except TrackerError as err:
             raise click.ClickException(f"{err} (the results are written: {out})") from None
         say(f"trackers written: {', '.join(track)}")
-    files = [f"results.{fmt}", "config.json", "provenance.json", *(p.name for p in figs)]
+    files = [f"results.{fmt}", *([f"prompts.{fmt}"] if res.prompts is not None else []), "config.json",
+             "provenance.json", *(p.name for p in figs)]
     _summarise(res, cfg, out, files, metric, quiet, as_json, say, command)
     return res
 

@@ -17,6 +17,7 @@ from tabsim.base.choices import (AGGREGATIONS, ANSWER_METRICS, ARMS, ESTIMATORS,
 from tabsim.base.hyper_defaults import HYPER_DEFAULTS as D
 from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
 from tabsim.base.choices import OPTIONAL_METRICS, TOKEN_WEIGHTS
+from tabsim.config.prompt_metrics import check_prompt_metrics
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.groups import GroupKnobs, TrackerKnobs
 from tabsim.config.tree import TreeConfig
@@ -239,6 +240,7 @@ class TrainConfig(GroupKnobs):  # the group stage's and refill's fields: tabsim.
     dynamics: Literal["sampled", "expected"] = Field(
         "sampled", description="sampled: train on sampled batches per seed; expected: iterate the exact "
                                "expected update (bandit; one deterministic flow, seed -1 in the frame)")
+    prompt_metrics: list[str] | None = Field(None, description="metrics also recorded per prompt (Result.prompts)")
     @model_validator(mode="after")
     def _last_seed(self):
         last = self.seed + self.seeds - 1
@@ -256,6 +258,8 @@ class TrainConfig(GroupKnobs):  # the group stage's and refill's fields: tabsim.
             out.pop("dynamics", None)
         if self.maj_draws is None:  # likewise a run with every maj@k exact
             out.pop("maj_draws", None)
+        if self.prompt_metrics is None:  # likewise a run without per-prompt metrics
+            out.pop("prompt_metrics", None)
         return self.group_fields_unwritten(out)  # likewise the group stage's and refill's at their defaults
 
     @field_validator("rng")
@@ -331,6 +335,7 @@ class Config(Section):
                 raise ValueError(f"train.maj_k: exact maj@{k} over {t.n_answers} answers enumerates "
                                  f"{n_compositions(k, t.n_answers)} count vectors (max {MAX_COMPOSITIONS}); use a smaller k "
                                  "or set train.maj_draws to estimate it from that many sampled groups")
+        check_prompt_metrics(t, tr)
         for name, levels in self.sweep.items():
             if name not in SWEEPABLE:
                 static = static_field(name)

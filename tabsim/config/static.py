@@ -23,7 +23,8 @@ def make_env(cfg: Config):
     offline = any(a in OFFLINE_ARMS for a in cfg.arms.arms)  # otherwise the label is never drawn
     common = dict(tie=cfg.arms.tie, offline_samples=cfg.arms.offline_samples if offline else 0, pass_k=tuple(tr.pass_k),
                   maj_k=tuple(tr.maj_k), rng=tr.rng, metrics=tr.metrics,
-                  **({"maj_draws": tr.maj_draws} if tr.maj_draws is not None else {}))
+                  **({"maj_draws": tr.maj_draws} if tr.maj_draws is not None else {}),
+                  **({"prompt_metrics": tuple(tr.prompt_metrics)} if tr.prompt_metrics is not None else {}))
     if t.env == "bandit":
         return ENVS["bandit"](n_prompts=t.n_prompts, n_answers=t.n_answers, n_correct=t.n_correct,
                               heterogeneous=t.heterogeneity is not None,
@@ -43,6 +44,7 @@ def static_key(cfg: Config) -> tuple:
             None if tr.metrics is None else tuple(tr.metrics)) + (("expected",) if expected(cfg) else ()) + \
         (("unequal",) if t.correct_mass_ratio is not None else ()) + \
         (("maj_draws", tr.maj_draws) if tr.maj_draws is not None else ()) + \
+        (("prompt_metrics", tuple(tr.prompt_metrics)) if tr.prompt_metrics is not None else ()) + \
         user_components(cfg)
 
 

@@ -84,13 +84,15 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
 def _run_groups(p: Plan, track, announce, *, desc: str, **kw) -> run_mod.Result:
     """Run the groups of ``p`` one after another, feeding ``track`` after each; one :class:`Result`."""
     t0 = time.perf_counter()
-    frames, provs = [], []
+    frames, provs, prompts = [], [], []
     for i, g in enumerate(p.groups):
         where = f"group {i + 1}/{len(p.groups)} ({g.label})"
         if announce is not None:
             announce(f"{where}: {len(g.config.grid())} condition(s), one compiled program")
         res = run_mod.run(g.config, desc=f"{desc} {where}", **kw)
         frames.append(group_frame(p, g, res.frame))
+        if res.prompts is not None:  # train.prompt_metrics: the per-prompt frame, with the same static columns
+            prompts.append(group_frame(p, g, res.prompts))
         provs.append({"values": g.values, "config_hash": g.config.digest(), **{
             k: res.provenance[k] for k in ("n_conditions", "n_chunks", "wall_seconds", "plan") if k in res.provenance}})
         if track is not None:
@@ -98,4 +100,5 @@ def _run_groups(p: Plan, track, announce, *, desc: str, **kw) -> run_mod.Result:
     frame = pd.concat(frames, ignore_index=True)
     prov = {**res.provenance, "config_hash": p.digest(), "wall_seconds": round(time.perf_counter() - t0, 3),
             "n_conditions": p.n_conditions, "n_chunks": sum(g.get("n_chunks", 0) for g in provs), "groups": provs}
-    return run_mod.Result(frame=frame, config=p.data, provenance=prov)
+    return run_mod.Result(frame=frame, config=p.data, provenance=prov,
+                          prompts=pd.concat(prompts, ignore_index=True) if prompts else None)

@@ -18,6 +18,7 @@ from tabsim.runtime.storefiles import read_json
 
 FRAME_NAMES = ("results.parquet", "results.csv")  # the first one present is read
 JSON_NAMES = ("config.json", "provenance.json")
+PROMPT_NAMES = ("prompts.parquet", "prompts.csv")  # train.prompt_metrics' per-prompt frame, when recorded
 KEY_COLUMNS = ("seed", "arm", "step")  # every run's frame has them, after its swept fields, before its metrics
 
 
@@ -42,7 +43,7 @@ def read_run_folder(out: str | Path, *, verify: bool = True) -> tuple[pd.DataFra
                                 "and provenance.json)")
     if verify:
         try:
-            check_unchanged(out, reads=FRAME_NAMES + JSON_NAMES)
+            check_unchanged(out, reads=FRAME_NAMES + JSON_NAMES + PROMPT_NAMES)
         except ManifestError as err:
             raise ResultFolderError(str(err)) from None
     names = [n for n in FRAME_NAMES if (out / n).exists()]
@@ -51,6 +52,13 @@ def read_run_folder(out: str | Path, *, verify: bool = True) -> tuple[pd.DataFra
     frame = _frame(out / names[0])
     config, provenance = (_json(out / n) for n in JSON_NAMES)
     return frame, config, provenance
+
+
+def read_prompts(out: str | Path) -> pd.DataFrame | None:
+    """The per-prompt frame of a saved run folder (``prompts.parquet``, else ``prompts.csv``; None: the run recorded
+    none). Read after :func:`read_run_folder`, which checks it against the manifest with the others."""
+    names = [n for n in PROMPT_NAMES if (Path(out) / n).exists()]
+    return _frame(Path(out) / names[0]) if names else None
 
 
 def _frame(path: Path) -> pd.DataFrame:
@@ -77,4 +85,4 @@ def _json(path: Path) -> dict:
     return obj
 
 
-__all__ = ["ResultFolderError", "read_run_folder", "FRAME_NAMES", "KEY_COLUMNS"]
+__all__ = ["ResultFolderError", "read_run_folder", "read_prompts", "FRAME_NAMES", "PROMPT_NAMES", "KEY_COLUMNS"]

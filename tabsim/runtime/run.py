@@ -34,7 +34,8 @@ from tabsim.runtime import executables, planning, segments
 from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.executors import Executor, LocalExecutor
-from tabsim.runtime.loading import read_run_folder
+from tabsim.runtime.loading import read_prompts, read_run_folder
+from tabsim.runtime.prompts import check_prompt_history, prompt_frame, split_prompts
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
 
 _CACHE: dict = {}
@@ -102,11 +103,14 @@ def call_program(key, program, *args):
 
 @dataclasses.dataclass
 class Result:
-    """A run's tidy frame (one row per condition x seed x arm x eval step), config and provenance."""
+    """A run's tidy frame (one row per condition x seed x arm x eval step), config and provenance; with
+    ``train.prompt_metrics``, ``prompts``: those metrics per prompt, one row per condition x seed x arm x eval
+    step x prompt (:func:`tabsim.runtime.prompts.prompt_frame`; None otherwise)."""
 
     frame: pd.DataFrame
     config: dict
     provenance: dict
+    prompts: pd.DataFrame | None = None
 
     @property
     def factors(self) -> list[str]:
@@ -132,9 +136,12 @@ class Result:
         return out
 
     def write(self, folder: str | Path, fmt: str = "parquet") -> Path:
-        """Write the three files into ``folder`` (each atomically; no folder-level checks)."""
+        """Write the three files into ``folder`` (each atomically; no folder-level checks), and ``prompts.<fmt>``
+        when the run recorded per-prompt metrics."""
         folder = Path(folder)
         write_frame(folder / f"results.{fmt}", self.frame)
+        if self.prompts is not None:
+            write_frame(folder / f"prompts.{fmt}", self.prompts)
         write_json(folder / "config.json", self.config)
         write_json(folder / "provenance.json", self.provenance)
         return folder
@@ -147,7 +154,7 @@ class Result:
         ``tabsim verify`` reports them; False reads the files unchecked. Raises
         :class:`tabsim.runtime.loading.ResultFolderError` (a ``ValueError``) naming the file."""
         frame, config, prov = read_run_folder(out_dir, verify=verify)
-        return cls(frame=frame, config=config, provenance=prov)
+        return cls(frame=frame, config=config, provenance=prov, prompts=read_prompts(out_dir))
 
 
 def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps: list[int]) -> pd.DataFrame:
@@ -235,13 +242,16 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     parts = _compute(cfg, plan, fn, chunks, job, store, desc)
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:len(values)] for k in parts[0]}
     steps = list(range(0, cfg.train.steps + 1, cfg.train.eval_every or cfg.train.steps))
+    per_prompt = split_prompts(hist)  # train.prompt_metrics: the per-prompt history, out of the means'
     frame = _tidy(hist, grid, [EXPECTED_SEED] if expected(cfg) else seeds, list(cfg.arms.arms), steps)
+    prompts = (prompt_frame(per_prompt, grid, [EXPECTED_SEED] if expected(cfg) else seeds, list(cfg.arms.arms),
+                            steps) if per_prompt else None)
     extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest(), seeds=[EXPECTED_SEED] if expected(cfg) else seeds,
                       wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=len(values), n_chunks=plan.chunks,
                       **device_mod.describe(plan.device, plan.device_choice), **precision_mod.describe(precision), plan=plan.as_dict(),
                       **extra)
-    return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov)
+    return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov, prompts=prompts)
 
 
 def _caller_level() -> int:
@@ -272,6 +282,7 @@ def plan_of(config: Config | dict | None = None, *, executor: Executor | None = 
     and validated between the device's choice and the chunk size, as a run does)."""
     cfg = _resolved(config, overrides)
     n_cond, n_seeds = len(cfg.grid()), len(run_seeds(cfg))
+    check_prompt_history(cfg, n_cond, n_seeds)  # train.prompt_metrics: its frame must fit beside the chunks
 
     def per() -> int:  # the expected flow's memory is the enumeration's tables, not the sampled engine's batches
         nbytes = expected_bytes(make_env(cfg), algo_spec(cfg), schedule(cfg), cfg.arms.arms)

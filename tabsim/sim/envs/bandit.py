@@ -23,8 +23,8 @@ from tabsim.sim.ops import ranks, take_rows, weighted_counts
 from tabsim.base.precision import real
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_COMPOSITIONS, n_compositions  # noqa: F401  (named without JAX, for the config)
-from tabsim.sim.envs.base import (optional_metrics, prompt_means, register_env, sampled_majority_metrics,
-                                  select_metrics, split_majority, with_standard_errors)
+from tabsim.sim.envs.base import (optional_metrics, prompt_means, prompt_values, register_env,
+                                  sampled_majority_metrics, select_metrics, split_majority, with_standard_errors)
 from tabsim.sim import rng as R
 
 
@@ -142,15 +142,19 @@ class BanditEnv:
         (``train.maj_draws``; ``None``: every maj@k is exact), recorded with its standard error ``maj@k_se``.
       metrics: the answer-level metrics to record (``tabsim.sim.envs.ANSWER_METRICS``; ``None``: all).
       rng: hot-path generator (see :mod:`tabsim.sim.rng`).
+      prompt_metrics: the metrics also returned per prompt (``train.prompt_metrics``; :func:`prompt_values`),
+        with each prompt's ``p_s`` when ``heterogeneous``; ``None``: none (the means only).
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
-                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, unequal=False, maj_draws=None):
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, unequal=False, maj_draws=None,
+                 prompt_metrics=None):
         self.n_prompts, self.n_answers, self.n_correct = n_prompts, n_answers, n_correct
         self.unequal = unequal
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
         self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
         self.metrics = None if metrics is None else tuple(metrics)
+        self.prompt_metrics = None if prompt_metrics is None else tuple(prompt_metrics)
         self.max_len = 1
         self.single_node = True  # every answer is drawn at the prompt: the engine's closed-form path
         # maj@k above the enumeration cap is estimated from maj_draws sampled groups (train.maj_draws)
@@ -235,5 +239,11 @@ class BanditEnv:
             out.update(optional_metrics(self.metrics, logq, task.correct, task.prior_logits, logq))
         if self.maj_sampled:  # maj@k above the enumeration cap, estimated (none by default)
             est, var = sampled_majority_metrics(self, q, task.correct)
-            return with_standard_errors(prompt_means({**out, **est}), var)
-        return prompt_means(out)
+            means = with_standard_errors(prompt_means({**out, **est}), var)
+            out = {**out, **est}
+        else:
+            means = prompt_means(out)
+        if self.prompt_metrics:  # train.prompt_metrics: the per-prompt values too (none by default)
+            means.update(prompt_values(out, self.prompt_metrics,
+                                       task.prompt_strength if self.heterogeneous else None))
+        return means

@@ -124,3 +124,25 @@ def prompt_means(per_prompt: dict) -> dict:
     """Means over prompts of ``[N]`` per-prompt metrics, taken as one reduction (less to compile)."""
     means = jnp.stack(list(per_prompt.values()), axis=-1).mean(-2)
     return {k: means[..., i] for i, k in enumerate(per_prompt)}
+
+
+PROMPT_PREFIX = "prompt:"  # history keys of the per-prompt values train.prompt_metrics asks for: [..., N]
+PROMPT_STRENGTH = "prompt_strength"  # each prompt's own p_s, recorded beside them on a heterogeneous task
+
+
+def prompt_values(per_prompt: dict, names, strength=None) -> dict:
+    """``{PROMPT_PREFIX + key: [N]}``: the per-prompt values (before their mean over prompts) of the metrics
+    ``names`` (``train.prompt_metrics``) selects, and ``strength`` (each prompt's ``p_s``; None: not recorded).
+
+    A name matches its key, or for the families ``pass@k``, ``maj@k`` and ``root_mass`` every key of the family
+    (``pass@2``, ``maj@4``, ``root0_mass``, ...). The values are the very arrays whose means the run records."""
+    def chosen(key: str) -> bool:
+        return (key in names or ("pass@k" in names and key.startswith("pass@"))
+                or ("maj@k" in names and key.startswith("maj@") and not key.endswith("_se"))
+                or ("root_mass" in names and key.startswith("root") and key.endswith("_mass")))
+
+    out = {PROMPT_PREFIX + k: v for k, v in per_prompt.items() if chosen(k)}
+    if strength is not None:
+        dtype = next(iter(per_prompt.values())).dtype if per_prompt else None
+        out[PROMPT_PREFIX + PROMPT_STRENGTH] = jnp.asarray(strength, dtype)
+    return out

@@ -36,8 +36,9 @@ from tabsim.sim.ops import cumsum_last, log_softmax_last, softmax_last
 from tabsim.sim.pytree import pytree_dataclass
 from tabsim.base.choices import MAX_PAIRS, TREE_FIELDS, float_field, int_field, tree_styles
 from tabsim.sim import rng as R
-from tabsim.sim.envs.base import (optional_metrics, prompt_means, register_env, sampled_majority_metrics,
-                                  select_metrics, split_majority, wanted, with_standard_errors)
+from tabsim.sim.envs.base import (optional_metrics, prompt_means, prompt_values, register_env,
+                                  sampled_majority_metrics, select_metrics, split_majority, wanted,
+                                  with_standard_errors)
 from tabsim.sim.envs.bandit import draw_answer_structure, majority_tables, offline_majority
 
 STOP = 0
@@ -151,7 +152,8 @@ class TreeEnv:
     """
 
     def __init__(self, *, n_prompts=40, n_answers=8, n_correct=2, heterogeneous=False, tie="random",
-                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, maj_draws=None, **tree: Any):
+                 offline_samples=64, pass_k=(), maj_k=(), rng="fast", metrics=None, maj_draws=None,
+                 prompt_metrics=None, **tree: Any):
         for key in tree:
             if key not in TREE_FIELDS:
                 _fail(key, f"unknown field; allowed: {', '.join(TREE_FIELDS)}")
@@ -159,6 +161,7 @@ class TreeEnv:
         self.heterogeneous, self.tie, self.offline_samples = heterogeneous, tie, offline_samples
         self.pass_k, self.maj_k, self.rng = tuple(pass_k), tuple(maj_k), rng
         self.metrics = None if metrics is None else tuple(metrics)
+        self.prompt_metrics = None if prompt_metrics is None else tuple(prompt_metrics)
         D = self.depth = int_field(tree, "depth", 4, 1, 32)
         b = self.branching = int_field(tree, "branching", 3, 2, 1024)
         self.styles = tree_styles(tree.get("styles"), b)
@@ -410,5 +413,11 @@ class TreeEnv:
             tree[f"style{i}_acc"] = style_right[:, i] / jnp.maximum(style_mass[:, i], tiny)
         if self.maj_sampled:  # maj@k above the enumeration cap, estimated (none by default)
             est, var = sampled_majority_metrics(self, q, corr)
-            return {**with_standard_errors(prompt_means({**out, **est}), var), **prompt_means(tree)}
-        return {**prompt_means(out), **prompt_means(tree)}
+            means = {**with_standard_errors(prompt_means({**out, **est}), var), **prompt_means(tree)}
+            out = {**out, **est}
+        else:
+            means = {**prompt_means(out), **prompt_means(tree)}
+        if self.prompt_metrics:  # train.prompt_metrics: the per-prompt values too (none by default)
+            means.update(prompt_values(out, self.prompt_metrics,
+                                       task.prompt_strength if self.heterogeneous else None))
+        return means

@@ -217,7 +217,7 @@ def _history(env, arms, task, hp: Hyper, z0, tables_e, hist) -> dict:
     the program), and the diagnostics (NaN at step 0)."""
     all_tables = jnp.concatenate([z0[None], tables_e])  # [E + 1, A, N, K]
     metrics = jax.vmap(jax.vmap(lambda z: env.evaluate(z, task, hp)))(all_tables)
-    out = {k: v.T for k, v in metrics.items()}
+    out = {k: jnp.swapaxes(v, 0, 1) for k, v in metrics.items()}  # [A, E + 1] (per-prompt ones: [A, E + 1, N])
     nan = jnp.full((len(arms), 1), jnp.nan, real())
     out.update({k: jnp.concatenate([nan, hist[k].T], axis=1) for k in DIAG_KEYS})
     return out

@@ -1,0 +1,24 @@
+"""``train.prompt_metrics``: which metrics a run may also record per prompt (tabsim.runtime.prompts), checked
+where the config is validated."""
+from __future__ import annotations
+
+from tabsim.base.choices import ANSWER_METRICS, OPTIONAL_METRICS
+
+
+PROMPT_FAMILIES = ("pass@k", "maj@k")  # every k of train.pass_k / train.maj_k
+
+
+def check_prompt_metrics(t, tr) -> None:
+    """Refuse a ``train.prompt_metrics`` naming a metric the run does not record, in one line."""
+    if tr.prompt_metrics is None:
+        return
+    recorded = [m for m in ANSWER_METRICS + OPTIONAL_METRICS
+                if (m in tr.metrics if tr.metrics is not None else m in ANSWER_METRICS)]
+    recorded += [f for f, ks in zip(PROMPT_FAMILIES, (tr.pass_k, tr.maj_k)) if ks]
+    if not tr.prompt_metrics:
+        raise ValueError(f"train.prompt_metrics: list at least one of {', '.join(recorded)} (or leave it unset "
+                         "to record the means over prompts only)")
+    for m in tr.prompt_metrics:
+        if m not in recorded:
+            raise ValueError(f"train.prompt_metrics: {m!r} is not among the metrics this run records; allowed: "
+                             f"{', '.join(recorded)} (train.metrics, train.pass_k and train.maj_k choose them)")
