@@ -16,7 +16,7 @@ from tabsim.base.registry import suggest
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
               "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo",
-              "gigpo", "gigpo_std", "tempo")
+              "gigpo", "gigpo_std", "tempo", "bnpo")
 RATIOS = ("token", "sequence", "sequence-sum", "cumulative")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
               "dcpo", "real", "ctpo")

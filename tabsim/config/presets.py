@@ -159,6 +159,12 @@ PRESETS: dict[str, dict] = {
     "spo_stream": {"algo": _algo(surrogate="dual_clip", eps_high=0.28, dual_clip_c=10.0, tracker="spo_stream",
                                  tracker_rho=0.875),
                    "train": {"group_size": 2}},
+    # BNPO (Beta Normalization Policy Optimization, arXiv 2506.02864) as its authors' released recipe (recipe/bnpo
+    # run.sh): the group-mean baseline over a Beta density fitted to the batch's group means, clip 0.2/0.28 with
+    # verl's dual clip c = 10, seq-mean-token-sum, no KL, 16 answers per prompt.
+    "bnpo": {"algo": _algo(estimator="bnpo", surrogate="dual_clip", eps_high=0.28, dual_clip_c=10.0,
+                           aggregation="seq-mean-token-sum"),
+             "train": {"group_size": 16}},
     # DisCO (arXiv 2505.12366) as its authors' released 1.5B recipe (scripts/train/run_disco_logL_1.5b_8k.sh): the
     # log-likelihood score with the log-mean-exp over the negatives (tau 10), the KL constraint delta 1e-4 as a
     # squared hinge of weight beta 1e3 (ppo_kl_type kl), the positives and negatives from verl's grpo advantage's sign,

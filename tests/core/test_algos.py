@@ -292,6 +292,25 @@ NP_ESTIMATORS = {"grpo": np_grpo, "dr_grpo": np_dr_grpo, "rloo": np_rloo, "reinf
                  "gigpo": np_gigpo, "gigpo_std": np_gigpo_std, "tempo": np_tempo}
 
 
+def np_bnpo(r, lengths, valid, hp):
+    """BNPO (arXiv 2506.02864) as its authors' compute_bnpo_outcome_advantage: p = group mean; a, b from the mean and
+    unbiased variance of the kept groups' p; Beta(max(1 + a/3, 1), max(1 + b/3, 1)); A = min(1/pdf(p), 1e6) (r - p)."""
+    from scipy.stats import beta as beta_dist
+    p = r.mean(-1)
+    kept = p[valid > 0]
+    m, v = (kept.mean(), kept.var(ddof=1)) if len(kept) > 1 else (0.0, 1.0)
+    k = m * (1 - m) / v - 1 if v > 0 else 0.0  # tabsim's guard: v = 0 (NaN there) gives alpha = beta = 1
+    al, be = max(1 + k * m / 3, 1.0), max(1 + k * (1 - m) / 3, 1.0)
+    out = np.zeros_like(r)
+    for i in range(r.shape[0]):
+        dens = beta_dist.pdf(p[i], al, be)
+        out[i] = min(1 / dens if dens > 0 else np.inf, 1e6) * (r[i] - p[i])
+    return out
+
+
+NP_ESTIMATORS["bnpo"] = np_bnpo
+
+
 def np_ratio_token(logp, logp_old, mask):
     return (logp - logp_old) * mask
 

@@ -79,6 +79,8 @@ EXPECTED = {
                  aggregation="token-mean", kl_placement="none"),
     "cppo": dict(estimator="grpo", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
                  aggregation="token-mean", kl="k3", kl_placement="loss", beta=0.04),
+    "bnpo": dict(estimator="bnpo", surrogate="dual_clip", eps_low=0.2, eps_high=0.28, dual_clip_c=10.0,
+                 aggregation="seq-mean-token-sum", kl_placement="none", filter=False),
     "spo_stream": dict(tracker="spo_stream", tracker_rho=0.875, surrogate="dual_clip", eps_low=0.2, eps_high=0.28,
                        dual_clip_c=10.0, aggregation="token-mean", kl_placement="none", filter=False),
     "disco": dict(estimator="grpo", surrogate="disco", disco_tau=10.0, disco_delta=1e-4, disco_beta=1e3,
