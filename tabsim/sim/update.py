@@ -31,6 +31,7 @@ from tabsim.sim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only,
 from tabsim.sim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
 from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.algos.context import estimator_context
+from tabsim.sim.algos.tree_credit import check_group_stage
 from tabsim.sim.params import Hyper
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_at
 from tabsim.sim import tracker as tracker_mod
@@ -352,6 +353,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     plan = update_plan(env, algo, schedule, arms, sparse)
     stage = schedule.groups
     stage.check(plan.G, token_returns=plan.token_returns)
+    check_group_stage(algo.estimator, stage, env.max_len)  # a per-token estimator's advantages rank no answers
     grad = make_gradient(env, algo, plan)
 
     def update(state: TrainState, task, arm, hp: Hyper):

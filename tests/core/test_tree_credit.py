@@ -196,3 +196,27 @@ def test_tempo_has_no_expected_flow():
                    "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}})
     with pytest.raises(ConfigError, match=r"algo.estimator = 'tempo' has no exact flow: .*share each prefix"):
         check_dynamics(cfg)
+
+
+@pytest.mark.parametrize("name", ["tempo", "gigpo"])
+def test_a_stage_ranking_answers_by_advantage_is_refused(name):
+    """CPPO keeps the answers of largest |A|, one number per answer: with per-token advantages on a tree the update
+    is refused in one line when it is built (before: a JAX top_k error on the [B, G, T] advantages). On a bandit the
+    advantages are per answer and the stage runs; gfpo_length acts before the advantages and runs."""
+    from tabsim.config import resolve
+    from tabsim.config.static import make_env, schedule
+    from tabsim.runtime.run import algo_spec
+    from tabsim.sim.update import make_update
+
+    def build(env, stage):
+        task = {"n_prompts": 2, "n_answers": 4, "n_correct": 1, **({"env": "tree", "tree": {"depth": 3}}
+                                                                     if env == "tree" else {})}
+        cfg = resolve({"preset": name, "task": task, "arms": {"arms": ["true"]},
+                       "train": {"batch_size": 2, "group_size": 6, "group_stage": stage, "group_keep": 4}})
+        return make_update(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms))
+
+    with pytest.raises(ValueError, match=rf"^train.group_stage: 'cppo' ranks answers by one advantage each, and "
+                                         rf"algo.estimator = '{name}' gives every token its own"):
+        build("tree", "cppo")
+    build("bandit", "cppo")
+    build("tree", "gfpo_length")

@@ -17,7 +17,19 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from tabsim.sim.algos.advantages import _homogeneous, group_std, register_estimator
+from tabsim.sim.algos.advantages import ESTIMATORS, _homogeneous, group_std, register_estimator
+
+
+def check_group_stage(estimator: str, stage, max_len: int) -> None:
+    """Refuse (one ``ValueError`` line) a group stage that ranks answers by their advantage after it is computed
+    (``phase = "advantage"``, CPPO's ``|A|``) with an estimator that gives each token its own, on answers longer
+    than one token. ``stage``: the schedule's :class:`tabsim.sim.groups.GroupStage`."""
+    if not (stage.active and stage.meta().get("phase") == "advantage" and max_len > 1):
+        return
+    if ESTIMATORS.meta(estimator).get("per_token", False):
+        raise ValueError(f"train.group_stage: {stage.name!r} ranks answers by one advantage each, and algo.estimator "
+                         f"= {estimator!r} gives every token its own; use a stage that acts before the advantages "
+                         "(gfpo_length, gfpo_efficiency) or a per-answer estimator")
 
 
 def running(lengths, T: int):
@@ -134,7 +146,8 @@ def tempo(batch):
     token) the term is 0 and the token gets GRPO's advantage; once an answer is alone (``P_t = {i}``) every later
     token gets GRPO's (the code's early exit gives the same). ``hp.std_ddof`` / ``hp.std_eps`` as ``grpo`` (the code:
     ``torch.std``, Bessel, and 1e-6); a homogeneous group gets 0. On a bandit every answer is at the root and
-    ``B_0`` holds the answers of the same arm, whose rewards are equal, so ``A = 2 (r - mean_g) / (std_g + eps)``.
+    ``B_0`` holds the answers of the same arm, so where the reward is a function of the answer (every arm but
+    ``random`` and ``noisy``) ``A = 2 (r - mean_g) / (std_g + eps)``.
     The code's ``lam`` and ``entropys`` arguments are unused there, and so not built.
     """
     r, lengths, tokens = batch.rewards, batch.lengths, batch.tokens
