@@ -26,11 +26,14 @@ METRIC_RANGES = {"pass1": (0.0, 1.0), "mode_correct": (0.0, 1.0), "format_mass":
                  "entropy": (0.0, math.inf), "kl_ref": (0.0, math.inf)}
 METRIC_PREFIXES = {"pass@": (0.0, 1.0), "maj@": (0.0, 1.0)}
 RANGE_SLACK = 1e-4  # float32 sums of probabilities may end a few ulps above 1 (or a KL a few below 0)
-FRAME_FILES = ("results.parquet", "results.csv", "data.parquet", "data.csv", "data/*.parquet", "data/*.csv")
+FRAME_FILES = ("results.parquet", "results.csv", "data.parquet", "data.csv", "data/*.parquet", "data/*.csv",
+               "prompts.parquet", "prompts.csv")  # the last two: train.prompt_metrics' per-prompt frame
+PER_PROMPT = "prompt:"  # a chunk's per-prompt arrays (tabsim.sim.envs.base.PROMPT_PREFIX): the metric's range
 
 
 def metric_range(name: str) -> tuple[float, float] | None:
     """``(low, high)`` of the metric ``name``, or None when it is not a metric with a known range."""
+    name = name.removeprefix(PER_PROMPT)
     if name in METRIC_RANGES:
         return METRIC_RANGES[name]
     for prefix, bounds in METRIC_PREFIXES.items():

@@ -196,3 +196,16 @@ def test_a_run_records_prompts_whose_means_are_its_frame(task, tmp_path):
         np.testing.assert_allclose(both[c], both[c + "_prompts"], rtol=4e-7 * 6, atol=1e-7)
     res.save(tmp_path / "run")
     pd.testing.assert_frame_equal(Result.load(tmp_path / "run").prompts, res.prompts)
+
+
+def test_per_prompt_values_are_range_checked_in_chunks_and_published_frames(tmp_path):
+    from tabsim.runtime.storefiles import PER_PROMPT, frame_problem, out_of_range
+    from tabsim.sim.envs.base import PROMPT_PREFIX
+    assert PER_PROMPT == PROMPT_PREFIX
+    assert "pass1" in out_of_range("prompt:pass1", [0.5, 1.3]) and out_of_range("prompt:pass1", [0.5]) is None
+    bad = small_result().prompts.assign(pass1=[0.4, 1.6, 0.5, 0.7])
+    bad.to_parquet(tmp_path / "prompts.parquet")
+    assert "pass1" in frame_problem(tmp_path / "prompts.parquet")
+    with pytest.raises(Exception, match="pass1"):  # the store refuses to publish it
+        Result(frame=small_result().frame, config={}, provenance={}, prompts=bad).save(tmp_path / "run")
+    assert not (tmp_path / "run").exists()
