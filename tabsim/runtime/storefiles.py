@@ -108,7 +108,7 @@ def decode_chunk(data, expected: tuple, entry: dict) -> tuple[dict | None, str |
         return None, f"carries key/job/chunk {carried}, not {expected}"
     out = {}
     for name, info in meta["arrays"].items():
-        col = table.column(name).to_numpy()
+        col = table.column(name).to_numpy()[:math.prod(info["shape"])]  # less the padding of a shorter array
         out[name] = col.astype(info["dtype"], copy=False).reshape(info["shape"])
         why = out_of_range(name, out[name])
         if why:

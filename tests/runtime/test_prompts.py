@@ -2,6 +2,7 @@
 ``Result.prompts`` and ``prompts.parquet`` (tabsim.runtime.prompts)."""
 from __future__ import annotations
 
+import json
 import math
 
 import jax
@@ -209,3 +210,49 @@ def test_per_prompt_values_are_range_checked_in_chunks_and_published_frames(tmp_
     with pytest.raises(Exception, match="pass1"):  # the store refuses to publish it
         Result(frame=small_result().frame, config={}, provenance={}, prompts=bad).save(tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.heavy
+def test_an_interrupted_run_resumes_its_per_prompt_frame_from_its_chunks(tmp_path, monkeypatch):
+    """Ctrl-C after one of three chunks; ``--resume`` reuses it, and prompts.parquet is the uninterrupted run's."""
+    from click.testing import CliRunner
+
+    from tabsim.cli import main
+    from tabsim.runtime.executors import LocalExecutor
+    from tabsim.runtime.store import MARKER
+
+    cfg = tmp_path / "three.toml"
+    cfg.write_text('preset = "paper"\n[task]\nn_prompts = 6\n[train]\nsteps = 4\neval_every = 2\nseeds = 2\n'
+                   'batch_size = 4\nchunk_conditions = 1\nprompt_metrics = ["pass1"]\n[sweep]\nlr = [0.1, 0.2, 0.3]\n')
+    cli = lambda *a: CliRunner().invoke(main, [str(x) for x in a])  # noqa: E731
+    whole = tmp_path / "whole"
+    assert cli("run", cfg, "--out", whole, "-q", "--no-figure").exit_code == 0
+    inner = LocalExecutor.map
+
+    def interrupted(self, fn, chunks):
+        for n, got in enumerate(inner(self, fn, chunks)):
+            if n == 1:
+                raise KeyboardInterrupt
+            yield got
+
+    out = tmp_path / "resumed"
+    monkeypatch.setattr(LocalExecutor, "map", interrupted)
+    assert cli("run", cfg, "--out", out, "-q", "--no-figure").exit_code == 130
+    monkeypatch.undo()
+    res = cli("run", cfg, "--out", out, "-q", "--no-figure", "--resume")
+    assert res.exit_code == 0, res.output
+    marker = json.loads((out / MARKER).read_text())
+    assert (marker["chunks_reused"], marker["chunks_written"]) == (1, 2), (res.output, marker)
+    pd.testing.assert_frame_equal(Result.load(out).prompts, Result.load(whole).prompts)
+
+
+def test_a_chunk_with_per_prompt_arrays_reads_back_whole():
+    """The means ``[C, S, A, E]`` are padded to the per-prompt arrays' length in a stored chunk; read back, each
+    has its own shape and values (a resumed run reuses the chunk)."""
+    from tabsim.runtime.storefiles import decode_chunk, encode_chunk
+    arrays = {"pass1": np.arange(24, dtype=np.float32).reshape(1, 2, 4, 3) / 24,
+              "prompt:pass1": np.linspace(0, 1, 144, dtype=np.float32).reshape(1, 2, 4, 3, 6)}
+    back, why = decode_chunk(encode_chunk(arrays, "k", "j", 0), ("k", "j", 0), {"job": "j", "index": 0})
+    assert why is None and set(back) == set(arrays)
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(back[k], v)
