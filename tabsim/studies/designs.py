@@ -175,6 +175,9 @@ def make_design(base: Config | dict | None, factors=(), *, seeds: int | Sequence
     if sum(f.kind == ARM for f in facs) > 1:
         raise ValueError("at most one factor can vary the arm")
     cfg = resolve(base)
+    if cfg.train.prompt_metrics is not None:  # a design's frame is its means; the per-prompt frame is ts.run's
+        raise ConfigError(f"train.prompt_metrics: {cfg.train.prompt_metrics} is recorded by ts.run and tabsim run, not "
+                          "by a factorial design; leave it unset here (run the cell with ts.run for its prompts)")
     if seeds is None:
         seeds = cfg.train.seeds
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):

@@ -53,7 +53,8 @@ def test_a_metric_the_run_does_not_record_is_refused_in_one_line(train, says):
 
 
 def test_families_and_optional_metrics_are_accepted_when_recorded():
-    cfg = cfg_with(prompt_metrics=["pass@k", "maj@k", "root_mass"], pass_k=[2], maj_k=[3], metrics=["pass1", "root_mass"])
+    cfg = cfg_with(prompt_metrics=["pass@k", "maj@k", "root_mass"], pass_k=[2], maj_k=[3],
+                   metrics=["pass1", "root_mass"])
     assert cfg.train.prompt_metrics == ["pass@k", "maj@k", "root_mass"]
 
 
@@ -122,7 +123,8 @@ def test_the_tree_records_its_answer_level_metrics_per_prompt():
 # -- the frame, its file and its memory -------------------------------------------------------------------------
 
 def test_prompt_frame_lays_out_condition_seed_arm_step_prompt():
-    hist = {"pass1": np.zeros((1, 2, 1, 2)), "prompt:pass1": np.arange(2 * 2 * 3, dtype=np.float32).reshape(1, 2, 1, 2, 3)}
+    hist = {"pass1": np.zeros((1, 2, 1, 2)),
+            "prompt:pass1": np.arange(2 * 2 * 3, dtype=np.float32).reshape(1, 2, 1, 2, 3)}
     per = split_prompts(hist)
     assert list(hist) == ["pass1"] and list(per) == ["pass1"]
     f = prompt_frame(per, [{"lr": 0.1}], [7, 8], ["true"], [0, 5])
@@ -256,3 +258,12 @@ def test_a_chunk_with_per_prompt_arrays_reads_back_whole():
     assert why is None and set(back) == set(arrays)
     for k, v in arrays.items():
         np.testing.assert_array_equal(back[k], v)
+
+
+def test_a_factorial_design_refuses_per_prompt_metrics_in_one_line():
+    from tabsim.studies.designs import make_design
+    with pytest.raises(ConfigError) as err:
+        make_design({**TINY, "train": {**TINY["train"], "prompt_metrics": ["pass1"]}}, {"rate": {"lr": [0.1, 0.2]}},
+                    seeds=2)
+    msg = str(err.value)
+    assert msg.startswith("train.prompt_metrics: ['pass1'] is recorded by ts.run") and "\n" not in msg
