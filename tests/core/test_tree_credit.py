@@ -63,14 +63,25 @@ def np_tempo(r, lengths, tokens, ddof=1, eps=1e-6):
 
 
 def run(name, r, lengths, tokens, **hp):
+    """Estimator ``name`` on one batch, in float64, compiled once (one program, not one per eager op)."""
     with jax.enable_x64(True):
-        return np.asarray(ESTIMATORS[name](Batch(rewards=jnp.asarray(r), lengths=jnp.asarray(lengths),
-                                                 tokens=jnp.asarray(tokens),
-                                                 hp=Hyper(**{"std_ddof": 1.0, "std_eps": 1e-6, **hp}))))
+        b = Batch(rewards=jnp.asarray(r), lengths=jnp.asarray(lengths), tokens=jnp.asarray(tokens),
+                  hp=Hyper(**{"std_ddof": 1.0, "std_eps": 1e-6, **hp}))
+        return np.asarray(jax.jit(ESTIMATORS[name])(b))
+
+
+def adv_shape(name, r, lengths, tokens):
+    """The shape the advantage stage (:func:`tabsim.sim.algos.advantages`, which checks it) returns, traced
+    abstractly (nothing compiled)."""
+    def stage(r, lengths, tokens):
+        return advantages(AlgoSpec(estimator=name), r, lengths=lengths, valid=jnp.ones(r.shape[:1]), hp=Hyper(),
+                          context={"tokens": tokens})
+    out = jax.eval_shape(stage, jnp.asarray(r, jnp.float32), jnp.asarray(lengths, jnp.float32), jnp.asarray(tokens))
+    return tuple(out.shape)
 
 
 def test_same_state_by_hand():
-    s = np.asarray(same_state(jnp.asarray(TOKENS), jnp.asarray(LENGTHS)))[0].astype(int)
+    s = np.asarray(jax.jit(same_state)(jnp.asarray(TOKENS), jnp.asarray(LENGTHS)))[0].astype(int)
     assert (s[..., 0] == 1).all()  # every answer starts at the root
     np.testing.assert_array_equal(s[..., 1], [[1, 1, 0, 1], [1, 1, 0, 1], [0, 0, 1, 0], [1, 1, 0, 1]])
     # at depth 2 only answers 0 and 3 share (1, 2); answer 2 has stopped
@@ -105,9 +116,7 @@ def test_gigpo_on_a_bandit_is_twice_the_group_form():
                                atol=1e-12)
     z = (r - r.mean(-1, keepdims=True)) / (r.std(-1, ddof=1, keepdims=True) + 1e-6)
     np.testing.assert_allclose(run("gigpo_std", r, lengths, tokens)[..., 0], 2 * z, atol=1e-9)
-    adv = advantages(AlgoSpec(estimator="gigpo"), jnp.asarray(r, jnp.float32), lengths=jnp.ones(r.shape),
-                     valid=jnp.ones(5), hp=Hyper(), context={"tokens": jnp.asarray(tokens)})
-    assert adv.shape == r.shape
+    assert adv_shape("gigpo", r, np.ones_like(r), tokens) == r.shape
 
 
 def test_gigpo_without_shared_prefixes_is_the_episode_advantage_plus_root():
@@ -119,9 +128,7 @@ def test_gigpo_without_shared_prefixes_is_the_episode_advantage_plus_root():
     ep = r - r.mean()
     np.testing.assert_allclose(a[0, :, 0], 2 * ep[0], atol=1e-12)
     np.testing.assert_allclose(a[0, :, 1:], np.repeat(ep[0][:, None], 2, 1), atol=1e-12)
-    adv = advantages(AlgoSpec(estimator="gigpo"), jnp.asarray(r, jnp.float32), lengths=jnp.asarray(lengths),
-                     valid=jnp.ones(1), hp=Hyper(), context={"tokens": jnp.asarray(tokens)})
-    assert adv.shape == (1, 3, 3)
+    assert adv_shape("gigpo", r, lengths, tokens) == (1, 3, 3)
 
 
 @pytest.mark.parametrize("name", ["gigpo", "gigpo_std", "tempo"])
@@ -184,9 +191,7 @@ def test_tempo_on_a_bandit_is_twice_grpo():
     z = (r - r.mean(-1, keepdims=True)) / (r.std(-1, ddof=1, keepdims=True) + 1e-6)
     z[r.std(-1) == 0] = 0.0
     np.testing.assert_allclose(run("tempo", r, np.ones_like(r), arms[..., None])[..., 0], 2 * z, atol=1e-9)
-    adv = advantages(AlgoSpec(estimator="tempo"), jnp.asarray(r, jnp.float32), lengths=jnp.ones(r.shape),
-                     valid=jnp.ones(5), hp=Hyper(), context={"tokens": jnp.asarray(arms[..., None])})
-    assert adv.shape == r.shape
+    assert adv_shape("tempo", r, np.ones_like(r), arms[..., None]) == r.shape
 
 
 def test_tempo_has_no_expected_flow():
