@@ -376,14 +376,14 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                                          logq_old, logq_ref, hp)
         keep, reward_mean = None, rewards.mean()  # the sampled answers' mean reward, before a group stage
         if schedule.refill:  # DAPO's refill: the first B informative of the B + refill candidates
-            parts = (idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows)
-            idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows = refill(
+            parts = (idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows, is_w)
+            idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows, is_w = refill(
                 plan.B, rewards, parts)
         if runs_at(stage, "score"):  # the group stage (tabsim.sim.groups): cut answers or mark groups
             ref = None if plan.closed else logq_ref  # the closed form's reference row [B, b] has no answer axis
-            parts = (rewards, outcome, kl_tok, rollout, logp_old, logq_old, ref, rows)
+            parts = (rewards, outcome, kl_tok, rollout, logp_old, logq_old, ref, rows, is_w)
             parts, keep = at_score(stage, plan.G, rewards, outcome, rollout.lengths, parts)
-            rewards, outcome, kl_tok, rollout, logp_old, logq_old, ref, rows = parts
+            rewards, outcome, kl_tok, rollout, logp_old, logq_old, ref, rows, is_w = parts
             logq_ref = logq_ref if plan.closed else ref
         context = functools.partial(estimator_context, env, task=task, idx=idx, every=plan.every, logits=state.logits,
                                     rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)

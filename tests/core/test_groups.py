@@ -225,3 +225,27 @@ def test_one_refilled_step_on_a_bandit_trains_the_kept_prompts_only():
         after, diag = update(state, task, 1, h)
     moved = np.flatnonzero(np.abs(np.asarray(after.logits) - np.asarray(state.logits)).max(-1) > 0)
     assert len(moved) == 2 and float(diag["kept_frac"]) == 1.0, (moved, diag)
+
+
+@pytest.mark.heavy  # compiles two programs; the config refuses these combinations today (tabsim.config.behaviour)
+@pytest.mark.parametrize("train", [{"group_stage": "gfpo_length", "group_keep": 2}, {"refill": 2}])
+def test_the_cut_carries_a_behaviour_samplers_importance_weights(train):
+    """A behaviour sampler's per-token weights are cut with the answers and the groups (built past the config)."""
+    import jax
+    import jax.numpy as jnp
+    from tabsim.config.static import algo_spec, make_env, schedule
+    from tabsim.sim.engine import init_state
+    from tabsim.sim.params import Hyper
+    from tabsim.sim.update import make_update
+
+    base = {"preset": "grpo", "task": {"n_prompts": 4, "n_answers": 4, "n_correct": 1, "env": "tree",
+                                       "tree": {"depth": 2}}, "arms": {"arms": ["frozen", "true"]}}
+    small = {"steps": 1, "batch_size": 2, "group_size": 4, "seeds": 1}
+    cb = resolve({**base, "algo": {"behaviour": "mismatch", "is_correction": "token_truncate"}, "train": small})
+    cs = resolve({**base, "train": {**small, **train}})
+    env, algo = make_env(cb), algo_spec(cb)
+    h = Hyper(**{n: np.float32(v) for n, v in cb.hyper_values().items()})
+    update = jax.jit(make_update(env, algo, schedule(cs), tuple(cb.arms.arms)))
+    task, state = init_state(env, algo, jnp.asarray([2, 1], jnp.uint32), h)
+    after, diag = update(state, task, 1, h)  # a [B, G, T] weight against [B, k] advantages raised before
+    assert np.isfinite(np.asarray(after.logits)).all() and float(diag["kept_frac"]) > 0
