@@ -7,6 +7,7 @@ docs page is checked to be what the generator writes from the committed runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -156,6 +157,23 @@ def test_each_hypothesis_is_read_on_the_exact_expected_flow():
     # a flow without one of the design's factors gives no column rather than a wrong number
     assert claims.expected_estimates(_flow_run("B11", [{k: v for k, v in r.items() if k != "estimator"}
                                                        for r in rows])) == {}
+
+
+def test_the_flow_beside_the_seeds_matches_a_factor_named_apart_from_its_field():
+    """A claim whose varied field has a factor of another name (B32: `advantage` for algo.estimator): the seeds'
+    data carry the factor's column, the flow the field's; each cell's seed mean sits beside its flow value."""
+    run = _flow_run("B32", [{"prior_strength": p, "estimator": e, "arm": a, "pass1": p + (0.01 if e == "ngrpo" else 0.0)}
+                            for p in (0.05, 0.2, 0.5) for e in ("ngrpo", "grpo") for a in ("frozen", "true")])
+    run = dataclasses.replace(run, claim=run.claim.model_copy(update={"expected": claims.catalog.Expected(
+        vary={"algo.estimator": ["ngrpo", "grpo"]})}))
+    both = claims.expected_beside(run)  # a KeyError ('estimator') when matched by the field's name
+    assert len(both) == 12 and "advantage" in both
+    data = run.data()
+    final = data[(data["step"] == data["step"].max()) & (data["advantage"] == "grpo") & (data["arm"] == "true")]
+    row = both[(both["advantage"] == "grpo") & (both["arm"] == "true") & (both["prior_strength"] == 0.2)].iloc[0]
+    assert row["monte_carlo"] == pytest.approx(final[final["prior_strength"] == 0.2]["pass1"].mean(), abs=1e-12)
+    assert row["expected"] == pytest.approx(0.2, abs=1e-12)
+    assert claims.expected_estimates(run) == pytest.approx({"H1": 0.01, "H2": 0.01}, abs=1e-9)
 
 
 def test_every_claim_study_is_complete_and_listed():

@@ -71,16 +71,35 @@ def claim_figure(run: ClaimRun, stem: Path) -> list[Path]:
     return save_figure(fig, stem)
 
 
+def _flow_columns(run: ClaimRun) -> dict[str, str]:
+    """The expected flow's column -> the design's factor name for the swept and varied fields of the claim.
+
+    The seeds' data carry a column per factor of the plan (named as the factor), the flow one per config
+    field (the part after the section's dot, as :func:`tabsim.prereg.claims.execute.expected_flow` writes it);
+    a field that is no factor of the plan keeps its own name.
+    """
+    plan, _ = load_plan(run.claim.plan_path)
+    by_field = {f.field: f.name for f in plan.design.factors}
+    sweep = next((f for f in plan.design.factors if f.name == run.claim.expected.sweep), None)
+    columns = {sweep.field.rpartition(".")[2] if sweep else run.claim.expected.sweep: run.claim.expected.sweep}
+    for field in run.claim.expected.vary:
+        columns[field.partition(".")[2]] = by_field.get(field, field.partition(".")[2])
+    return columns
+
+
 def expected_beside(run: ClaimRun) -> pd.DataFrame | None:
-    """Final metric per cell and arm: the Monte-Carlo mean over seeds beside the exact expected flow."""
+    """Final metric per cell and arm: the Monte-Carlo mean over seeds beside the exact expected flow (the
+    cells named by the plan's factors, so a factor named apart from its field, e.g. ``advantage`` for
+    ``algo.estimator``, matches the flow's column of that field)."""
     if run.expected is None or run.claim.expected is None:
         return None
     metric = run.claim.figure.metric
-    keys = [run.claim.expected.sweep, *(name.partition(".")[2] for name in run.claim.expected.vary), "arm"]
+    columns = _flow_columns(run)
+    keys = [*columns.values(), "arm"]
     data = run.data()
     final = data[data["step"] == data["step"].max()]
     mc = final.groupby(keys, observed=True)[metric].mean().rename("monte_carlo")
-    flow = run.expected
+    flow = run.expected.rename(columns=columns)
     exact = flow[flow["step"] == flow["step"].max()].groupby(keys, observed=True)[metric].mean().rename("expected")
     both = pd.concat([mc, exact], axis=1, join="inner").reset_index()
     both["difference"] = both["monte_carlo"] - both["expected"]
