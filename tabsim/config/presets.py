@@ -221,11 +221,13 @@ PRESETS: dict[str, dict] = {
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through
     # the shared weights) become 8 passes over the whole batch: split over groups, each group would be
     # updated once, on-policy, and the clip would never fire.
-    # GiGPO (Group-in-Group Policy Optimization, arXiv 2505.10978) as the authors' verl-agent advantage (core_gigpo.py,
-    # defaults mode "mean_norm", step_advantage_w 1): the episode advantage r - mean_g plus, on each token, the
-    # step advantage against the group's other answers in the same tree state (tabsim.sim.algos.tree_credit);
-    # clip 0.2, token-mean (verl's loss_agg_mode default), no KL, 8 answers.
-    "gigpo": {"algo": _algo(estimator="gigpo"), "train": {"group_size": 8}},
+    # GiGPO (Group-in-Group Policy Optimization, arXiv 2505.10978) as the authors' verl-agent ALFWorld script
+    # (examples/gigpo_trainer/run_alfworld.sh): mode "mean_std_norm" (estimator gigpo_std: the episode z-score plus, on
+    # each token, the z-score against the group's answers in the same tree state, tabsim.sim.algos.tree_credit),
+    # step_advantage_w 1, low_var_kl in the loss (0.01), clip 0.2, token-mean, 8 answers. Its gamma = 0.95 discounts
+    # per environment turn; here a step is a token and the return is undiscounted.
+    "gigpo": {"algo": _algo(estimator="gigpo_std", kl="low_var_kl", kl_placement="loss", beta=0.01),
+              "train": {"group_size": 8}},
     # TEMPO (arXiv 2509.18314) as its authors' released MATH script (train_math_tempo.sh): adv_estimator tempo (GRPO's
     # z-score, Bessel std, eps 1e-6, plus the prefix tree's TD corrections, tabsim.sim.algos.tree_credit), 7 answers,
     # clip 0.2/0.28, token-mean, no KL, no entropy bonus; the script's 8 minibatches per batch are not modelled.

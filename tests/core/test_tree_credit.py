@@ -143,7 +143,7 @@ def test_gigpo_has_no_expected_flow():
     from tabsim.runtime.run import check_dynamics
     cfg = resolve({"preset": "gigpo", "task": {"n_prompts": 4, "n_answers": 3, "n_correct": 1},
                    "train": {"batch_size": 2, "group_size": 4, "dynamics": "expected"}})
-    with pytest.raises(ConfigError, match=r"algo.estimator = 'gigpo' has no exact flow: .*same tree state"):
+    with pytest.raises(ConfigError, match=r"algo.estimator = 'gigpo_std' has no exact flow: .*same tree state"):
         check_dynamics(cfg)
 
 
@@ -216,7 +216,7 @@ def test_a_stage_ranking_answers_by_advantage_is_refused(name):
     def build(env, stage):
         task = {"n_prompts": 2, "n_answers": 4, "n_correct": 1, **({"env": "tree", "tree": {"depth": 3}}
                                                                      if env == "tree" else {})}
-        cfg = resolve({"preset": name, "task": task, "arms": {"arms": ["true"]},
+        cfg = resolve({"preset": "grpo", "algo": {"estimator": name}, "task": task, "arms": {"arms": ["true"]},
                        "train": {"batch_size": 2, "group_size": 6, "group_stage": stage, "group_keep": 4}})
         return make_update(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms))
 

@@ -117,7 +117,8 @@ def gigpo(batch):
                     no_expected="its step advantage compares the answers that visit the same tree state, which "
                                 "the sampled paths decide and the expected flow does not enumerate")
 def gigpo_std(batch):
-    """GiGPO in the code's ``mode = "mean_std_norm"`` (the paper's Eq. 3 and 7 with ``F_norm = std``).
+    """GiGPO in the code's ``mode = "mean_std_norm"`` (the paper's Eq. 3 and 7 with ``F_norm = std``), the mode of
+    the authors' ALFWorld script (verl-agent ``examples/gigpo_trainer/run_alfworld.sh``; the ``gigpo`` preset).
 
     As :func:`gigpo`, with both terms divided by their group's unbiased std plus ``1e-6`` (``torch.std``; a
     one-answer state's std is 1, its step advantage 0). On a bandit ``A = 2 (r - mean_g) / (std_g + 1e-6)``, twice
