@@ -351,9 +351,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     shape. ``sparse=False`` keeps the dense autodiff path (tests compare the two).
     """
     plan = update_plan(env, algo, schedule, arms, sparse)
-    stage = schedule.groups
+    stage = check_group_stage(algo.estimator, schedule.groups, env.max_len)  # per-token advantages rank no answers
     stage.check(plan.G, token_returns=plan.token_returns)
-    check_group_stage(algo.estimator, stage, env.max_len)  # a per-token estimator's advantages rank no answers
     grad = make_gradient(env, algo, plan)
 
     def update(state: TrainState, task, arm, hp: Hyper):

@@ -44,7 +44,8 @@ def np_gigpo(r, lengths, tokens, std=False, eps=1e-6):
 
 def np_tempo(r, lengths, tokens, ddof=1, eps=1e-6):
     """TEMPO (arXiv 2509.18314) as the authors' loops (compute_tempo_outcome_advantage): walk each answer's tokens,
-    narrowing the set of answers that share its prefix; A = (r - mean + mean(branch) - mean(ancestors)) / (std + eps)."""
+    narrowing the set of answers that share its prefix;
+    A = (r - mean + mean(branch) - mean(ancestors)) / (std + eps)."""
     B, G, T = tokens.shape
     tokens = np.where(np.arange(T) < lengths[..., None], tokens, -1)  # padding, as a pad id no answer draws
     out = np.zeros((B, G, T))

@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from tabsim.sim.algos.advantages import ESTIMATORS, _homogeneous, group_std, register_estimator
+from tabsim.sim.algos.advantages import ESTIMATORS, group_std, register_estimator
 
 
-def check_group_stage(estimator: str, stage, max_len: int) -> None:
-    """Refuse (one ``ValueError`` line) a group stage that ranks answers by their advantage after it is computed
-    (``phase = "advantage"``, CPPO's ``|A|``) with an estimator that gives each token its own, on answers longer
-    than one token. ``stage``: the schedule's :class:`tabsim.sim.groups.GroupStage`."""
-    if not (stage.active and stage.meta().get("phase") == "advantage" and max_len > 1):
-        return
-    if ESTIMATORS.meta(estimator).get("per_token", False):
+def check_group_stage(estimator: str, stage, max_len: int):
+    """``stage`` (the schedule's :class:`tabsim.sim.groups.GroupStage`), refused in one ``ValueError`` line when it
+    ranks answers by their advantage after it is computed (``phase = "advantage"``, CPPO's ``|A|``) and the
+    estimator gives each token its own, on answers longer than one token."""
+    ranks = stage.active and stage.meta().get("phase") == "advantage" and max_len > 1
+    if ranks and ESTIMATORS.meta(estimator).get("per_token", False):
         raise ValueError(f"train.group_stage: {stage.name!r} ranks answers by one advantage each, and algo.estimator "
                          f"= {estimator!r} gives every token its own; use a stage that acts before the advantages "
                          "(gfpo_length, gfpo_efficiency) or a per-answer estimator")
+    return stage
 
 
 def running(lengths, T: int):
@@ -168,5 +168,6 @@ def tempo(batch):
     centred = (r - r.mean(-1, keepdims=True))[..., None]
     std = group_std(r, batch.hp.std_ddof)[..., None]
     adv = (centred + td) / (std + batch.hp.std_eps)
-    adv = jnp.where(_homogeneous(r)[..., None], 0.0, adv)
+    homogeneous = r.max(-1, keepdims=True) == r.min(-1, keepdims=True)  # exactly 0, also with eps = 0
+    adv = jnp.where(homogeneous[..., None], 0.0, adv)
     return adv * run
