@@ -23,17 +23,18 @@ confirmatory interval rules controls the family-wise error at ``alpha``; the ver
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
 from tabsim import stats
+from tabsim.prereg.contrasts import (Estimate, cells_estimate, final_rows, is_level, p_floor, paired_estimate,
+                                     select)
 from tabsim.prereg.manipulation import evaluate_moves, flag_hypotheses
 from tabsim.prereg.schema import (
+    CELLS_PREFIX,
     COEFFICIENT_PREFIX,
     ESTIMAND_ARMS,
     PAIRED_PREFIX,
@@ -43,7 +44,6 @@ from tabsim.prereg.schema import (
     RATIO_ESTIMANDS,
     Plan,
     arm_factor,
-    paired_levels,
 )
 
 SUPPORTED = "SUPPORTED"
@@ -53,43 +53,8 @@ VERDICTS = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE)
 _ALPHA_MIN = 1e-9
 
 
-@dataclasses.dataclass
-class Estimate:
-    """A point estimate with an interval available at any level."""
-
-    estimand: str
-    condition: dict
-    estimate: float
-    ci: Callable[[float], tuple]
-    method: str
-    n_seeds: int
-    detail: dict = dataclasses.field(default_factory=dict)
-    p_floor: float = 0.0  # resolution of a bootstrap p: 1 / (resamples + 1)
-
-
-def _is_level(col: pd.Series, level) -> np.ndarray:
-    """Where ``col`` holds ``level``: as text for text columns and levels, numerically otherwise (a static
-    integer factor such as algo.epochs is a float column: 4.0 is the level 4)."""
-    if isinstance(level, str) and not isinstance(col.dtype, pd.CategoricalDtype) and col.dtype != object:
-        try:
-            level = float(level)
-        except ValueError:
-            pass
-    if isinstance(level, str) or col.dtype == object or isinstance(col.dtype, pd.CategoricalDtype):
-        return col.astype(str).to_numpy() == str(level)
-    return np.isclose(col.to_numpy(float), float(level), rtol=0.0, atol=1e-12)
-
-
-def _select(df: pd.DataFrame, condition: dict) -> pd.DataFrame:
-    mask = np.ones(len(df), dtype=bool)
-    for key, level in condition.items():
-        mask &= _is_level(df[key], level)
-    return df[mask]
-
-
-def final_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows at each run's last evaluated step."""
-    return frame[frame["step"] == frame["step"].max()]
+# the row helpers live with the seed-paired contrasts; their old private names stay for callers
+_is_level, _select, _floor = is_level, select, p_floor
 
 
 def partition_frame(plan: Plan, frame: pd.DataFrame) -> pd.DataFrame:
@@ -144,44 +109,6 @@ def _difference_estimate(plan: Plan, seed_df: pd.DataFrame, estimand: str, condi
     with np.errstate(divide="ignore", invalid="ignore"):
         est = float(num.mean() / den.mean())
     return Estimate(estimand, condition, est, ci, a.ci_method, int(num.size), p_floor=_floor(a.ci_method, a.n_resamples))
-
-
-def _paired_estimate(plan: Plan, frame: pd.DataFrame, estimand: str, condition: dict) -> Estimate:
-    """``paired:<factor>``: the factor's first level minus its second (``paired:<factor>:<A>,<B>``: A minus B),
-    differenced within each seed.
-
-    The levels of a design run on the same seeds, so the honest interval is the one-sample interval of
-    the seeds' differences (``analysis.ci_method``, ``n - 1`` degrees of freedom for ``t``): it keeps the
-    correlation the shared seeds give, and a level without seed noise (FROZEN) is not counted as a second
-    sample. The condition fixes every other factor, so each seed has one run per level.
-    """
-    a = plan.analysis
-    name, (first, second), _ = paired_levels(plan, estimand)
-    rows = _select(final_rows(frame), condition)
-    is_first, is_second = _is_level(rows[name], first), _is_level(rows[name], second)
-    rows = rows.assign(_level=np.where(is_first, first, second))[is_first | is_second]
-    if rows.duplicated(["seed", "_level"]).any():
-        raise ValueError(f"{estimand} at {condition}: several runs per seed and level (fix the arm, or every "
-                         "other factor, in the condition)")
-    wide = rows.pivot_table(
-        index="seed", columns="_level", values=a.metric, aggfunc="first", observed=True)
-    if not {first, second} <= set(wide.columns):
-        raise ValueError(f"{estimand} at {condition}: runs of both levels {first!r} and {second!r} are needed")
-    x = (wide[first] - wide[second]).dropna().to_numpy(float)
-    if x.size < 2:
-        raise ValueError(f"{estimand} at {condition}: {x.size} paired seeds; an interval needs at least 2")
-
-    def ci(level, x=x):
-        iv = stats.mean_interval(x, ci=level, method=a.ci_method, n_resamples=a.n_resamples,
-                                 random_state=a.random_state)
-        return iv.low, iv.high
-
-    return Estimate(estimand, condition, float(x.mean()), ci, f"{a.ci_method} (paired by seed)", int(x.size),
-                    {"sd": float(x.std(ddof=1)), "levels": [first, second]}, _floor(a.ci_method, a.n_resamples))
-
-
-def _floor(method: str, n_resamples: int) -> float:
-    return 0.0 if method == "t" else 1.0 / (n_resamples + 1)
 
 
 def _factorial_fit(plan: Plan, frame: pd.DataFrame, condition: dict):
@@ -249,7 +176,9 @@ def estimate(plan: Plan, frame: pd.DataFrame, seed_df, estimand: str, condition:
             raise ValueError(f"{estimand} needs the arms {list(ESTIMAND_ARMS[estimand])}; missing {missing}")
         return _difference_estimate(plan, seed_df, estimand, condition)
     if estimand.startswith(PAIRED_PREFIX):
-        return _paired_estimate(plan, frame, estimand, condition)
+        return paired_estimate(plan, frame, estimand, condition)
+    if estimand.startswith(CELLS_PREFIX):
+        return cells_estimate(plan, frame, estimand, condition)
     return _factorial_estimate(plan, frame, estimand, condition, cache)
 
 

@@ -11,9 +11,9 @@ import math
 from tabsim.base.choices import ANSWER_METRICS, OPTIONAL_METRICS
 from tabsim.sim.arms import ARMS
 from tabsim.config import ConfigError, resolve
-from tabsim.prereg.plan import (COEFFICIENT_PREFIX, ESTIMAND_ARMS, ESTIMANDS, FACTORIAL_ESTIMANDS, PAIRED_PREFIX,
-                                PARTITION_ESTIMANDS, RATIO_ESTIMANDS, RULE_PREDICTION, Plan, arm_factor,
-                                classify_field, design_runs, paired_levels)
+from tabsim.prereg.plan import (CELLS_PREFIX, COEFFICIENT_PREFIX, ESTIMAND_ARMS, ESTIMANDS, FACTORIAL_ESTIMANDS,
+                                PAIRED_PREFIX, PARTITION_ESTIMANDS, RATIO_ESTIMANDS, RULE_PREDICTION, Plan, arm_factor,
+                                cell_pair, classify_field, design_runs, paired_levels)
 
 
 def _levels_match(a, b) -> bool:
@@ -62,7 +62,44 @@ def _estimand_problems(plan: Plan, where: str, estimand: str, condition: dict) -
         if pair is None:
             return [f"{where}.estimand: {estimand}: {problem}"]
         return _condition_problems(plan, where, condition, free={name})
+    if estimand.startswith(CELLS_PREFIX):
+        return _cells_problems(plan, where, estimand, condition)
     return [f"{where}.estimand: unknown estimand {estimand!r}; allowed: {', '.join(ESTIMANDS)}"]
+
+
+def _cells_problems(plan: Plan, where: str, estimand: str, condition: dict) -> list[str]:
+    """A ``cells:<A>-<B>`` estimand names two cells; each cell with the condition fixes every factor of more
+    than one level (one run per seed and cell), and the condition fixes no factor a cell names."""
+    pair, problem = cell_pair(plan, estimand)
+    if pair is None:
+        return [f"{where}.estimand: {estimand}: {problem}"]
+    cells = plan.analysis.cells
+    named = set(cells[pair[0]]) | set(cells[pair[1]])
+    problems = _condition_problems(plan, where, condition, free=named, complete=False)
+    for cell in pair:
+        loose = [f.name for f in plan.design.factors
+                 if len(f.levels) > 1 and f.name not in cells[cell] and f.name not in condition]
+        if loose:
+            problems.append(f"{where}.estimand: {estimand}: cell {cell!r} with the condition leaves {loose} free "
+                            "(several runs per seed); fix them in the cell or the condition")
+    return problems
+
+
+def _cell_level_problems(plan: Plan) -> list[str]:
+    """Each cell of ``analysis.cells`` names factors of the design and levels they have."""
+    problems = []
+    names = {f.name: f for f in plan.design.factors}
+    for cell, levels in plan.analysis.cells.items():
+        if not levels:
+            problems.append(f"analysis.cells.{cell}: name at least one factor: level")
+        for key, level in levels.items():
+            if key not in names:
+                problems.append(f"analysis.cells.{cell}.{key}: not a factor of the design; factors: "
+                                f"{sorted(names) or 'none'}")
+            elif not any(_levels_match(level, x) for x in names[key].levels):
+                problems.append(f"analysis.cells.{cell}.{key}: level {level!r} is not among the factor's levels "
+                                f"{names[key].levels}")
+    return problems
 
 
 def _threshold_problems(plan: Plan, where: str, value) -> list[str]:
@@ -184,6 +221,7 @@ def semantic_problems(plan: Plan) -> list[str]:
                 problems.append(f"analysis.factorial.factors: {name!r} has one level; a factor needs at least 2")
         if fac.formula is not None and "~" not in fac.formula:
             problems.append(f"analysis.factorial.formula: must read 'response ~ terms', got {fac.formula!r}")
+    problems += _cell_level_problems(plan)
     for name, value in plan.analysis.thresholds.items():
         if not math.isfinite(value):
             problems.append(f"analysis.thresholds.{name}: must be finite, got {value!r}")

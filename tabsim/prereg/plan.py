@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import copy
 import itertools
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from tabsim.config import SWEEPABLE, Config
 
@@ -23,9 +23,13 @@ COEFFICIENT_PREFIX = "coefficient:"
 # (the levels of a design share their seeds), its interval from the seeds' differences; paired:<FACTOR>:<A>,<B>
 # names the two levels (A minus B) of a factor of any number of levels
 PAIRED_PREFIX = "paired:"
+# cells:<A>-<B>: cell A minus cell B, two cells of analysis.cells (each a mapping factor -> level) that may
+# differ in several factors, differenced within each seed like paired:
+CELLS_PREFIX = "cells:"
 ESTIMANDS = PARTITION_ESTIMANDS + RATIO_ESTIMANDS + FACTORIAL_ESTIMANDS + (COEFFICIENT_PREFIX + "<TERM>",
                                                                           PAIRED_PREFIX + "<FACTOR>",
-                                                                          PAIRED_PREFIX + "<FACTOR>:<A>,<B>")
+                                                                          PAIRED_PREFIX + "<FACTOR>:<A>,<B>",
+                                                                          CELLS_PREFIX + "<A>-<B>")
 
 
 def paired_levels(plan: "Plan", estimand: str) -> tuple[str, tuple[str, str] | None, str]:
@@ -45,6 +49,20 @@ def paired_levels(plan: "Plan", estimand: str) -> tuple[str, tuple[str, str] | N
     if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(levels):
         return name, None, f"name two different levels of {name!r} as A,B (A minus B); its levels: {levels}"
     return name, (pair[0], pair[1]), ""
+
+
+def cell_pair(plan: "Plan", estimand: str) -> tuple[tuple[str, str] | None, str]:
+    """``((A, B) or None, problem)`` of a ``cells:<A>-<B>`` estimand: the names of the two cells of
+    ``analysis.cells`` it differences (A minus B), None with a problem (one phrase) when they do not fit."""
+    pair = estimand[len(CELLS_PREFIX):].split("-")
+    cells = sorted(plan.analysis.cells)
+    if len(pair) != 2 or pair[0] == pair[1] or not set(pair) <= set(cells):
+        return None, f"name two different cells of analysis.cells as A-B (A minus B); its cells: {cells or 'none'}"
+    if plan.analysis.cells[pair[0]] == plan.analysis.cells[pair[1]]:
+        return None, f"cells {pair[0]!r} and {pair[1]!r} name the same levels"
+    return (pair[0], pair[1]), ""
+
+
 PARTITION_ARMS = ("frozen", "random", "majority", "true")
 # arms each estimand compares (docs/science.md, estimands)
 ESTIMAND_ARMS = {"d_null": ("frozen", "random"), "d_elicit": ("random", "majority"), "d_rd": ("majority", "true"),
@@ -168,6 +186,9 @@ class Analysis(_Model):
     n_resamples: int = Field(2000, ge=100, le=1_000_000)
     random_state: int = Field(0, ge=0)
     factorial: Optional[Factorial] = None
+    cells: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")],
+                dict[str, Union[float, int, str, bool]]] = Field(
+        default_factory=dict, description="named cells of the design (factor -> level) for cells:<A>-<B>")
     thresholds: dict[str, float] = Field(default_factory=dict)
     power: dict[str, Any] = Field(default_factory=dict, description="the power estimate behind the seed count")
 

@@ -20,17 +20,18 @@ from pydantic import ValidationError
 from tabsim.files.safeload import LoadError, load_yaml
 from tabsim.prereg.crosscheck import semantic_problems
 from tabsim.prereg.errors import PreregError
-from tabsim.prereg.plan import (CHECK_OPS, COEFFICIENT_PREFIX, ESTIMAND_ARMS, ESTIMANDS, FACTORIAL_ESTIMANDS,
-                                PAIRED_PREFIX, PARTITION_ARMS, PARTITION_ESTIMANDS, POINT_RULES, RATIO_ESTIMANDS,
-                                RULE_PREDICTION, SCHEMA_VERSION, Analysis, Check, Design, Exploratory, Factor,
-                                Factorial, Hypothesis, Moves, Number, Plan, Rule, StoppingRule, Tost, arm_factor,
-                                classify_field, design_runs, paired_levels)
+from tabsim.prereg.plan import (CELLS_PREFIX, CHECK_OPS, COEFFICIENT_PREFIX, ESTIMAND_ARMS, ESTIMANDS,
+                                FACTORIAL_ESTIMANDS, PAIRED_PREFIX, PARTITION_ARMS, PARTITION_ESTIMANDS, POINT_RULES,
+                                RATIO_ESTIMANDS, RULE_PREDICTION, SCHEMA_VERSION, Analysis, Check, Design,
+                                Exploratory, Factor, Factorial, Hypothesis, Moves, Number, Plan, Rule, StoppingRule,
+                                Tost, arm_factor, cell_pair, classify_field, design_runs, paired_levels)
 
-__all__ = ["CHECK_OPS", "COEFFICIENT_PREFIX", "ESTIMAND_ARMS", "ESTIMANDS", "FACTORIAL_ESTIMANDS", "PAIRED_PREFIX",
-           "PARTITION_ARMS", "PARTITION_ESTIMANDS", "POINT_RULES", "RATIO_ESTIMANDS", "RULE_PREDICTION",
-           "SCHEMA_VERSION", "Analysis", "Check", "Design", "Exploratory", "Factor", "Factorial", "Hypothesis", "Moves",
-           "Number", "Plan", "PreregError", "Rule", "StoppingRule", "Tost", "arm_factor", "classify_field",
-           "design_runs", "load_plan", "paired_levels", "read_document", "validate_document"]
+__all__ = ["CELLS_PREFIX", "CHECK_OPS", "COEFFICIENT_PREFIX", "ESTIMAND_ARMS", "ESTIMANDS", "FACTORIAL_ESTIMANDS",
+           "PAIRED_PREFIX", "PARTITION_ARMS", "PARTITION_ESTIMANDS", "POINT_RULES", "RATIO_ESTIMANDS",
+           "RULE_PREDICTION", "SCHEMA_VERSION", "Analysis", "Check", "Design", "Exploratory", "Factor", "Factorial",
+           "Hypothesis", "Moves", "Number", "Plan", "PreregError", "Rule", "StoppingRule", "Tost", "arm_factor",
+           "cell_pair", "classify_field", "design_runs", "load_plan", "paired_levels", "read_document",
+           "validate_document"]
 
 
 def read_document(path: str | Path) -> dict:
