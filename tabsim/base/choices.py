@@ -48,8 +48,10 @@ TOKEN_WEIGHTS = ("none", "top_entropy", "gtpo_conflict")
 # maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
 ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
 # answer-level metrics recorded only when train.metrics names them (tabsim.sim.envs.base.optional_metrics): the
-# entropy given a correct answer, the KL to the reference restricted to the correct answers, the root's action masses
-OPTIONAL_METRICS = ("correct_entropy", "filtered_kl", "root_mass")
+# entropy given a correct answer, the KL to the reference restricted to the correct answers, the root's action masses;
+# grad_cosine: the expected flow's (train.dynamics = 'expected') step cosine with the true gradient of pass@1
+OPTIONAL_METRICS = ("correct_entropy", "filtered_kl", "root_mass", "grad_cosine")
+FLOW_METRICS = ("grad_cosine",)  # of those, the ones only the expected flow records (tabsim.sim.expected.direction)
 # the traced fields of tabsim.sim.params.Hyper, in its order (a test checks they are its fields)
 HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr", "fnr", "lr", "beta", "std_eps",
                 "std_ddof", "eps_low", "eps_high", "dual_clip_c", "sapo_tau_pos", "sapo_tau_neg", "ent_coef",

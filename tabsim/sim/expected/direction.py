@@ -21,9 +21,15 @@ Given the exact expected change of the table after one step, ``delta = E[z'] - z
 The formula of ``g`` is checked in the tests against finite differences of ``J``; prompts whose gradient is
 zero (a policy with all or none of its mass on correct answers) carry no direction and are left out of the
 per-prompt numbers.
+
+:func:`grad_cosine` is the same whole-table ``cosine`` in JAX: the expected flow records it at every step as the
+optional metric ``grad_cosine`` (``train.metrics``, ``train.dynamics = 'expected'`` only), averaged over the steps
+of each evaluation interval like the update's diagnostics (NaN at step 0, and for an arm that does not move).
 """
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 # a prompt whose |g_p| is below this has no direction to compare (all or none of its mass on correct answers)
@@ -63,3 +69,12 @@ def direction(delta, logits, correct) -> dict:
     pos = scale[np.isfinite(scale) & (scale > 0)]
     spread = float(pos.max() / pos.min()) if pos.size else float("nan")
     return {"cosine": cosine, "scale": scale, "cosine_p": cosine_p, "scale_spread": spread}
+
+
+def grad_cosine(delta, logits, correct):
+    """``cosine`` of :func:`direction` in JAX (the flow's precision): ``<delta, g> / (|delta| |g|)``, NaN where
+    either is zero. ``delta``, ``logits``, ``correct``: ``[N, K]``."""
+    pi = jax.nn.softmax(logits, axis=-1)
+    g = pi * (correct - (pi * correct).sum(-1, keepdims=True))  # dJ/dz times N (the cosine ignores the scale)
+    norm = jnp.sqrt((delta * delta).sum()) * jnp.sqrt((g * g).sum())
+    return jnp.where(norm > 0, (delta * g).sum() / jnp.where(norm > 0, norm, 1.0), jnp.nan)

@@ -19,6 +19,8 @@ from tabsim.sim.expected.batch import batch_level
 from tabsim.sim.expected.general import general_step, outcome_table, symbol_table
 from tabsim.sim.expected.linear import level_tables, linear_step, linear_tables
 from tabsim.sim.envs.bandit import compositions, majority_tables, n_compositions
+from tabsim.sim.envs.base import wanted
+from tabsim.sim.expected.direction import grad_cosine
 from tabsim.sim.params import Hyper
 
 
@@ -27,6 +29,7 @@ MAX_OUTCOMES = 200_000  # group outcomes enumerated per prompt
 MAX_BATCH_WORK = 2e9  # operations per step of the distribution of the rest of the batch (batch.work)
 CHUNK_BYTES = 512 * 2**20  # the expected flow's conditions per compiled call hold at most this in tables
 NOISE_ARMS = arms_mod.NOISE_ARMS
+COSINE = "grad_cosine"  # optional metric: each step's cosine with the true gradient of pass@1 (expected.direction)
 
 
 def _refuse(msg: str):
@@ -207,9 +210,17 @@ def _make_step(env, algo: AlgoSpec, schedule: Schedule, arms, classed, enum: dic
             elif not lin:
                 new[i], diags[i] = general_step(env, algo, schedule, a, enum["symbols"][a in NOISE_ARMS],
                                                 enum["tables"][a], zs[i], ref, task, hp)
-        return jnp.stack(new), {k: jnp.stack([jnp.asarray(d[k], real()) for d in diags]) for k in DIAG_KEYS}
+        out = {k: jnp.stack([jnp.asarray(d[k], real()) for d in diags]) for k in DIAG_KEYS}
+        new = jnp.stack(new)
+        if wanted(getattr(env, "metrics", None), COSINE):  # only when train.metrics names it (programs unchanged)
+            out[COSINE] = jax.vmap(lambda z1, z0: grad_cosine(z1 - z0, z0, task.correct))(new, zs)
+        return new, out
 
     return step
+
+
+def _diag_keys(env) -> tuple:
+    return DIAG_KEYS + ((COSINE,) if wanted(getattr(env, "metrics", None), COSINE) else ())
 
 
 def _history(env, arms, task, hp: Hyper, z0, tables_e, hist) -> dict:
@@ -219,7 +230,7 @@ def _history(env, arms, task, hp: Hyper, z0, tables_e, hist) -> dict:
     metrics = jax.vmap(jax.vmap(lambda z: env.evaluate(z, task, hp)))(all_tables)
     out = {k: jnp.swapaxes(v, 0, 1) for k, v in metrics.items()}  # [A, E + 1] (per-prompt ones: [A, E + 1, N])
     nan = jnp.full((len(arms), 1), jnp.nan, real())
-    out.update({k: jnp.concatenate([nan, hist[k].T], axis=1) for k in DIAG_KEYS})
+    out.update({k: jnp.concatenate([nan, hist[k].T], axis=1) for k in _diag_keys(env)})
     return out
 
 
