@@ -43,7 +43,7 @@ REWARD_TERMS = ("overlong", "unlikeliness", "backward", "style")
 REWARD_NORMALIZE = ("none", "group")
 RNGS = ("fast", "threefry")
 # the token-weight stage (tabsim.sim.algos.token_weights): none, or a weight on each token's surrogate loss
-TOKEN_WEIGHTS = ("none", "top_entropy", "gtpo_conflict")
+TOKEN_WEIGHTS = ("none", "top_entropy", "gtpo_conflict", "lambda_grpo")
 # the exact answer-level metrics every environment records; ``train.metrics`` picks a subset (pass@k and
 # maj@k are chosen by ``train.pass_k`` / ``train.maj_k``; an environment's own metrics are always kept)
 ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")

@@ -232,6 +232,12 @@ PRESETS: dict[str, dict] = {
     # z-score, Bessel std, eps 1e-6, plus the prefix tree's TD corrections, tabsim.sim.algos.tree_credit), 7 answers,
     # clip 0.2/0.28, token-mean, no KL, no entropy bonus; the script's 8 minibatches per batch are not modelled.
     "tempo": {"algo": _algo(estimator="tempo", eps_high=0.28), "train": {"group_size": 7}},
+    # lambda-GRPO (arXiv 2509.21154) as its authors' released trainer and defaults (github.com/coli-saar/grpo-prm at
+    # 6bc58b1: train_utils.default_args, lambda_grpo/trainer.py): GRPO's z-score (Bessel std, eps 1e-4), clip 0.2, one
+    # update per batch, loss_type "grpo" (seq-mean-token-mean), beta 0, 6 answers, each token's loss scaled by 1 / the
+    # number of the group's answers sharing its prefix (tabsim.sim.algos.token_weights.lambda_grpo).
+    "lambda_grpo": {"algo": _algo(std_eps=1e-4, aggregation="seq-mean-token-mean", token_weight="lambda_grpo"),
+                    "train": {"group_size": 6}},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

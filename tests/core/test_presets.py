@@ -107,6 +107,8 @@ EXPECTED = {
                  ctpo_clip_c=0.05, ctpo_power=0.5, aggregation="token-mean", kl_placement="none"),
     "tempo": dict(estimator="tempo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.28,
                   aggregation="token-mean", kl_placement="none", filter=False),
+    "lambda_grpo": dict(estimator="grpo", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                        aggregation="seq-mean-token-mean", kl_placement="none", token_weight="lambda_grpo"),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -134,3 +134,37 @@ def gtpo_conflict(logq, tokens, mask, adv, hp):
     bwd = _from_end(bwd_r, lengths) & valid  # the same re-indexing maps it back
     n_conflict = jnp.maximum((fwd | bwd).sum(-1, keepdims=True), 1).astype(mask.dtype)
     return jnp.where(active, weights(fwd) * weights(bwd) / n_conflict, 1.0) * mask
+
+
+def prefix_counts(tokens, mask):
+    """``[B, G, T]``: how many answers of its group (itself included) draw the same first ``t + 1`` tokens as
+    answer ``i`` (the size of the process set holding token ``t``; 0 on masked tokens)."""
+    valid = mask > 0
+    same = (tokens[:, :, None, :] == tokens[:, None, :, :]) & valid[:, :, None, :] & valid[:, None, :, :]
+    shared = jnp.cumprod(same.astype(jnp.int32), axis=-1)  # [B, i, j, T]: i and j agree on tokens 0..t
+    return shared.sum(2)
+
+
+@register_token_weight("lambda_grpo")
+def lambda_grpo(logq, tokens, mask, adv, hp):
+    """lambda-GRPO's process-step weights: each token's surrogate loss divided by the number of the group's
+    answers that share the answer's prefix up to and including that token.
+
+    Sullivan & Koller, "GRPO is Secretly a Process Reward Model", arXiv 2509.21154: a group's answers form a
+    prefix tree whose nodes (process sets ``lambda``, the answers sharing a prefix) are the implicit PRM's
+    steps; GRPO's token-level loss counts a step once per answer through it, so steps many answers share
+    dominate. lambda-GRPO scales each token of node ``lambda`` by ``1 / |lambda|``. Checked against the
+    authors' released trainer (github.com/coli-saar/grpo-prm, ``lambda_grpo/utils.py`` ``InfPRMTree`` /
+    ``InfPRMNode._loss_scale`` and ``lambda_grpo/trainer.py``, read at 6bc58b1): the tree is built from each
+    group's token ids (identical answers share one leaf), every token of a node gets ``1 / len(node.idx)``, the
+    number of the group's answers under it, and the per-token loss is multiplied by that scale while the
+    denominators still count tokens (``loss_type = "grpo"``: per-answer token mean, then the mean over
+    answers; ``"dapo"``: the token mean). Written here as
+    ``w_{i,t} = 1 / #{j : y_j[:t+1] = y_i[:t+1]}`` on unmasked tokens, which is that tree's scale token by
+    token. One difference: the authors' scale also multiplies their k3 KL term (their scripts run ``beta = 0``);
+    this stage weighs the surrogate only. On a bandit (one token per answer) it divides each answer by its
+    number of copies in the group. The advantage is unchanged (the authors: GRPO's z-score, Bessel std, eps
+    1e-4).
+    """
+    n = prefix_counts(tokens, mask)
+    return jnp.where(mask > 0, 1.0 / jnp.maximum(n, 1).astype(mask.dtype), 0.0)
