@@ -45,6 +45,7 @@ def static_key(cfg: Config) -> tuple:
         (("unequal",) if t.correct_mass_ratio is not None else ()) + \
         (("maj_draws", tr.maj_draws) if tr.maj_draws is not None else ()) + \
         (("prompt_metrics", tuple(tr.prompt_metrics)) if tr.prompt_metrics is not None else ()) + \
+        (("reward", reward_spec(cfg)) if cfg.algo.reward_terms else ()) + \
         user_components(cfg)
 
 
