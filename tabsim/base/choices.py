@@ -17,7 +17,7 @@ from tabsim.base.registry import suggest
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
               "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo",
               "gigpo", "gigpo_std", "tempo", "bnpo")
-RATIOS = ("token", "sequence", "sequence-sum", "cumulative")
+RATIOS = ("token", "sequence", "sequence-sum", "cumulative", "holder")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
               "dcpo", "real", "ctpo")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
@@ -65,7 +65,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "sgrpo_noise", "correct_mass_ratio",
                 "real_tau",
                 "tracker_rho",
-                "ctpo_clip_low", "ctpo_clip_high", "ctpo_clip_c", "ctpo_power")
+                "ctpo_clip_low", "ctpo_clip_high", "ctpo_clip_c", "ctpo_power",
+                "holder_p")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

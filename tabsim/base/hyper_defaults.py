@@ -38,4 +38,5 @@ HYPER_DEFAULTS: dict[str, float] = {
     # CTPO's clip bounds, dual clip and power
     "ctpo_clip_low": 0.025, "ctpo_clip_high": 0.05, "ctpo_clip_c": 0.05, "ctpo_power": 0.5,
     "correct_mass_ratio": 1.0,  # task.correct_mass_ratio None: the equal split
+    "holder_p": 1.0,  # HölderPO's power-mean exponent (the authors' default, constant)
 }

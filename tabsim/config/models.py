@@ -20,6 +20,7 @@ from tabsim.base.choices import OPTIONAL_METRICS, TOKEN_WEIGHTS
 from tabsim.config.prompt_metrics import check_prompt_metrics
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.groups import GroupKnobs, TrackerKnobs
+from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
 from tabsim.config.facts import check_facts
@@ -124,11 +125,11 @@ ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate"
                 "real_tau": ("surrogate", "real"),
                 "ctpo_clip_low": ("surrogate", "ctpo"), "ctpo_clip_high": ("surrogate", "ctpo"),
                 "ctpo_clip_c": ("surrogate", "ctpo"), "ctpo_power": ("surrogate", "ctpo")}
-ALGO_KNOB_OF["tracker_rho"] = ("tracker", "spo_stream")  # the per-prompt tracker (tabsim.sim.tracker)
-ALGO_UNWRITTEN_AT_DEFAULT += ("tracker", "tracker_rho")
+ALGO_KNOB_OF.update(tracker_rho=("tracker", "spo_stream"), **LOSS_KNOB_OF)  # tabsim.sim.tracker, config.losses
+ALGO_UNWRITTEN_AT_DEFAULT += ("tracker", "tracker_rho", *LOSS_KNOB_OF)
 
 
-class AlgoConfig(BehaviourKnobs, TrackerKnobs):  # knobs of tabsim.config.behaviour and tabsim.config.groups
+class AlgoConfig(BehaviourKnobs, TrackerKnobs, LossKnobs):  # knobs of tabsim.config.behaviour and tabsim.config.groups
     estimator: str = "grpo"
     ratio: str = "token"
     surrogate: str = "clip"

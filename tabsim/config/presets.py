@@ -216,6 +216,13 @@ PRESETS: dict[str, dict] = {
     "ctpo": {"algo": _algo(ratio="cumulative", surrogate="ctpo", ctpo_clip_low=0.025, ctpo_clip_high=0.05,
                            ctpo_clip_c=0.05, ctpo_power=0.5, aggregation="token-mean"),
              "train": {"group_size": 8}},
+    # HölderPO (arXiv 2605.12058) as its authors' released trainer (train_zero_math_holder.py, critic_type_modify
+    # "holder"; scripts/qwen2.5-math-7b-holder.sh): one ratio per answer, the power mean of its token ratios with
+    # exponent p, PPO's clip 0.2 on it, the mean over answers; oat's grpo advantage (Bessel std, eps 1e-8), no KL,
+    # 8 answers. p = 1 is their trainer's constant default; their script anneals p from 2 to -2 over 500 steps
+    # (linear_dec), which is not built: sweep algo.holder_p for fixed exponents.
+    "holderpo": {"algo": _algo(ratio="holder", holder_p=1.0, std_eps=1e-8, aggregation="seq-mean-token-mean"),
+                 "train": {"group_size": 8}},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

@@ -85,6 +85,7 @@ class Hyper:
     ctpo_clip_high: float = D["ctpo_clip_high"]
     ctpo_clip_c: float = D["ctpo_clip_c"]  # the dual clip's log-space threshold
     ctpo_power: float = D["ctpo_power"]
+    holder_p: float = D["holder_p"]  # HölderPO (arXiv 2605.12058): the power mean's exponent over token ratios
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

@@ -349,8 +349,25 @@ def np_ratio_cumulative(logp, logp_old, mask):
     return out
 
 
+def np_ratio_holder(logp, logp_old, mask, p=1.0):
+    """HölderPO's ratio as the authors' trainer computes it: ``log ((1/|o|) sum_t w_t^p)^(1/p)`` per answer, the
+    mean log-ratio (geometric mean) for ``|p| < 1e-6``; ``p = 1`` is Hyper's default."""
+    out = np.zeros_like(logp)
+    for b, g in np.ndindex(logp.shape[:2]):
+        ls = [logp[b, g, t] - logp_old[b, g, t] for t in range(logp.shape[2]) if mask[b, g, t]]
+        if not ls:
+            continue
+        if abs(p) < 1e-6:
+            s = sum(ls) / len(ls)
+        else:
+            s = math.log(sum(math.exp(p * x) for x in ls) / len(ls)) / p
+        for t in range(logp.shape[2]):
+            out[b, g, t] = s if mask[b, g, t] else 0.0
+    return out
+
+
 NP_RATIOS = {"token": np_ratio_token, "sequence": np_ratio_sequence, "sequence-sum": np_ratio_sequence_sum,
-             "cumulative": np_ratio_cumulative}
+             "cumulative": np_ratio_cumulative, "holder": np_ratio_holder}
 
 
 def _sigmoid(x):
@@ -687,7 +704,8 @@ def test_ratio_matches_numpy(name):
     b = make_batch(seed=11)
     want = NP_RATIOS[name](b["logp"], b["logp_old"], b["mask"])
     with jax.enable_x64(True):
-        got = RATIOS[name](jnp.asarray(b["logp"]), jnp.asarray(b["logp_old"]), jnp.asarray(b["mask"]))
+        got = batch.ratio(name, jnp.asarray(b["logp"]), jnp.asarray(b["logp_old"]), jnp.asarray(b["mask"]),
+                          hp=hyper())
     np.testing.assert_allclose(np.asarray(got), want, **TOL)
 
 
@@ -1002,7 +1020,7 @@ def test_component_conformance(kind, name):
             return batch.estimate(name, b["rewards"], lengths=b["lengths"], valid=b["valid"], hp=hp,
                                   context={k: b[k] for k in batch.context_reads(name)})
         if kind == "ratio":
-            return RATIOS[name](b["logp"], b["logp_old"], b["mask"])
+            return batch.ratio(name, b["logp"], b["logp_old"], b["mask"], hp=hp)
         if kind == "surrogate":
             return batch.surrogate(name, b["logp"] - b["logp_old"], b["logp"], b["adv"][..., None], hp,
                                    mask=b["mask"], logp_old=b["logp_old"])

@@ -105,6 +105,8 @@ EXPECTED = {
                   kl="low_var_kl", kl_placement="loss", beta=0.01, filter=False),
     "ctpo": dict(estimator="grpo", ratio="cumulative", surrogate="ctpo", ctpo_clip_low=0.025, ctpo_clip_high=0.05,
                  ctpo_clip_c=0.05, ctpo_power=0.5, aggregation="token-mean", kl_placement="none"),
+    "holderpo": dict(estimator="grpo", std_ddof=1, std_eps=1e-8, ratio="holder", holder_p=1.0, surrogate="clip",
+                     eps_low=0.2, eps_high=0.2, aggregation="seq-mean-token-mean", kl_placement="none", filter=False),
     "tempo": dict(estimator="tempo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.28,
                   aggregation="token-mean", kl_placement="none", filter=False),
     "lambda_grpo": dict(estimator="grpo", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
