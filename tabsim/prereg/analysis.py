@@ -114,7 +114,7 @@ def _difference_estimate(plan: Plan, seed_df: pd.DataFrame, estimand: str, condi
 def _factorial_fit(plan: Plan, frame: pd.DataFrame, condition: dict):
     fac = plan.analysis.factorial
     rows = _select(final_rows(frame), condition)
-    levels = {name: tuple(plan.factor(name).levels) for name in fac.factors}
+    levels = {name: tuple(plan.factor(name).labels) for name in fac.factors}
     metric = plan.analysis.metric
     keep = ["seed", metric, *fac.factors]
     data = rows[keep].copy()

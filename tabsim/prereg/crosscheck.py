@@ -29,9 +29,9 @@ def _condition_problems(plan: Plan, where: str, condition: dict, *, free: set[st
     for key, level in condition.items():
         if key not in names:
             problems.append(f"{where}.condition.{key}: not a factor of the design; factors: {sorted(names) or 'none'}")
-        elif not any(_levels_match(level, x) for x in names[key].levels):
+        elif not any(_levels_match(level, x) for x in names[key].labels):
             problems.append(f"{where}.condition.{key}: level {level!r} is not among the factor's levels "
-                            f"{names[key].levels}")
+                            f"{names[key].labels}")
         elif key in free:
             problems.append(f"{where}.condition.{key}: this factor is an axis of the estimand and cannot be fixed")
     missing = [n for n in names if n not in condition and n not in free and len(names[n].levels) > 1]
@@ -96,9 +96,9 @@ def _cell_level_problems(plan: Plan) -> list[str]:
             if key not in names:
                 problems.append(f"analysis.cells.{cell}.{key}: not a factor of the design; factors: "
                                 f"{sorted(names) or 'none'}")
-            elif not any(_levels_match(level, x) for x in names[key].levels):
+            elif not any(_levels_match(level, x) for x in names[key].labels):
                 problems.append(f"analysis.cells.{cell}.{key}: level {level!r} is not among the factor's levels "
-                                f"{names[key].levels}")
+                                f"{names[key].labels}")
     return problems
 
 
@@ -123,6 +123,10 @@ def _design_problems(plan: Plan) -> list[str]:
             problems.append(f"{where}.field: {err}")
             continue
         kind, target = kinds[f.name]
+        if kind != "static" and any(isinstance(x, list) for x in f.levels):
+            problems.append(f"{where}.levels: list levels are for a list field of the config (algo.reward_terms); "
+                            f"{f.field} takes one value per level")
+            continue
         if kind == "arm":
             bad = [x for x in f.levels if not isinstance(x, str) or x not in ARMS]
             if bad:

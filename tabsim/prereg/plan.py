@@ -39,7 +39,7 @@ def paired_levels(plan: "Plan", estimand: str) -> tuple[str, tuple[str, str] | N
     factors = {f.name: f for f in plan.design.factors}
     if name not in factors:
         return name, None, f"{name!r} is not a factor of the design; factors: {sorted(factors) or 'none'}"
-    levels = [str(x) for x in factors[name].levels]
+    levels = [str(x) for x in factors[name].labels]
     if not named:
         if len(levels) != 2:
             return name, None, (f"a paired difference needs a factor of 2 levels or two named levels "
@@ -128,10 +128,19 @@ class Moves(_Model):
     min_change: float = Field(0.0, ge=0.0)
 
 
+def level_label(level) -> Union[float, int, str, bool]:
+    """The value a level has in the data, in conditions and in cells: a list level (of a list field such as
+    ``algo.reward_terms``) is its items joined by ``+`` (``[]`` is ``none``); any other level is itself."""
+    if isinstance(level, list):
+        return "+".join(level) or "none"
+    return level
+
+
 class Factor(_Model):
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="column name in the data and the model")
     field: str = Field(description="'arm', a sweepable field (e.g. prior_strength) or a config path (algo.epochs)")
-    levels: list[Union[float, int, str, bool]] = Field(min_length=1)
+    levels: list[Union[float, int, str, bool, list[str]]] = Field(
+        min_length=1, description="values of the field; a list field's levels are lists, named by level_label")
     description: str = ""
     moves: Optional[Moves] = Field(None, description="the metric this factor is meant to move (manipulation check)")
 
@@ -143,9 +152,14 @@ class Factor(_Model):
     @field_validator("levels")
     @classmethod
     def _distinct(cls, v):
-        if len({str(x) for x in v}) != len(v):
+        if len({str(level_label(x)) for x in v}) != len(v):
             raise ValueError(f"levels must be distinct, got {v}")
         return v
+
+    @property
+    def labels(self) -> list:
+        """The levels as the data holds them (:func:`level_label`)."""
+        return [level_label(x) for x in self.levels]
 
 
 class Check(_Model):
@@ -289,6 +303,8 @@ def design_runs(plan: Plan, *, skip_unknown: bool = False) -> list[tuple[dict, d
                 continue
             raise
         if kind == "sweep":
+            if skip_unknown and any(isinstance(x, list) for x in f.levels):
+                continue  # refused by the cross-checks: a traced field takes numbers
             sweep[target] = [float(x) for x in f.levels]
         elif kind == "static":
             static.append((f, target))

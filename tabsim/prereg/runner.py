@@ -33,7 +33,7 @@ from tabsim.prereg.schema import Plan, PreregError, design_runs, load_plan
 from tabsim.prereg.status import DATA, RESULT_FILES, RESULTS, STATUS
 from tabsim.prereg.summary import count
 from tabsim.runtime.store import RunStore, job_key
-from tabsim.studies.factorial import run_factorial
+from tabsim.studies.factorial import Factor, run_factorial
 
 
 def _utc_now() -> str:
@@ -64,7 +64,9 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
     arm_factor = next((f for f in plan.design.factors if f.field == "arm"), None)
     (_, base), *_ = design_runs(plan)
     base = {k: v for k, v in base.items() if k != "sweep"}
-    factors = {f.name: {f.field: list(f.levels)} for f in plan.design.factors if f is not arm_factor}
+    factors = [Factor(f.name, f.field, tuple(f.levels),
+                      labels=tuple(f.labels) if any(isinstance(x, list) for x in f.levels) else None)
+               for f in plan.design.factors if f is not arm_factor]
     res = run_factorial(base, factors, progress=progress, name=plan.title, executor=executor)
     frame = res.frame.copy()
     runs = [{"runner": "tabsim.studies.factorial.run_factorial", "config": res.config, "provenance": res.provenance}]

@@ -116,3 +116,51 @@ def test_rows_a_cell_cannot_pair_are_refused_in_one_line():
     with pytest.raises(ValueError, match="ran on different seeds"):
         analysis.estimate(plan, frame[(frame["reward"] == "true") | (frame["seed"] > 0)], None,
                           "cells:sign_true-grpo_frozen", COND, {})
+
+
+def _terms_plan(levels=([], ["backward"]), field="algo.reward_terms"):
+    return {"schema": "tabsim.prereg/1", "title": "terms", "authors": ["tabsim tests"], "rationale": "list levels",
+            "design": {"preset": "dr_grpo", "config": {"arms": {"fpr": 0.1, "fnr": 0.3}}, "arms": ["true", "noisy"],
+                       "seeds": 3, "steps": 5,
+                       "factors": [{"name": "reward", "field": "arm", "levels": ["true", "noisy"]},
+                                   {"name": "terms", "field": field, "levels": [list(x) for x in levels]}]},
+            "analysis": {"ci_method": "t", "cells": {"corrected": {"reward": "noisy", "terms": "backward"},
+                                                     "clean": {"reward": "true", "terms": "none"}}},
+            "stopping_rule": {"kind": "fixed", "description": "once"},
+            "hypotheses": [{"id": "H1", "statement": "s", "estimand": "cells:corrected-clean", "prediction": "greater",
+                            "rule": {"ci_lower_gt": 0}}]}
+
+
+def test_a_list_field_is_a_factor_named_by_its_label(monkeypatch):
+    """algo.reward_terms varies as a factor: its levels are lists, named in the data, conditions and cells by
+    their items joined with + ([] is none); the runner hands the lists to the runs and the labels to the frame."""
+    plan, problems = validate_document(_terms_plan())
+    assert not problems, problems
+    assert plan.factor("terms").labels == ["none", "backward"]
+    assert [cfg["algo"]["reward_terms"] for _, cfg in analysis_runs(plan)] == [[], ["backward"]]
+    seen = {}
+
+    def fake_run(base, factors, **kw):
+        seen.update({f.name: (f.levels, f.labels) for f in factors})
+        raise RuntimeError("stop")
+
+    from tabsim.prereg import runner
+    monkeypatch.setattr(runner, "run_factorial", fake_run)
+    with pytest.raises(RuntimeError, match="stop"):
+        runner.run_design(plan)
+    assert seen == {"terms": (([], ["backward"]), ("none", "backward"))}
+
+
+def analysis_runs(plan):
+    from tabsim.prereg.schema import design_runs
+    return design_runs(plan)
+
+
+@pytest.mark.parametrize("doc, field, message", [
+    (_terms_plan(levels=([], ["backward"], ["backward"])), "design.factors[terms].levels", "levels must be distinct"),
+    (_terms_plan(field="prior_strength"), "design.factors[terms].levels", "list levels are for a list field"),
+    (_terms_plan(levels=([], ["bakward"])), "design.config at terms=['bakward']", "algo.reward_terms"),
+])
+def test_bad_list_levels_are_refused_naming_the_field(doc, field, message):
+    _, problems = validate_document(doc)
+    assert any(p.startswith(field) and message in p for p in problems), problems
