@@ -171,16 +171,39 @@ def using(device):
         jax.config.update("jax_default_device", before)
 
 
-def describe(device=None, choice: str | None = None) -> dict:
-    """What provenance records of the device a run used (``None``: JAX's default device) and of the choice
-    it was picked by (``choice``, else the command's or the environment's, else None)."""
+def pool(device) -> tuple:
+    """Every device of this process on ``device``'s platform, ``device`` first: what a local run spreads its
+    chunks over (one chunk per device at a time, :class:`tabsim.runtime.executors.LocalExecutor`). One GPU,
+    or the CPU as JAX shows it by default, is a pool of one (the run as before). JAX shows several CPU devices
+    only when asked (``XLA_FLAGS=--xla_force_host_platform_device_count=N``, before it starts)."""
+    import jax  # lazy: as above
+
+    if device is None:
+        return ()
+    try:
+        local = list(jax.local_devices(backend=device.platform))
+    except RuntimeError:
+        local = []
+    return (device,) + tuple(d for d in local if d != device)
+
+
+def name(device) -> str:
+    """``platform:id``, as provenance writes a device (``cpu:0``, ``gpu:3``)."""
+    return f"{device.platform}:{device.id}"
+
+
+def describe(device=None, choice: str | None = None, devices=None) -> dict:
+    """What provenance records of the device a run used (``None``: JAX's default device), of the choice
+    it was picked by (``choice``, else the command's or the environment's, else None), and of every device
+    its chunks were computed on (``devices``, default the one device), as ``devices``."""
     import jax  # lazy: as above
 
     dev = device if device is not None else (jax.config.jax_default_device or jax.devices()[0])
     if isinstance(dev, str):  # a platform name given to JAX itself
         dev = jax.devices(dev)[0]
-    return {"device": f"{dev.platform}:{dev.id}", "device_kind": dev.device_kind,
-            "device_choice": choice or defaults.device_setting()}
+    return {"device": name(dev), "device_kind": dev.device_kind,
+            "device_choice": choice or defaults.device_setting(),
+            "devices": [name(d) for d in (devices or (dev,))]}
 
 
 def use_cpu_only_if_unstarted() -> None:

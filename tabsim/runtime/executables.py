@@ -66,7 +66,7 @@ MAX_ENTRIES = 200
 MAX_ENTRY_BYTES = 64 << 20  # a training program is 30-300 KB
 MAX_HEADER_BYTES = 1 << 20
 
-_LOADED: dict = {}  # fingerprint -> _Program, for the life of the process
+_LOADED: dict = {}  # (fingerprint, device id) -> _Program, for the life of the process
 _KEYS: dict = {}  # program key -> its fingerprints in this process (one per argument signature)
 _LOCKS: dict = {}
 _LOCK = threading.Lock()
@@ -152,19 +152,24 @@ class _Program:
 def run(key, program, *args):
     """``program(*args)`` (``program`` a ``jax.jit`` function) without tracing it where the store holds
     it; else traced, kept in the store and run. The first call of each program and argument signature
-    runs in one thread at a time, so threads started together trace it once."""
+    runs in one thread at a time, so threads started together trace it once.
+
+    The program is compiled for the device the call runs on (a committed argument's, else JAX's default
+    device of the calling thread, :class:`tabsim.runtime.executors.LocalExecutor`'s with several devices)
+    and kept per device in this process; the entry on disk (StableHLO) serves every device of its kind."""
     text = key_text(key, args, options(program))
     fp = hashlib.sha256(text.encode()).hexdigest()
-    prog = _LOADED.get(fp)
+    slot = (fp, _device(jax.tree_util.tree_leaves(args)).id)  # one compiled program per device it runs on
+    prog = _LOADED.get(slot)
     if prog is None:
         with _LOCK:
-            lock = _LOCKS.setdefault(fp, threading.Lock())
+            lock = _LOCKS.setdefault(fp, threading.Lock())  # devices in turn: the second finds the first's entry
             _KEYS.setdefault(key, set()).add(fp)
         with lock:
-            prog = _LOADED.get(fp)
+            prog = _LOADED.get(slot)
             if prog is None:
                 with clock.timed("compile"):  # tracing or loading, and compiling (or JAX's cache answering)
-                    prog = _LOADED[fp] = _prepare(text, fp, program, args, keep=not outside_code(key))
+                    prog = _LOADED[slot] = _prepare(text, fp, program, args, keep=not outside_code(key))
     return prog(args)
 
 

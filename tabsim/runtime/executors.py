@@ -8,6 +8,7 @@ bits.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -132,55 +133,86 @@ class LocalExecutor:
     outputs are the same bits as one chunk after another. ``threads=None``: the cores this process may
     use (:func:`local_threads`); ``threads=1``: one chunk after another. :func:`local_executor` also
     keeps the chunks in flight within the memory available.
+
+    ``devices`` (several ``jax.Device`` of one platform: the GPUs of a machine,
+    :func:`tabsim.runtime.device.pool`): thread ``k`` computes on device ``k mod len(devices)`` (JAX's
+    default device in that thread only) and takes chunks ``k``, ``k + threads``, ... in turn, so which
+    device computes which chunk is fixed by the chunks' positions; each device compiles the program once
+    (:func:`tabsim.runtime.executables.run`) and the outputs are the same bits as on one device.
+    ``None`` or one device: every chunk on JAX's default device, as before.
     """
 
     threads: int = 1  # a subclass that does not call __init__ runs one chunk after another
+    devices: tuple | None = None
 
-    def __init__(self, threads: int | None = None):
+    def __init__(self, threads: int | None = None, devices=None):
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads: must be an integer >= 1 or None, got {threads!r}")
         self.threads = threads or local_threads()
+        self.devices = tuple(devices) if devices is not None and len(devices) > 1 else None
+
+    def used(self, n_chunks: int) -> tuple:
+        """The devices that compute ``n_chunks`` chunks (empty without several devices)."""
+        if not self.devices:
+            return ()
+        workers = 1 if self.threads == 1 or n_chunks < 2 else min(self.threads, n_chunks)
+        return self.devices[:min(workers, len(self.devices))]
 
     def map(self, fn, chunks):
         chunks = list(chunks)
         if getattr(fn, "interruptible", False) and 1 <= len(chunks) and (self.threads == 1 or len(chunks) < 2):
             # a long chunk computes in a helper thread: Ctrl-C reaches this thread at once, even while one
             # call into XLA (a first evaluation of a large table) takes a minute
-            yield from _threaded_map(fn, chunks, 1)
+            yield from _threaded_map(fn, chunks, 1, self.devices)
             return
         if self.threads == 1 or len(chunks) < 2:
             for c in chunks:
-                yield fn(c)
+                with placed(self.devices[0] if self.devices else None):
+                    out = fn(c)
+                yield out
             return
-        yield from _threaded_map(fn, chunks, min(self.threads, len(chunks)))
+        yield from _threaded_map(fn, chunks, min(self.threads, len(chunks)), self.devices)
 
 
-def _threaded_map(fn, chunks: list, n_threads: int):
+def placed(device):
+    """JAX's default device is ``device`` in this thread for the block (``None``: unchanged)."""
+    if device is None:
+        return contextlib.nullcontext()
+    import jax  # lazy: the CLI's option parsing imports this module
+
+    return jax.default_device(device)
+
+
+def _threaded_map(fn, chunks: list, n_threads: int, devices: tuple | None = None):
     """``fn`` over ``chunks`` in ``n_threads`` daemon threads (a command interrupted by Ctrl-C does not
     wait for them), yielded in order; the first error is raised here and the rest of the chunks are
-    not started."""
-    todo: queue.SimpleQueue = queue.SimpleQueue()
+    not started. With ``devices``, thread ``k`` computes chunks ``k, k + n_threads, ...`` on device
+    ``devices[k % len(devices)]``; without, each thread takes the next chunk not yet taken."""
+    queues = [queue.SimpleQueue() for _ in range(n_threads if devices else 1)]
     for i, c in enumerate(chunks):
-        todo.put((i, c))
+        queues[i % len(queues)].put((i, c))
     done: queue.SimpleQueue = queue.SimpleQueue()
     stop = threading.Event()
 
-    def work():
-        while not stop.is_set():
-            try:
-                i, c = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                done.put((i, True, fn(c)))
-            except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
-                done.put((i, False, err))
-                return
-            finally:
-                UNSAVED.discard(threading.get_ident())  # its output is handed on (tabsim.runtime.segments)
+    def work(k: int):
+        todo = queues[k % len(queues)]
+        with placed(devices[k % len(devices)] if devices else None):
+            while not stop.is_set():
+                try:
+                    i, c = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    done.put((i, True, fn(c)))
+                except BaseException as err:  # noqa: BLE001  (re-raised in the caller's thread)
+                    done.put((i, False, err))
+                    return
+                finally:
+                    UNSAVED.discard(threading.get_ident())  # its output is handed on (tabsim.runtime.segments)
 
     INTERRUPTED.clear()
-    threads = [threading.Thread(target=work, name=f"tabsim-chunk-{k}", daemon=True) for k in range(n_threads)]
+    threads = [threading.Thread(target=work, args=(k,), name=f"tabsim-chunk-{k}", daemon=True)
+               for k in range(n_threads)]
     for t in threads:
         t.start()
     ready: dict = {}

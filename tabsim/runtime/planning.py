@@ -183,14 +183,19 @@ def _auto_units(cfg: Config, n_units: int, device=None) -> int:
     return min(u, 1 << max(0, (n_units - 1).bit_length()))
 
 
-def local_executor(chunk_bytes: int | None = None) -> LocalExecutor:
+def local_executor(chunk_bytes: int | None = None, devices=None) -> LocalExecutor:
     """The default executor: :class:`LocalExecutor` with as many threads as cores, but no more chunks of
-    ``chunk_bytes`` (:func:`tabsim.runtime.planning.estimate_bytes`) in flight than the available memory holds."""
+    ``chunk_bytes`` (:func:`tabsim.runtime.planning.estimate_bytes`) in flight than the available memory holds.
+
+    Several ``devices`` (:func:`tabsim.runtime.device.pool`): chunks are spread over all of them, one
+    thread per accelerator (each chunk is sized for one device's memory), at least one per CPU device."""
     threads = local_threads()
+    if devices is not None and len(devices) > 1:
+        threads = len(devices) if devices[0].platform != "cpu" else max(threads, len(devices))
     if chunk_bytes:
 
         threads = max(1, min(threads, (available_bytes() - RUNTIME_BYTES) // max(chunk_bytes, 1)))
-    return LocalExecutor(threads=threads)
+    return LocalExecutor(threads=threads, devices=devices)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -264,8 +269,10 @@ class RunPlan:
     ``per_chunk`` conditions (``ts.run``: each of ``seeds`` seeds) or condition x seed units (a packed
     job: ``seeds`` is 1) make one chunk, ``chunks`` of them cover the ``conditions``; a chunk runs in
     calls of ``segment`` steps (None: one call); ``executor`` runs ``threads`` chunks at a time on
-    ``device`` (a ``jax.Device``, picked by ``device_choice`` from ``work``); ``chunk_bytes`` is the
-    estimated peak of one chunk's arrays (:func:`estimate_bytes`); ``shown``: a progress bar is drawn.
+    ``device`` (a ``jax.Device``, picked by ``device_choice`` from ``work``), and the chunks are computed on
+    ``devices`` (``device`` alone, or the local devices of its platform that the executor spreads them
+    over, :meth:`LocalExecutor.used`); ``chunk_bytes`` is the estimated peak of one chunk's arrays
+    (:func:`estimate_bytes`); ``shown``: a progress bar is drawn.
     """
 
     conditions: int
@@ -282,6 +289,7 @@ class RunPlan:
     programs: int = 1
     shown: bool = False
     kind: str = "run"  # "run" (ts.run: conditions x seeds) or "designs" (a packed job: condition x seed units)
+    devices: tuple = dataclasses.field(default=(), repr=False)  # empty: ``device`` alone
 
     @property
     def executor_kind(self) -> str:
@@ -298,7 +306,13 @@ class RunPlan:
                 "chunks": self.chunks, "programs": self.programs, "segment_steps": self.segment,
                 "executor": self.executor_kind, "threads": self.threads,
                 "device": None if dev is None else f"{dev.platform}:{dev.id}", "device_choice": self.device_choice,
-                "chunk_bytes": self.chunk_bytes, "work_units": self.work}
+                "chunk_bytes": self.chunk_bytes, "work_units": self.work,
+                "devices": [device_mod.name(d) for d in self.used_devices]}
+
+    @property
+    def used_devices(self) -> tuple:
+        """The devices the chunks are computed on (``device`` alone unless the executor spreads them)."""
+        return self.devices or (() if self.device is None else (self.device,))
 
     def lines(self) -> list[str]:
         """The plan in a few lines, as ``--dry-run`` prints it."""
@@ -312,12 +326,19 @@ class RunPlan:
         seg = f"in calls of {self.segment} steps" if self.segment else "in one call each"
         return [f"chunks: {head}, {seg}",
                 f"executor: {d['executor']}, {self.threads} chunk(s) at a time",
-                f"device: {d['device']} (--device {self.device_choice}; {self.work:.3g} units of work)",
+                f"device: {d['device']} (--device {self.device_choice}; {self.work:.3g} units of work)"
+                + (f"; chunks spread over {len(self.devices)} devices: {', '.join(d['devices'])}"
+                   if len(self.devices) > 1 else ""),
                 f"memory: about {_size(self.chunk_bytes)} of arrays per chunk"]
 
 
 def _size(n: float) -> str:
     return f"{n / 2**30:.3g} GiB" if n >= 2**28 else f"{n / 2**20:.3g} MiB"
+
+
+def spread(executor, n_chunks: int) -> tuple:
+    """The devices a local executor spreads ``n_chunks`` chunks over (empty: the run's one device)."""
+    return executor.used(n_chunks) if isinstance(executor, LocalExecutor) else ()
 
 
 def executor_threads(executor) -> int:
@@ -347,7 +368,7 @@ def plan_run(cfg: Config, n_cond: int, n_seeds: int, *, executor=None, device: s
     segment = steps_per_segment(cfg, size, n_seeds)
     chunk_bytes = estimate_bytes(cfg, size, n_seeds)
     if executor is None:
-        executor = local_executor(chunk_bytes)
+        executor = local_executor(chunk_bytes, device_mod.pool(dev))
     steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
     n_calls = len(calls(steps, ev, segment)) if segment else 1
     shown = progress if progress is not None else (n_chunks * n_calls > 1 or watched)
@@ -356,7 +377,7 @@ def plan_run(cfg: Config, n_cond: int, n_seeds: int, *, executor=None, device: s
         segment = progress_segment(steps, ev)  # a bar that would jump from 0 to its end: about 20 calls a chunk
     return RunPlan(conditions=n_cond, seeds=n_seeds, per_chunk=size, chunks=n_chunks, segment=segment,
                    executor=executor, threads=executor_threads(executor), device=dev, device_choice=choice,
-                   chunk_bytes=chunk_bytes, work=work, shown=bool(shown))
+                   chunk_bytes=chunk_bytes, work=work, shown=bool(shown), devices=spread(executor, n_chunks))
 
 
 def plan_designs(pack: Callable, *, executor=None, device: str | None = None, progress: bool | None = None,
@@ -377,10 +398,11 @@ def plan_designs(pack: Callable, *, executor=None, device: str | None = None, pr
     sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
     chunk_bytes = max((estimate_bytes(Config.model_validate(json.loads(conf)), n, 1) for conf, n in sizes), default=0)
     if executor is None and chunks:
-        executor = local_executor(chunk_bytes)
+        executor = local_executor(chunk_bytes, device_mod.pool(dev))
     shown = progress if progress is not None else len(chunks) > 1
     return RunPlan(conditions=sum(len(p) for p, _ in packed[0]), seeds=1,
                    per_chunk=max((n for _, n in sizes), default=0), chunks=len(chunks), segment=None,
                    executor=executor, threads=executor_threads(executor) if executor is not None else 1,
                    device=dev, device_choice=choice, chunk_bytes=chunk_bytes, work=float(work),
-                   programs=len(packed[2]), shown=bool(shown), kind="designs"), packed
+                   programs=len(packed[2]), shown=bool(shown), kind="designs",
+                   devices=spread(executor, len(chunks))), packed

@@ -249,7 +249,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest(), seeds=[EXPECTED_SEED] if expected(cfg) else seeds,
                       wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=len(values), n_chunks=plan.chunks,
-                      **device_mod.describe(plan.device, plan.device_choice), **precision_mod.describe(precision), plan=plan.as_dict(),
+                      **device_mod.describe(plan.device, plan.device_choice, plan.used_devices), **precision_mod.describe(precision), plan=plan.as_dict(),
                       **extra)
     return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov, prompts=prompts)
 

@@ -127,7 +127,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     for d, per in zip(designs, index):
         frame = design_frame(d, per, outputs, skip_frozen)
         prov = provenance(design=d.name, seeds=list(d.seeds), wall_seconds_job=wall, n_units_job=n_units,
-                          n_chunks_job=len(planned), n_programs_job=len(programs), **device_mod.describe(dev),
+                          n_chunks_job=len(planned), n_programs_job=len(programs), **device_mod.describe(dev, devices=plan.used_devices),
                           plan=plan.as_dict(),
                           config_hashes=sorted({program_config(d, s).digest() for s in static_combos(d)}))
         conf = {"base": d.base, "factors": [dataclasses.asdict(f) for f in d.factors], "seeds": list(d.seeds),

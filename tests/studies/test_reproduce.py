@@ -46,6 +46,7 @@ def test_reduced_reproduce_writes_every_promised_file(reduced):
     assert {"prior_strength", "seed", "d_null", "d_elicit", "d_rd"} <= set(seeds.columns)
     prov = json.loads((reduced / "provenance.json").read_text())
     assert prov["n_programs"] == 1 and prov["config_hash"] and "jax" in prov
+    assert prov["device"] == "cpu:0" and prov["devices"] == ["cpu:0"]  # every device its chunks computed on
     assert json.loads((reduced / "config.json").read_text())["settings"]["seeds"] == SEEDS
     # report.md is written last: nothing in the folder is newer
     from tabsim.runtime.store import MARKER

@@ -196,7 +196,8 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
                       seconds_statistics=round(t_stats - t_train, 3), config_hash=cfg.digest(),
                       n_units=results[0].provenance["n_units_job"], n_chunks=results[0].provenance["n_chunks_job"],
                       n_programs=results[0].provenance["n_programs_job"], argv=sys.argv, overrides=s.overrides,
-                      process_seconds=process_seconds(), phase_seconds=clock.net())
+                      process_seconds=process_seconds(), phase_seconds=clock.net(),
+                      **{k: results[0].provenance[k] for k in ("device", "device_kind", "device_choice", "devices")})
     write_json(dest / "provenance.json", prov)
     write_json(dest / "config.json", {"settings": dataclasses.asdict(s),
                                      "designs": {n: r.config for n, r in zip(designs, results)},
