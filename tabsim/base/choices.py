@@ -29,6 +29,7 @@ OPTIMIZERS = ("sgd", "adam")
 GROUP_STAGES = ("gfpo_length", "gfpo_efficiency", "cppo", "drop_all_wrong", "drop_all_right")
 GROUP_SELECTING = ("gfpo_length", "gfpo_efficiency", "cppo")  # those that keep k answers a group (train.group_keep)
 TRACKERS = ("spo_stream",)  # per-prompt trackers of tabsim.sim.tracker (algo.tracker; "none": no tracker)
+PROMPT_SKIPS = ("greso",)  # skipping prompts before the rollout, tabsim.sim.prompt_skip (algo.prompt_skip)
 # behaviour policies and importance-sampling corrections of tabsim.sim.behaviour (algo.behaviour, algo.is_correction)
 BEHAVIOURS = ("policy", "hint", "mismatch", "stale")
 IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -66,7 +67,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "real_tau",
                 "tracker_rho",
                 "ctpo_clip_low", "ctpo_clip_high", "ctpo_clip_c", "ctpo_power",
-                "holder_p")
+                "holder_p",
+                "skip_p_easy", "skip_p_hard", "skip_target")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

@@ -39,4 +39,6 @@ HYPER_DEFAULTS: dict[str, float] = {
     "ctpo_clip_low": 0.025, "ctpo_clip_high": 0.05, "ctpo_clip_c": 0.05, "ctpo_power": 0.5,
     "correct_mass_ratio": 1.0,  # task.correct_mass_ratio None: the equal split
     "holder_p": 1.0,  # HölderPO's power-mean exponent (the authors' default, constant)
+    # GRESO's skip rule: p_easy, p_hard at the start and the target zero-variance share (the authors' scripts)
+    "skip_p_easy": 0.5, "skip_p_hard": 0.5, "skip_target": 0.25,
 }

@@ -1,5 +1,6 @@
-"""The config's fields of the group stage and DAPO's refill (:mod:`tabsim.sim.groups`, fields of ``train``) and of
-the per-prompt tracker (:mod:`tabsim.sim.tracker`, fields of ``algo``), with their checks.
+"""The config's fields of the group stage and DAPO's refill (:mod:`tabsim.sim.groups`, fields of ``train``), of
+the per-prompt tracker (:mod:`tabsim.sim.tracker`) and of the prompt skip (:mod:`tabsim.sim.prompt_skip`, fields of
+``algo``), with their checks.
 
 Every field is written to a config only when set away from its default (the sections' serializers in
 :mod:`tabsim.config.models`), so a config written before they existed keeps its digest.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from tabsim.base.hyper_defaults import HYPER_DEFAULTS as D
-from tabsim.base.choices import GROUP_SELECTING, GROUP_STAGES, TRACKERS
+from tabsim.base.choices import GROUP_SELECTING, GROUP_STAGES, PROMPT_SKIPS, TRACKERS
 from tabsim.config.base import Section, one_of
 
 
@@ -68,10 +69,24 @@ class TrackerKnobs(Section):
     tracker_rho: float = Field(D["tracker_rho"], gt=0.0, le=1.0, description="spo_stream: the Beta posterior's "
                                "discount per visit")
 
+    prompt_skip: str = Field("none", description="skip prompts before the rollout by their reward history (greso: "
+                                                 "GRESO's probabilistic skip); none = every drawn prompt rolled out")
+    skip_p_easy: float = Field(D["skip_p_easy"], ge=0.0, le=1.0, description="greso: p_easy at the start, a prompt "
+                               "all right e times in a row is skipped with 1 - max(p_easy^e, 0.01)")
+    skip_p_hard: float = Field(D["skip_p_hard"], ge=0.0, le=1.0, description="greso: p_hard at the start (the "
+                               "all-wrong runs)")
+    skip_target: float = Field(D["skip_target"], ge=0.0, le=1.0, description="greso: the target share of "
+                               "zero-variance groups (a third all right, two thirds all wrong)")
+
     @field_validator("tracker")
     @classmethod
     def _tracker(cls, v):
         return one_of("tracker", v, ("none", *TRACKERS))
+
+    @field_validator("prompt_skip")
+    @classmethod
+    def _prompt_skip(cls, v):
+        return one_of("prompt skip", v, ("none", *PROMPT_SKIPS))
 
     @model_validator(mode="after")
     def _tracker_gives_the_advantages(self):
@@ -80,3 +95,27 @@ class TrackerKnobs(Section):
                              f"normalised over the batch), so algo.estimator = {self.estimator!r} would not be read; "
                              "leave algo.estimator at 'grpo' or set algo.tracker = 'none'")
         return self
+
+
+# algo's fields of this module written to a config only when set away from their default, and the knobs written
+# whenever the component reading them is chosen (tabsim.config.models' serializer)
+ALGO_UNWRITTEN = ("tracker", "tracker_rho", "prompt_skip", "skip_p_easy", "skip_p_hard", "skip_target")
+ALGO_KNOBS = {"tracker_rho": ("tracker", "spo_stream"), "skip_p_easy": ("prompt_skip", "greso"),
+              "skip_p_hard": ("prompt_skip", "greso"), "skip_target": ("prompt_skip", "greso")}
+
+
+def check_prompt_state(train, algo) -> None:
+    """Refuse (one line) per-prompt state carried between steps under the exact expected flow, and the prompt skip
+    with draws with replacement."""
+    if algo.tracker != "none" and train.dynamics == "expected":
+        raise ValueError(f"algo.tracker: {algo.tracker!r} carries per-prompt state from step to step, which the exact "
+                         "expected flow does not follow; use train.dynamics = 'sampled' or algo.tracker = 'none'")
+    if algo.prompt_skip == "none":
+        return
+    if train.dynamics == "expected":
+        raise ValueError(f"algo.prompt_skip: {algo.prompt_skip!r} carries each prompt's reward history from step to "
+                         "step, which the exact expected flow does not follow; use train.dynamics = 'sampled' or "
+                         "algo.prompt_skip = 'none'")
+    if train.replacement:
+        raise ValueError(f"algo.prompt_skip: {algo.prompt_skip!r} skips prompts of a draw without replacement (each "
+                         "prompt once an epoch); set train.replacement = false or algo.prompt_skip = 'none'")

@@ -19,7 +19,8 @@ from tabsim.config.base import BIG, LR_MIN, SEED_END, Section, one_of, suggest
 from tabsim.base.choices import OPTIONAL_METRICS, TOKEN_WEIGHTS
 from tabsim.config.prompt_metrics import check_prompt_metrics
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
-from tabsim.config.groups import GroupKnobs, TrackerKnobs
+from tabsim.config.groups import ALGO_KNOBS as TRACKER_KNOBS, ALGO_UNWRITTEN as TRACKER_UNWRITTEN
+from tabsim.config.groups import GroupKnobs, TrackerKnobs, check_prompt_state
 from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
@@ -125,8 +126,8 @@ ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate"
                 "real_tau": ("surrogate", "real"),
                 "ctpo_clip_low": ("surrogate", "ctpo"), "ctpo_clip_high": ("surrogate", "ctpo"),
                 "ctpo_clip_c": ("surrogate", "ctpo"), "ctpo_power": ("surrogate", "ctpo")}
-ALGO_KNOB_OF.update(tracker_rho=("tracker", "spo_stream"), **LOSS_KNOB_OF)  # tabsim.sim.tracker, config.losses
-ALGO_UNWRITTEN_AT_DEFAULT += ("tracker", "tracker_rho", *LOSS_KNOB_OF)
+ALGO_KNOB_OF.update(**TRACKER_KNOBS, **LOSS_KNOB_OF)  # tabsim.config.groups (tracker, prompt skip), config.losses
+ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *LOSS_KNOB_OF)
 
 
 class AlgoConfig(BehaviourKnobs, TrackerKnobs, LossKnobs):  # knobs of tabsim.config.behaviour and tabsim.config.groups
@@ -320,9 +321,7 @@ class Config(Section):
         if not tr.replacement and tr.batch_size > t.n_prompts:
             raise ValueError(f"train.batch_size must be <= task.n_prompts={t.n_prompts} when drawing without "
                              f"replacement, got {tr.batch_size}")
-        if a.tracker != "none" and tr.dynamics == "expected":
-            raise ValueError(f"algo.tracker: {a.tracker!r} carries per-prompt state from step to step, which the exact "
-                             "expected flow does not follow; use train.dynamics = 'sampled' or algo.tracker = 'none'")
+        check_prompt_state(tr, a)  # the tracker and the prompt skip (tabsim.config.groups)
         if not tr.replacement and tr.batch_size + tr.refill > t.n_prompts:
             raise ValueError(f"train.refill: batch_size + refill = {tr.batch_size} + {tr.refill} candidate prompts "
                              f"must be <= task.n_prompts={t.n_prompts} when drawing without replacement")

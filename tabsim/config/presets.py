@@ -245,6 +245,14 @@ PRESETS: dict[str, dict] = {
     # number of the group's answers sharing its prefix (tabsim.sim.algos.token_weights.lambda_grpo).
     "lambda_grpo": {"algo": _algo(std_eps=1e-4, aggregation="seq-mean-token-mean", token_weight="lambda_grpo"),
                     "train": {"group_size": 6}},
+    # GRESO (arXiv 2506.02177) as its authors' released scripts (Infini-AI-Lab/GRESO, train-scripts/*_greso.sh, on
+    # their verl's defaults): the probabilistic pre-rollout skip (algo.prompt_skip, tabsim.sim.prompt_skip) with
+    # p_easy = p_hard = 0.5 and a target zero-variance share of 0.25, on dynamic sampling (the zero-variance groups
+    # dropped: algo.filter; train.refill adds the draw beyond the batch), GRPO's z-score (Bessel std, eps 1e-6), clip
+    # 0.2, token-mean, no KL, entropy bonus 0.001 (their verl's entropy_coeff), 8 answers per prompt.
+    "greso": {"algo": _algo(filter=True, ent_coef=0.001, prompt_skip="greso", skip_p_easy=0.5, skip_p_hard=0.5,
+                            skip_target=0.25),
+              "train": {"group_size": 8}},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

@@ -82,7 +82,8 @@ def algo_spec(cfg: Config) -> AlgoSpec:
                     behaviour_old=a.behaviour_old if a.behaviour != "policy" else "policy",
                     is_correction=a.is_correction, kl_schedule=a.kl_schedule, ref_reset_every=a.ref_reset_every,
                     ref_reset_optimizer=a.ref_reset_optimizer if a.ref_reset_every else True,
-                    token_weight=a.token_weight, tracker=a.tracker)
+                    token_weight=a.token_weight, tracker=a.tracker,
+                    prompt_skip=a.prompt_skip)
 
 
 def reward_spec(cfg: Config) -> RewardSpec | None:

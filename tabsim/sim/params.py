@@ -86,6 +86,11 @@ class Hyper:
     ctpo_clip_c: float = D["ctpo_clip_c"]  # the dual clip's log-space threshold
     ctpo_power: float = D["ctpo_power"]
     holder_p: float = D["holder_p"]  # HölderPO (arXiv 2605.12058): the power mean's exponent over token ratios
+    # GRESO (arXiv 2506.02177): the skip rule's starting exploration probabilities and the target share of
+    # zero-variance groups, read only when algo.prompt_skip names greso (tabsim.sim.prompt_skip)
+    skip_p_easy: float = D["skip_p_easy"]
+    skip_p_hard: float = D["skip_p_hard"]
+    skip_target: float = D["skip_target"]
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

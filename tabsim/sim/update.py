@@ -35,6 +35,7 @@ from tabsim.sim.algos.tree_credit import check_group_stage
 from tabsim.sim.params import Hyper
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_at
 from tabsim.sim import tracker as tracker_mod
+from tabsim.sim import prompt_skip as skip_mod  # GRESO (algo.prompt_skip)
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, runs_at
 from tabsim.sim import behaviour as behaviour_mod
 from tabsim.sim import kl_schedule
@@ -65,6 +66,7 @@ class TrainState:
     behaviour: Any = None  # the behaviour sampler's state (tabsim.sim.behaviour: the stale ring), or None
     kl_state: Any = None  # the KL and reference schedules' state (tabsim.sim.kl_schedule.KLState), or None
     tracker: Any = None  # the per-prompt tracker (tabsim.sim.tracker, algo.tracker), or None
+    prompt_skip: Any = None  # the prompt skip's reward history (tabsim.sim.prompt_skip, algo.prompt_skip), or None
 
 
 def optimizer(algo: AlgoSpec, hp: Hyper):
@@ -357,7 +359,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
 
     def update(state: TrainState, task, arm, hp: Hyper):
         seed, step = state.seed, state.step
-        idx = sample_prompts(env, schedule, seed, step, tracker_mod.weights(state.tracker))
+        idx = skip_mod.draw(state, sample_prompts, env, schedule)  # the batch's prompts, a tracker's weights, a skip
         hp = kl_schedule.hyper(state.kl_state, hp)  # an adaptive beta (tabsim.sim.kl_schedule), else hp itself
         # the answers' sampler (tabsim.sim.behaviour; None: the policy) and the KL's reference (the task's prior,
         # or a schedule's)
@@ -373,7 +375,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                 logp_old = logp_mu
         rewards, outcome, kl_tok = score(env, algo, plan, arms, arm, seed, step, task_b, rollout, logp_old,
                                          logq_old, logq_ref, hp)
-        keep, reward_mean = None, rewards.mean()  # the sampled answers' mean reward, before a group stage
+        keep, reward_mean, drawn = None, rewards.mean(), (idx, rewards if outcome is None else outcome)  # all drawn
         if schedule.refill:  # DAPO's refill: the first B informative of the B + refill candidates
             parts = (idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows, is_w)
             idx, task_b, rewards, outcome, kl_tok, rollout, logp_old, logq_old, logq_ref, rows, is_w = refill(
@@ -410,7 +412,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         return dataclasses.replace(state, logits=logits, opt_state=opt_state, step=step + 1,
                                    behaviour=behaviour_mod.advance(algo, state.behaviour, state.logits, step),
                                    kl_state=kl_state, tracker=tracker_mod.advance(
-                                       state.tracker, idx, rewards if outcome is None else outcome,
-                                       hp.tracker_rho)), diag
+                                       state.tracker, idx, rewards if outcome is None else outcome, hp.tracker_rho),
+                                   prompt_skip=skip_mod.advance(state.prompt_skip, *drawn, step, hp)), diag
 
     return update

@@ -111,6 +111,9 @@ EXPECTED = {
                   aggregation="token-mean", kl_placement="none", filter=False),
     "lambda_grpo": dict(estimator="grpo", std_ddof=1, std_eps=1e-4, surrogate="clip", eps_low=0.2, eps_high=0.2,
                         aggregation="seq-mean-token-mean", kl_placement="none", token_weight="lambda_grpo"),
+    "greso": dict(estimator="grpo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                  aggregation="token-mean", kl_placement="none", filter=True, ent_coef=0.001, prompt_skip="greso",
+                  skip_p_easy=0.5, skip_p_hard=0.5, skip_target=0.25),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -43,6 +43,7 @@ class AlgoSpec:
     ref_reset_optimizer: bool = True  # ... and restart the optimizer's state there
     token_weight: str = "none"  # the token-weight stage (tabsim.sim.algos.token_weights); none: no weights
     tracker: str = "none"  # the per-prompt tracker carried in the state (tabsim.sim.tracker); none: no tracker
+    prompt_skip: str = "none"  # the prompt skip before the rollout (tabsim.sim.prompt_skip); none: no skipping
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
