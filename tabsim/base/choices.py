@@ -19,7 +19,7 @@ ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"
               "gigpo", "gigpo_std", "tempo", "bnpo")
 RATIOS = ("token", "sequence", "sequence-sum", "cumulative", "holder")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
-              "dcpo", "real", "ctpo")
+              "dcpo", "real", "ctpo", "clip_cov")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
                 "balanced")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
@@ -68,7 +68,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "tracker_rho",
                 "ctpo_clip_low", "ctpo_clip_high", "ctpo_clip_c", "ctpo_power",
                 "holder_p",
-                "skip_p_easy", "skip_p_hard", "skip_target")
+                "skip_p_easy", "skip_p_hard", "skip_target",
+                "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

@@ -223,6 +223,12 @@ PRESETS: dict[str, dict] = {
     # (linear_dec), which is not built: sweep algo.holder_p for fixed exponents.
     "holderpo": {"algo": _algo(ratio="holder", holder_p=1.0, std_eps=1e-8, aggregation="seq-mean-token-mean"),
                  "train": {"group_size": 8}},
+    # Clip-Cov (arXiv 2505.22617) as verl's recipe/entropy/7b_clip_cov.sh: loss_mode clip_cov (PPO's clip with
+    # clip_ratio_low = clip_ratio_high = 1, the gradient cut on max(1, floor(0.0002 n)) tokens drawn at random among
+    # those with covariance in (1, 5)), verl's grpo advantage, token-mean, dynamic-sampling filter, no KL, 8 answers.
+    "clip_cov": {"algo": _algo(surrogate="clip_cov", eps_low=1.0, eps_high=1.0, clip_cov_ratio=2e-4, clip_cov_lb=1.0,
+                               clip_cov_ub=5.0, aggregation="token-mean", filter=True),
+                 "train": {"group_size": 8}},
     # The spurious-rewards recipe (arXiv 2506.10947; docs/science.md): 8 sequential clipped (0.2) updates per
     # rollout batch, no KL, z-score with the unbiased std, 16 samples per prompt, the study's arms.
     # Each prompt owns its logits here, so the recipe's 8 minibatches (which move every prompt through

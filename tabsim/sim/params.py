@@ -91,6 +91,10 @@ class Hyper:
     skip_p_easy: float = D["skip_p_easy"]
     skip_p_hard: float = D["skip_p_hard"]
     skip_target: float = D["skip_target"]
+    # Clip-Cov (arXiv 2505.22617, verl clip_cov): share of the valid tokens cut, and the covariance band drawn from
+    clip_cov_ratio: float = D["clip_cov_ratio"]
+    clip_cov_lb: float = D["clip_cov_lb"]
+    clip_cov_ub: float = D["clip_cov_ub"]
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

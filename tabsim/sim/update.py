@@ -31,6 +31,7 @@ from tabsim.sim.algos import AlgoSpec, advantages, policy_loss, reads_logp_only,
 from tabsim.sim.algos import KL_ESTIMATORS, TOKEN_RETURNS, closed_form
 from tabsim.sim.algos.batch import context_reads
 from tabsim.sim.algos.context import estimator_context
+from tabsim.sim.algos.clip_cov import reads_uniforms, step_uniforms
 from tabsim.sim.algos.tree_credit import check_group_stage
 from tabsim.sim.params import Hyper
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_at
@@ -108,6 +109,7 @@ class UpdatePlan:
     logp_only: bool  # the loss reads the policy only through the sampled tokens' logp
     needs_old: bool  # the rollout's log-probabilities are read
     token_returns: bool  # verl's REINFORCE++ with the KL in the reward: per-token returns
+    rng: str = "fast"  # the run's generator (tabsim.sim.rng), for a loss's own draws (clip_cov)
 
 
 def update_plan(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...], sparse: bool | None) -> UpdatePlan:
@@ -121,7 +123,7 @@ def update_plan(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...], 
         B=B, G=schedule.group_size, n_mb=n_mb, mb=B // n_mb, frozen=arms.index("frozen") if "frozen" in arms else -1,
         every=every, full=every and n_mb == 1, closed=closed, sparse=bool(sparse) and not closed,
         dense_grad=algo.optimizer != "sgd" or algo.grad_clip, single=algo.epochs * n_mb == 1,
-        logp_only=reads_logp_only(algo),
+        logp_only=reads_logp_only(algo), rng=env.rng,
         needs_old=not closed or closed_form.needs_old_logp(algo) or algo.kl_placement == "reward"
         or rewards_mod.reads_policy(algo.reward) or any(a in arms_mod.POLICY_ARMS for a in arms),
         # each token's return carries the KL still to come
@@ -275,7 +277,7 @@ def make_gradient(env, algo: AlgoSpec, plan: UpdatePlan):
         logits_b = logits if plan.full else logits[idx]
         logq = env.token_logq(logits_b, batch["rollout"])
         return policy_loss(algo, logq, batch["rollout"].tokens, batch["mask"], batch["adv"],
-                           batch["logp_old"], batch["logq_ref"], hp)
+                           batch["logp_old"], batch["logq_ref"], hp, uniforms=batch.get("uniforms"))
 
     return jax.grad(loss_fn, has_aux=True)
 
@@ -292,7 +294,7 @@ def _row_gradient(env, algo: AlgoSpec, plan: UpdatePlan):
 
         def loss(x, **kw):
             return policy_loss(algo, x, tokens, batch["mask"], batch["adv"], batch["logp_old"], batch["logq_ref"],
-                               hp, **kw)
+                               hp, uniforms=batch.get("uniforms"), **kw)
 
         if plan.logp_only:
             c, aux = jax.grad(lambda lp: loss(None, logp=lp), has_aux=True)(take_logp(logq, tokens))
@@ -308,6 +310,8 @@ def apply_updates(algo: AlgoSpec, plan: UpdatePlan, grad, state: TrainState, idx
     """``epochs x minibatches`` optimizer steps on the batch: ``(logits, opt_state, clip_frac [steps])``."""
     opt = optimizer(algo, hp)
     n_mb, mb = plan.n_mb, plan.mb
+    if reads_uniforms(algo.surrogate):  # a surrogate that draws tokens at random (clip_cov): the step's uniforms
+        batch = {**batch, "uniforms": step_uniforms(state.seed, state.step, batch["mask"].shape, plan.rng)}
 
     def one_update(carry, j):
         logits, opt_state = carry

@@ -570,8 +570,35 @@ def np_ctpo_batch(logp, logp_old, mask, adv, hp):
     return loss, grad
 
 
+def np_clip_cov_batch(logp, logp_old, mask, adv, hp, uniforms=None):
+    """verl's compute_policy_loss_clip_cov step by step: PPO's two losses, the tokens the clip holds, the masked
+    covariance with -inf on padding and held tokens, clip_num = max(int(ratio n), 1), the candidates in the band in
+    torch.nonzero's (row-major) order, randperm as the order of the candidates' uniforms (none: their own order),
+    the first min(clip_num, count) cut (corr = 0); the gradient of max(pg1, pg2) corr with respect to logp."""
+    a = np.broadcast_to(adv[..., None], logp.shape)
+    ratio = np.exp(logp - logp_old)
+    pg1, pg2 = -a * ratio, -a * np.clip(ratio, 1.0 - hp["eps_low"], 1.0 + hp["eps_high"])
+    held = (pg2 > pg1) & (mask > 0)
+    n = mask.sum()
+    cov = (a - (a * mask).sum() / n) * (logp - (logp * mask).sum() / n)
+    cov[mask == 0] = -np.inf
+    cov[held] = -np.inf
+    clip_num = max(int(hp["clip_cov_ratio"] * n), 1)
+    idx = [i for i in np.ndindex(logp.shape) if hp["clip_cov_lb"] < cov[i] < hp["clip_cov_ub"] and mask[i] > 0]
+    perm = list(range(len(idx))) if uniforms is None else sorted(range(len(idx)), key=lambda j: uniforms[idx[j]])
+    cut = {idx[j] for j in perm[:min(clip_num, len(idx))]}
+    loss, grad = np.zeros(logp.shape), np.zeros(logp.shape)
+    for i in np.ndindex(logp.shape):
+        corr = 0.0 if i in cut else 1.0
+        loss[i] = max(pg1[i], pg2[i]) * corr
+        inside = 1.0 - hp["eps_low"] <= ratio[i] <= 1.0 + hp["eps_high"]
+        grad[i] = (-a[i] * ratio[i] if pg1[i] >= pg2[i] or inside else 0.0) * corr
+    return loss, grad
+
+
 NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch, "disco": np_disco_batch,
-                       "dcpo": np_dcpo_batch, "real": np_real_batch, "ctpo": np_ctpo_batch}
+                       "dcpo": np_dcpo_batch, "real": np_real_batch, "ctpo": np_ctpo_batch,
+                       "clip_cov": np_clip_cov_batch}
 
 
 def np_token_mean(loss, mask):
@@ -756,7 +783,8 @@ def test_batch_surrogate_value_and_gradient_match_numpy(name):
     mask = b["mask"] * b["valid"][:, None, None]
     # 10% of ~60 tokens: 5 penalised; DisCO's KL budget below the batch's mean log-ratio KL (-0.027): its constraint acts
     hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7, disco_tau=2.0, disco_delta=-0.1, disco_beta=3.0,
-              real_tau=0.5, ctpo_clip_low=0.1, ctpo_clip_high=0.15, ctpo_clip_c=0.3, ctpo_power=0.5)
+              real_tau=0.5, ctpo_clip_low=0.1, ctpo_clip_high=0.15, ctpo_clip_c=0.3, ctpo_power=0.5,
+              clip_cov_ratio=0.05, clip_cov_lb=0.05, clip_cov_ub=1.0)  # Clip-Cov: 3 of the band's 13 tokens cut
     want, want_grad = NP_BATCH_SURROGATES[name](b["logp"], b["logp_old"], mask, b["adv"], hp)
     with jax.enable_x64(True):
         old, adv, m = (jnp.asarray(b[k]) for k in ("logp_old", "adv", "mask"))

@@ -60,6 +60,12 @@ class Batch:
 
     Attributes:
       loss: ``[B, G, T]`` per-token losses to reduce (the surrogate's, or a KL or entropy term's).
+
+    For a surrogate registered with ``reads_uniforms=True`` (one that draws tokens at random, as Clip-Cov):
+
+    Attributes:
+      uniforms: ``[B, G, T]`` uniforms of the step, a function of its seed words and step
+        (:func:`tabsim.sim.algos.clip_cov.step_uniforms`).
     """
 
     rewards: Any = None
@@ -79,6 +85,7 @@ class Batch:
     p0: Any = None
     tokens: Any = None
     loss: Any = None
+    uniforms: Any = None
 
 
 # the context fields an estimator may declare with ``reads=`` (what the step computes for it)
@@ -124,10 +131,12 @@ def ratio(name: str, logp, logp_old, mask, *, adv=None, hp=None) -> jax.Array:
     return RATIOS[name](logp, logp_old, mask)
 
 
-def surrogate(name: str, log_ratio, logp, adv, hp, *, mask, logp_old=None) -> jax.Array:
-    """Surrogate ``name``'s per-token losses ``[B, G, T]`` (minimised)."""
+def surrogate(name: str, log_ratio, logp, adv, hp, *, mask, logp_old=None, uniforms=None) -> jax.Array:
+    """Surrogate ``name``'s per-token losses ``[B, G, T]`` (minimised); ``uniforms``: the step's ``[B, G, T]``
+    uniforms, for a surrogate that draws tokens at random."""
     if reads_batch(SURROGATES, name):
-        return SURROGATES[name](Batch(mask=mask, logp=logp, logp_old=logp_old, log_ratio=log_ratio, adv=adv, hp=hp))
+        return SURROGATES[name](Batch(mask=mask, logp=logp, logp_old=logp_old, log_ratio=log_ratio, adv=adv, hp=hp,
+                                      uniforms=uniforms))
     return SURROGATES[name](log_ratio, logp, adv, hp)
 
 

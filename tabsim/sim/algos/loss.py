@@ -160,7 +160,7 @@ def reads_logp_only(spec: AlgoSpec) -> bool:
         and not weight_reads_entropy
 
 
-def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp, logp=None):
+def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp, logp=None, uniforms=None):
     """The aggregated GRPO-family loss and diagnostics.
 
     ``L = agg(surrogate(ratio(logp, logp_old), logp, A)) + beta agg(kl) - ent_coef agg(H)``
@@ -173,6 +173,7 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
       logq_ref: ``[B, G, T, A]`` reference log distributions.
       logp: ``[B, G, T]`` the sampled tokens' log-probabilities, in place of ``logq`` (``None``) when
         :func:`reads_logp_only` (the gradient is then with respect to them).
+      uniforms: ``[B, G, T]`` the step's uniforms, for a surrogate that draws tokens at random (Clip-Cov).
     Returns:
       ``(loss, {"clip_frac": ...})``.
     """
@@ -180,7 +181,7 @@ def policy_loss(spec: AlgoSpec, logq, tokens, mask, adv, logp_old, logq_ref, hp,
         logp = take_logp(logq, tokens)
     log_ratio = ratio(spec.ratio, logp, logp_old, mask, adv=adv, hp=hp)
     a = adv if adv.ndim == logp.ndim else adv[..., None]
-    per_token = surrogate(spec.surrogate, log_ratio, logp, a, hp, mask=mask, logp_old=logp_old)
+    per_token = surrogate(spec.surrogate, log_ratio, logp, a, hp, mask=mask, logp_old=logp_old, uniforms=uniforms)
     if spec.token_weight != "none":  # the token-weight stage: constant weights on the surrogate's tokens
         per_token = per_token * token_weights(spec.token_weight, logq, tokens, mask, adv, hp)
     loss = aggregate(spec.aggregation, per_token, mask, adv=a, hp=hp)
