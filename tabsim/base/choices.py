@@ -16,10 +16,10 @@ from tabsim.base.registry import suggest
 # registry itself, see tabsim.config)
 ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "batch_std", "mapo", "opo", "gpg",
               "passk", "sign", "ngrpo", "raft", "asymre", "pvpo", "grpo_lead", "disco_b", "edge", "s_grpo",
-              "gigpo", "gigpo_std", "tempo", "bnpo")
+              "bnpo", "gigpo", "gigpo_std", "tempo")
 RATIOS = ("token", "sequence", "sequence-sum", "cumulative", "holder")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
-              "dcpo", "real", "ctpo", "clip_cov")
+              "real", "dcpo", "ctpo", "clip_cov")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
                 "balanced")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import math
 import sys
 from typing import Literal
 
@@ -25,6 +24,7 @@ from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
 from tabsim.config.facts import check_facts
+from tabsim.config.schedule import EVAL_POINTS, default_eval_every  # noqa: F401 (re-exported)
 
 
 class TaskConfig(Section):
@@ -394,23 +394,6 @@ SWEEPABLE = {
     **{n: ("algo", n) for n in HYPER_FIELDS if n not in ("prior_strength", "format_boost", "heterogeneity",
                                                           "gamma", "fpr", "fnr", "correct_mass_ratio")},
 }
-
-
-EVAL_POINTS = (20, 50)  # the evaluation intervals a default eval_every aims at (so 21-51 points per curve)
-
-
-def default_eval_every(steps: int) -> int:
-    """An ``eval_every`` for a run of ``steps`` steps that gives its curves 20 to 50 intervals: the largest
-    divisor of ``steps`` that leaves at least 20 (every step below 20 steps); where no divisor gives 20 to 50
-    (``steps`` prime, say) the one whose count of intervals is nearest the range, by ratio."""
-    lo, hi = EVAL_POINTS
-    if steps <= lo:
-        return 1
-    divisors = sorted({x for d in range(1, math.isqrt(steps) + 1) if steps % d == 0 for x in (d, steps // d)})
-    inside = [d for d in divisors if lo <= steps // d <= hi]
-    if inside:
-        return max(inside)
-    return min(divisors, key=lambda d: max(lo / (steps // d), (steps // d) / hi))
 
 
 def traced_name(name: str) -> str | None:

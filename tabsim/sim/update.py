@@ -37,7 +37,6 @@ from tabsim.sim.params import Hyper
 from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_at
 from tabsim.sim import tracker as tracker_mod
 from tabsim.sim import prompt_skip as skip_mod  # GRESO (algo.prompt_skip)
-from tabsim.sim.groups import GroupStage, at_advantage, at_score, runs_at
 from tabsim.sim import behaviour as behaviour_mod
 from tabsim.sim import kl_schedule
 
@@ -53,7 +52,6 @@ class Schedule:
     replacement: bool = False  # draw each batch's prompts with replacement
     groups: GroupStage = GroupStage()  # what the groups keep before their advantages (tabsim.sim.groups)
     refill: int = 0  # candidate prompts drawn beyond batch_size, the first informative B kept (tabsim.sim.groups)
-    groups: GroupStage = GroupStage()  # what the groups keep before their advantages (tabsim.sim.groups)
 
 
 @pytree_dataclass

@@ -56,8 +56,10 @@ def test_ranges_and_globs():
     assert parse_vary(["task.n_prompts=range(20,41,10)"]) == {"task.n_prompts": [20, 30, 40]}
     assert parse_vary(["lr=range(0.1,0.5,0.1)"]) == {"lr": [0.1, 0.2, 0.3, 0.4]}  # exact decimal steps
     assert parse_vary(["train.steps=range(1,4)"]) == {"train.steps": [1, 2, 3]}
-    assert parse_vary(["algo.estimator=glob(*grpo*)"]) == {"algo.estimator": ["grpo", "dr_grpo"]}
-    assert parse_vary(["preset=glob(d*)"])["preset"] == ["dapo", "dr_grpo"]
+    grpos = parse_vary(["algo.estimator=glob(*grpo*)"])["algo.estimator"]  # the matches, in the registry's order
+    assert grpos[:2] == ["grpo", "dr_grpo"] and all("grpo" in n for n in grpos) and "rloo" not in grpos
+    assert parse_vary(["preset=glob(dr_*)"])["preset"] == ["dr_grpo"]
+    assert {"dapo", "dr_grpo"} <= set(parse_vary(["preset=glob(d*)"])["preset"])
 
 
 @pytest.mark.parametrize("spec, words", [

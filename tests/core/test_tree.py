@@ -194,6 +194,14 @@ def np_policy_grad(logits, nodes, tokens, mask, adv, logp_old, logp_ref, *, rati
         wt = mask / n_seq
     elif aggregation == "seq-mean-token-sum-norm":
         wt = mask / (n_seq * T)
+    elif aggregation == "balanced":  # per group (n+/G) mean_tok(pos) + (n-/G) mean_tok(neg), mean over kept groups
+        valid = n_i > 0
+        n_kept = max((valid.sum(-1) > 0).sum(), 1)
+        wt = np.zeros(mask.shape)
+        for b, g in itertools.product(range(B), range(G)):
+            if valid[b, g] and adv[b, g] != 0:
+                side = (np.sign(adv[b]) == np.sign(adv[b, g])) & valid[b]
+                wt[b, g] = mask[b, g] * side.sum() / max(valid[b].sum(), 1) / (n_i[b] * side).sum() / n_kept
     else:  # group-sum
         wt = mask / np.maximum(n_i, 1)[..., None] / G
     lr = (logp - logp_old) * mask
