@@ -40,12 +40,7 @@ def prompt_frame(per_prompt: dict, grid: list[dict], seeds: list[int], arms: lis
     shape = next(iter(per_prompt.values())).shape
     idx = np.indices(shape).reshape(len(shape), -1)
     ci, si, ai, ei, ni = idx
-    cols: dict = {}
-    for name in (grid[0] if grid else {}):
-        cols[name] = np.asarray([g[name] for g in grid], dtype=float)[ci]
-    cols["seed"] = np.asarray(seeds, dtype=np.int64)[si]
-    cols["arm"] = pd.Categorical(np.asarray(arms, dtype=object)[ai], categories=arms)
-    cols["step"] = np.asarray(steps, dtype=np.int64)[ei]
+    cols = run_columns(grid, seeds, arms, steps, ci, si, ai, ei)
     cols["prompt"] = ni.astype(np.int64)
     if strength is not None:
         cols[PROMPT_STRENGTH] = np.asarray(strength, dtype=np.float64).reshape(-1)
@@ -92,3 +87,15 @@ def check_prompt_history(cfg: Config, n_conditions: int, n_seeds: int, available
                       f"seed x arm x eval point(s) of {cfg.task.n_prompts} prompts need about {size(need)} beside "
                       f"the run's {size(beside)}, and {size(avail)} is available; name fewer metrics, record fewer "
                       "eval points (train.eval_every), seeds, conditions or prompts, or leave it unset")
+
+
+def run_columns(grid: list[dict], seeds, arms, steps, ci, si, ai, ei) -> dict:
+    """The index columns of a tidy frame, each row's swept values, seed, arm and evaluation step, from its
+    positions ``ci, si, ai, ei`` in the (condition, seed, arm, step) grid (shared by the means' frame)."""
+    cols: dict = {}
+    for name in (grid[0] if grid else {}):
+        cols[name] = np.asarray([g[name] for g in grid], dtype=float)[ci]
+    cols["seed"] = np.asarray(seeds, dtype=np.int64)[si]
+    cols["arm"] = pd.Categorical(np.asarray(arms, dtype=object)[ai], categories=arms)
+    cols["step"] = np.asarray(steps, dtype=np.int64)[ei]
+    return cols

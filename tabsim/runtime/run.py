@@ -35,7 +35,7 @@ from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.executors import Executor, LocalExecutor
 from tabsim.runtime.loading import read_prompts, read_run_folder
-from tabsim.runtime.prompts import check_prompt_history, prompt_frame, split_prompts
+from tabsim.runtime.prompts import check_prompt_history, prompt_frame, run_columns, split_prompts
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
 
 _CACHE: dict = {}
@@ -161,12 +161,7 @@ def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps
     C, S, A, E = next(iter(hist.values())).shape
     ci, si, ai, ei = (a.ravel() for a in np.meshgrid(np.arange(C), np.arange(S), np.arange(A), np.arange(E),
                                                         indexing="ij"))
-    cols: dict = {}
-    for name in (grid[0] if grid else {}):
-        cols[name] = np.asarray([g[name] for g in grid], dtype=float)[ci]
-    cols["seed"] = np.asarray(seeds, dtype=np.int64)[si]
-    cols["arm"] = pd.Categorical(np.asarray(arms, dtype=object)[ai], categories=arms)
-    cols["step"] = np.asarray(steps, dtype=np.int64)[ei]
+    cols = run_columns(grid, seeds, arms, steps, ci, si, ai, ei)
     for k in sorted(hist):
         cols[k] = np.asarray(hist[k], dtype=np.float64).reshape(-1)
     return pd.DataFrame(cols)
