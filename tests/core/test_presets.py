@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -19,10 +18,8 @@ def n_programs(cfg) -> int:
     return count(("conditions", static_key(cfg)))
 from tabsim.config import ConfigError, resolve
 from tabsim.config.presets import PRESETS
-from tabsim.config.static import make_env, schedule
-from tabsim.sim.engine import init_state
-from tabsim.sim.params import Hyper
-from tabsim.sim.update import make_update
+
+from eager_step import eager_step
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "presets.md"
 
@@ -201,12 +198,8 @@ def smoke_step(name: str, env_kind: str):
     # a preset that keeps k of each group's answers (train.group_keep) keeps 3 of the smoke run's 4
     train = {**SMOKE_TRAIN, "group_keep": 3} if "group_keep" in PRESETS[name].get("train", {}) else SMOKE_TRAIN
     cfg = resolve({"preset": name, "task": task, "train": train, "arms": {"arms": ["frozen", "true"]}})
-    env, algo = make_env(cfg), algo_spec(cfg)
-    hp = Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()})
-    update = make_update(env, algo, schedule(cfg), tuple(cfg.arms.arms))
+    env, hp, task_, state, after, diag = eager_step(cfg)
     with jax.disable_jit():
-        task_, state = init_state(env, algo, jnp.asarray([0, 1], jnp.uint32), hp)
-        after, diag = update(state, task_, 1, hp)
         metrics = env.evaluate(after.logits, task_, hp)
     return np.asarray(state.logits), np.asarray(after.logits), diag, metrics
 

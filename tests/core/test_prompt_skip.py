@@ -157,21 +157,11 @@ def test_config_refusals_and_a_config_without_it_written_as_before():
 @pytest.mark.heavy  # eager: one-off op compiles (the presets' smoke test steps the greso preset in the suite)
 def test_one_step_skips_and_records_the_history():
     """One eager bandit update of the greso preset: the rolled-out prompts' runs are recorded, the others stay 0."""
-    import jax
-    import jax.numpy as jnp
-    from tabsim.config.static import algo_spec, make_env, schedule
-    from tabsim.sim.engine import init_state
-    from tabsim.sim.params import Hyper
-    from tabsim.sim.update import make_update
+    from eager_step import eager_step
 
     cfg = resolve({"preset": "greso", "task": {"n_prompts": 8, "n_answers": 4, "n_correct": 1},
                    "train": {"steps": 1, "batch_size": 3, "group_size": 4, "seeds": 1},
                    "arms": {"arms": ["frozen", "true"]}})
-    env, algo = make_env(cfg), algo_spec(cfg)
-    h = Hyper(**{n: np.float32(v) for n, v in cfg.hyper_values().items()})
-    update = make_update(env, algo, schedule(cfg), tuple(cfg.arms.arms))
-    with jax.disable_jit():
-        task, state = init_state(env, algo, jnp.asarray([0, 1], jnp.uint32), h)
-        after, _ = update(state, task, 1, h)
+    env, h, task, state, after, _ = eager_step(cfg)
     runs = np.asarray(after.prompt_skip.easy + after.prompt_skip.hard)
     assert (runs <= 1).all() and float(after.prompt_skip.p_easy) == 0.5  # step 0: no adaptation

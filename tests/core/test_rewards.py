@@ -246,16 +246,9 @@ def test_presets_carry_their_rewards():
 
 def one_update(config, arm: str):
     """``(logits before, logits after)`` of one update of ``config`` on ``arm`` (beside frozen), op by op."""
-    import jax
-    from tabsim.sim.engine import init_state
-    from tabsim.sim.update import make_update
+    from eager_step import eager_step
     cfg = resolve({**config, "arms": {"arms": ["frozen", arm]}})
-    env, algo = make_env(cfg), algo_spec(cfg)
-    h = Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()})
-    update = make_update(env, algo, schedule(cfg), tuple(cfg.arms.arms))
-    with jax.disable_jit():
-        task, state = init_state(env, algo, jnp.asarray([0, 1], jnp.uint32), h)
-        after, _ = update(state, task, 1, h)
+    *_, state, after, _ = eager_step(cfg)
     return np.asarray(state.logits), np.asarray(after.logits)
 
 

@@ -91,21 +91,11 @@ def test_tracker_refusals_and_a_config_without_one_written_as_before():
 
 @pytest.mark.heavy  # eager: one-off op compiles (the presets' smoke test steps the spo_stream preset in the suite)
 def test_one_step_carries_the_tracker():
-    import jax
-    import jax.numpy as jnp
-    from tabsim.config.static import algo_spec, make_env, schedule
-    from tabsim.sim.engine import init_state
-    from tabsim.sim.params import Hyper
-    from tabsim.sim.update import make_update
+    from eager_step import eager_step
 
     cfg = resolve({"preset": "spo_stream", "task": {"n_prompts": 6, "n_answers": 4, "n_correct": 1},
                    "train": {"steps": 1, "batch_size": 3, "seeds": 1}, "arms": {"arms": ["frozen", "true"]}})
-    env, algo = make_env(cfg), algo_spec(cfg)
-    h = Hyper(**{n: np.float32(v) for n, v in cfg.hyper_values().items()})
-    update = make_update(env, algo, schedule(cfg), tuple(cfg.arms.arms))
-    with jax.disable_jit():
-        task, state = init_state(env, algo, jnp.asarray([0, 1], jnp.uint32), h)
-        after, _ = update(state, task, 1, h)
+    env, h, task, state, after, _ = eager_step(cfg)
     visited = np.flatnonzero(np.asarray(after.tracker.alpha + after.tracker.beta) != 1.0)
     assert len(visited) == 3  # the batch's three prompts, each alpha + beta = 0.875 + 1
     np.testing.assert_allclose(np.asarray(after.tracker.alpha + after.tracker.beta)[visited], 1.875)

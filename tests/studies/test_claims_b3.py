@@ -37,4 +37,4 @@ def test_the_base_and_the_paired_estimates_from_the_data():
 
 
 def test_recorded_verdicts_follow_their_intervals():
-    run = regions_follow_their_intervals(FOLDER, 0.02)
+    regions_follow_their_intervals(FOLDER, 0.02)
