@@ -1,5 +1,5 @@
-"""All local devices (issue 53, item 5): a run spreads its chunks over every device of its platform, one
-chunk per device at a time, provenance lists the devices, and the results are the bits of one device.
+"""Checked here: a run spreads its chunks over every device of its platform (chunk i on device i mod n, one chunk
+per device at a time), provenance lists the devices used, and the results are the same bits as on one device.
 
 A machine with several accelerators is imitated on the CPU with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``
 in a fresh process (the flag is read when JAX starts)."""
