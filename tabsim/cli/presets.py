@@ -9,14 +9,35 @@ import click
 from tabsim.cli.jsonout import emit, json_option
 from tabsim.cli.schema import schema_cmd
 from tabsim.cli.study import build_config, usage
+from tabsim.config.models import AlgoConfig
 from tabsim.config.presets import PRESETS
 
 
+ALGO_KEYS = ("estimator", "ratio", "surrogate", "aggregation", "optimizer", "lr", "epochs", "filter")
+SECTION_ORDER = ("task", "arms", "algo", "train")
+
+
+def _value(v) -> str:
+    return "[" + ", ".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
+
+
 def _summary(name: str) -> str:
-    """``estimator grpo, surrogate clip, aggregation token-mean, lr 0.8, ...``: what a preset sets in algo."""
-    algo = PRESETS[name].get("algo", {})
-    keys = ("estimator", "ratio", "surrogate", "aggregation", "optimizer", "lr", "epochs", "filter")
-    return ", ".join(f"{k} {algo[k]}" for k in keys if k in algo)
+    """What preset ``name`` sets, section by section: in ``algo`` the composition (estimator, ratio, surrogate,
+    aggregation, optimizer, lr, epochs, filter) and every other named choice set away from its default (a tracker,
+    a prompt skip, reward terms, ...; the numeric knobs are in ``tabsim config show NAME``); in ``task``, ``arms``
+    and ``train`` every field it sets (a group stage, a refill, the group size, ...)."""
+    preset, parts = PRESETS[name], []
+    for section in SECTION_ORDER:
+        body = preset.get(section) or {}
+        if section == "algo":
+            keys = [k for k in ALGO_KEYS if k in body] + [
+                k for k, v in body.items() if k not in ALGO_KEYS and isinstance(v, (str, list))
+                and k in AlgoConfig.model_fields and v != AlgoConfig.model_fields[k].default]
+        else:
+            keys = list(body)
+        if keys:
+            parts.append(f"{section}: " + ", ".join(f"{k} {_value(body[k])}" for k in keys))
+    return "; ".join(parts)
 
 
 @click.command("presets")
