@@ -168,3 +168,10 @@ def check_tree(tree: dict, n_answers: int | None, *, big: float) -> None:
 
 # bootstrap resamples a comparison may draw (tabsim compare --resamples; the default is 2,000)
 RESAMPLES_BOUNDS = (100, 100_000)
+
+# what the config refuses before the engine builds a program (tabsim.config.group_edge): the group stages that rank
+# answers by their advantage (phase "advantage", tabsim.sim.groups), the estimators that give every token its own
+# advantage (registered per_token=True) and those that give per-token returns with the KL in the reward (TOKEN_RETURNS)
+GROUP_RANKING = ("cppo",)
+PER_TOKEN_ESTIMATORS = ("gigpo", "gigpo_std", "tempo")
+TOKEN_RETURN_ESTIMATORS = ("reinforce_pp",)

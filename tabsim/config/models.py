@@ -20,6 +20,7 @@ from tabsim.config.prompt_metrics import check_prompt_metrics
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.groups import ALGO_KNOBS as TRACKER_KNOBS, ALGO_UNWRITTEN as TRACKER_UNWRITTEN
 from tabsim.config.groups import GroupKnobs, TrackerKnobs, check_prompt_state
+from tabsim.config.group_edge import check_group_ranking
 from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
@@ -325,6 +326,7 @@ class Config(Section):
         if not tr.replacement and tr.batch_size + tr.refill > t.n_prompts:
             raise ValueError(f"train.refill: batch_size + refill = {tr.batch_size} + {tr.refill} candidate prompts "
                              f"must be <= task.n_prompts={t.n_prompts} when drawing without replacement")
+        check_group_ranking(t, tr, a)  # a stage ranking answers by advantage (tabsim.config.group_edge)
         if tr.batch_size % a.minibatches:
             raise ValueError(f"algo.minibatches must divide train.batch_size={tr.batch_size}, got {a.minibatches}")
         if tr.eval_every is not None and tr.steps % tr.eval_every:
