@@ -19,7 +19,8 @@ ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"
               "bnpo", "gigpo", "gigpo_std", "tempo")
 RATIOS = ("token", "sequence", "sequence-sum", "cumulative", "holder")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
-              "real", "dcpo", "ctpo", "clip_cov")
+              "real", "dcpo", "ctpo", "clip_cov",
+              "rec_oneside_nois", "rec_twoside_nois", "rec_twoside_is")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
                 "balanced")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")

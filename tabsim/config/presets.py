@@ -259,6 +259,16 @@ PRESETS: dict[str, dict] = {
     "greso": {"algo": _algo(filter=True, ent_coef=0.001, prompt_skip="greso", skip_p_easy=0.5, skip_p_hard=0.5,
                             skip_target=0.25),
               "train": {"group_size": 8}},
+    # REC (arXiv 2509.24203) as the authors' Trinity-RFT example examples/rec_gsm8k (README, gsm8k.yaml) and loss
+    # (trinity/algorithm/policy_loss_fn/rec_policy_loss.py): group-relative REINFORCE (the group-mean baseline, no std:
+    # std_normalize false), the clip kept as a one-side mask, epsilon 0.2 / 0.2, token-mean (their masked mean), no
+    # KL, 8 answers (repeat_times). REC-OneSide-NoIS drops the importance weight (tabsim.sim.algos.rec); REC-OneSide-IS
+    # keeps it, whose gradient is the PPO clip's. Their runs lag the sampler by sync_interval / sync_offset updates
+    # (here algo.behaviour = stale, behaviour_lag) with old_logprob the rollout's (algo.behaviour_old = behaviour).
+    "rec_oneside_nois": {"algo": _algo(estimator="dr_grpo", surrogate="rec_oneside_nois", aggregation="token-mean"),
+                         "train": {"group_size": 8}},
+    "rec_oneside_is": {"algo": _algo(estimator="dr_grpo", surrogate="clip", aggregation="token-mean"),
+                       "train": {"group_size": 8}},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

@@ -419,8 +419,33 @@ def np_spo_tok(l, lp, a, hp):
     return -(a * w - abs(a) * (w - 1) ** 2 / (2 * eps)), -(a * w - abs(a) * (w - 1) * w / eps), 0.0
 
 
+# REC (arXiv 2509.24203) as Trinity-RFT's RECPolicyLossFn computes it: the ratio w is detached, so the gradient
+# flows through logp alone; is_in_range sums two 0/1 terms for one-side (both hold only where A = 0)
+def _rec_in_range(w, a, hp, mode):
+    if mode == "one-side":
+        return float(w <= 1 + hp["eps_high"]) * (a >= 0) + (a <= 0) * float(w >= 1 - hp["eps_low"])
+    return float((w >= 1 - hp["eps_low"]) and (w <= 1 + hp["eps_high"]))
+
+
+def np_rec_oneside_nois_tok(l, lp, a, hp):
+    m = _rec_in_range(math.exp(l), a, hp, "one-side")
+    return -a * lp * m, 0.0, -a * m
+
+
+def np_rec_twoside_nois_tok(l, lp, a, hp):
+    m = _rec_in_range(math.exp(l), a, hp, "two-side")
+    return -a * lp * m, 0.0, -a * m
+
+
+def np_rec_twoside_is_tok(l, lp, a, hp):
+    w = math.exp(l)
+    m = _rec_in_range(w, a, hp, "two-side")
+    return -a * w * lp * m, 0.0, -a * w * m
+
 NP_SURROGATES = {"clip": np_clip_tok, "dual_clip": np_dual_clip_tok, "cispo": np_cispo_tok, "sapo": np_sapo_tok,
-                 "importance": np_importance_tok, "reinforce": np_reinforce_tok, "spo": np_spo_tok}
+                 "importance": np_importance_tok, "reinforce": np_reinforce_tok, "spo": np_spo_tok,
+                 "rec_oneside_nois": np_rec_oneside_nois_tok, "rec_twoside_nois": np_rec_twoside_nois_tok,
+                 "rec_twoside_is": np_rec_twoside_is_tok}
 
 
 # Each answer-level surrogate reference returns (the answer's loss, d loss / d log_ratio of each token) for one
