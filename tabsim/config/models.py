@@ -22,6 +22,7 @@ from tabsim.config.groups import ALGO_KNOBS as TRACKER_KNOBS, ALGO_UNWRITTEN as 
 from tabsim.config.groups import GroupKnobs, TrackerKnobs, check_prompt_state
 from tabsim.config.group_edge import check_group_ranking
 from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
+from tabsim.config.length import LENGTH_KNOB_OF, LengthKnobs
 from tabsim.config.tree import TreeConfig
 from tabsim.config.rewards import check_rewards
 from tabsim.config.facts import check_facts
@@ -129,9 +130,11 @@ ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate"
                 "ctpo_clip_c": ("surrogate", "ctpo"), "ctpo_power": ("surrogate", "ctpo")}
 ALGO_KNOB_OF.update(**TRACKER_KNOBS, **LOSS_KNOB_OF)  # tabsim.config.groups (tracker, prompt skip), config.losses
 ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *LOSS_KNOB_OF)
+ALGO_KNOB_OF.update(**LENGTH_KNOB_OF)  # tabsim.config.length
+ALGO_UNWRITTEN_AT_DEFAULT += tuple(LENGTH_KNOB_OF)
 
 
-class AlgoConfig(BehaviourKnobs, TrackerKnobs, LossKnobs):  # knobs of tabsim.config.behaviour and tabsim.config.groups
+class AlgoConfig(BehaviourKnobs, TrackerKnobs, LossKnobs, LengthKnobs):  # knobs of config.behaviour, .groups, ...
     estimator: str = "grpo"
     ratio: str = "token"
     surrogate: str = "clip"

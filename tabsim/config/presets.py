@@ -259,6 +259,14 @@ PRESETS: dict[str, dict] = {
     "greso": {"algo": _algo(filter=True, ent_coef=0.001, prompt_skip="greso", skip_p_easy=0.5, skip_p_hard=0.5,
                             skip_target=0.25),
               "train": {"group_size": 8}},
+    # DRPO (arXiv 2510.04474) as its authors' released 1.5B recipe (github.com/Optimization-AI/DRPO,
+    # scripts/train/run_drpo_1.5b_8k.sh: loss_type drpo, Lambda 0.1, tau 10, delta 1e-4, beta 1e3, ppo_kl_type kl, no
+    # clip, no reference KL, no filter, 8 answers): DisCO's objective with each positive weighted by exp((1 - length /
+    # max length) / 0.1) normalised over its group's positives (tabsim.sim.algos.drpo); the recipe's 4 minibatches per
+    # batch are not modelled (as disco's).
+    "drpo": {"algo": _algo(surrogate="drpo", drpo_lambda=0.1, disco_tau=10.0, disco_delta=1e-4, disco_beta=1e3,
+                           aggregation="token-mean"),
+             "train": {"group_size": 8}},
     # REC (arXiv 2509.24203) as the authors' Trinity-RFT example examples/rec_gsm8k (README, gsm8k.yaml) and loss
     # (trinity/algorithm/policy_loss_fn/rec_policy_loss.py): group-relative REINFORCE (the group-mean baseline, no std:
     # std_normalize false), the clip kept as a one-side mask, epsilon 0.2 / 0.2, token-mean (their masked mean), no

@@ -95,6 +95,8 @@ class Hyper:
     clip_cov_ratio: float = D["clip_cov_ratio"]
     clip_cov_lb: float = D["clip_cov_lb"]
     clip_cov_ub: float = D["clip_cov_ub"]
+    # DRPO (arXiv 2510.04474): the length reward's temperature lambda over the positives, read only by the drpo surrogate
+    drpo_lambda: float = D["drpo_lambda"]
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

@@ -621,9 +621,40 @@ def np_clip_cov_batch(logp, logp_old, mask, adv, hp, uniforms=None):
     return loss, grad
 
 
+def np_drpo_batch(logp, logp_old, mask, adv, hp):
+    """The released compute_policy_loss_drpo (kl type 'kl') as loops: length ratio = tokens / padded width, weight
+    exp((1 - ratio) / Lambda), per group sum_pos weight (s - tau lme) / sum_pos weight; its gradient, and its value
+    with the log-mean-exp where the released forward pass holds tau."""
+    B, G, T = logp.shape
+    tau, lam, N = hp["disco_tau"], hp["drpo_lambda"], mask.sum()
+    n = mask.sum(-1)
+    s = [[sum(logp[b, i] * mask[b, i]) / max(n[b, i], 1.0) for i in range(G)] for b in range(B)]
+    kl = sum((logp_old[i] - logp[i]) * mask[i] for i in np.ndindex(logp.shape)) / N
+    c = max(hp["disco_beta"] * (kl - hp["disco_delta"]), 0.0)
+    objective, d_s = 0.0, np.zeros((B, G))
+    for b in range(B):
+        pos = [i for i in range(G) if adv[b, i] > 0 and n[b, i] > 0]
+        neg = [i for i in range(G) if adv[b, i] < 0 and n[b, i] > 0]
+        if not pos or not neg:
+            continue
+        e = [math.exp(s[b][j] / tau) for j in neg]
+        lme = tau * math.log(sum(e) / len(e))
+        w = {i: math.exp((1.0 - n[b, i] / T) / lam) for i in pos}
+        objective += sum(w[i] * (s[b][i] - lme) for i in pos) / sum(w.values()) / B
+        for i in pos:
+            d_s[b, i] += w[i] / sum(w.values()) / B
+        for j, ej in zip(neg, e):
+            d_s[b, j] -= ej / sum(e) / B
+    loss = np.full(logp.shape, -objective + c * kl)
+    grad = np.zeros(logp.shape)
+    for b, i, t in np.ndindex(logp.shape):
+        grad[b, i, t] = (-d_s[b, i] / max(n[b, i], 1.0) - c / N) * mask[b, i, t] * N
+    return loss, grad
+
+
 NP_BATCH_SURROGATES = {"gvpo": np_gvpo_batch, "kl_cov": np_kl_cov_batch, "disco": np_disco_batch,
                        "dcpo": np_dcpo_batch, "real": np_real_batch, "ctpo": np_ctpo_batch,
-                       "clip_cov": np_clip_cov_batch}
+                       "clip_cov": np_clip_cov_batch, "drpo": np_drpo_batch}
 
 
 def np_token_mean(loss, mask):
@@ -809,7 +840,8 @@ def test_batch_surrogate_value_and_gradient_match_numpy(name):
     # 10% of ~60 tokens: 5 penalised; DisCO's KL budget below the batch's mean log-ratio KL (-0.027): its constraint acts
     hp = dict(HP, gvpo_beta=0.3, kl_cov_ratio=0.1, kl_cov_coef=0.7, disco_tau=2.0, disco_delta=-0.1, disco_beta=3.0,
               real_tau=0.5, ctpo_clip_low=0.1, ctpo_clip_high=0.15, ctpo_clip_c=0.3, ctpo_power=0.5,
-              clip_cov_ratio=0.05, clip_cov_lb=0.05, clip_cov_ub=1.0)  # Clip-Cov: 3 of the band's 13 tokens cut
+              clip_cov_ratio=0.05, clip_cov_lb=0.05, clip_cov_ub=1.0,  # Clip-Cov: 3 of the band's 13 tokens cut
+              drpo_lambda=0.3)
     want, want_grad = NP_BATCH_SURROGATES[name](b["logp"], b["logp_old"], mask, b["adv"], hp)
     with jax.enable_x64(True):
         old, adv, m = (jnp.asarray(b[k]) for k in ("logp_old", "adv", "mask"))

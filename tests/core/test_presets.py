@@ -114,6 +114,8 @@ EXPECTED = {
     "greso": dict(estimator="grpo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.2,
                   aggregation="token-mean", kl_placement="none", filter=True, ent_coef=0.001, prompt_skip="greso",
                   skip_p_easy=0.5, skip_p_hard=0.5, skip_target=0.25),
+    "drpo": dict(estimator="grpo", surrogate="drpo", drpo_lambda=0.1, disco_tau=10.0, disco_delta=1e-4, disco_beta=1e3,
+                 aggregation="token-mean", kl_placement="none", filter=False),
     "rec_oneside_nois": dict(estimator="dr_grpo", surrogate="rec_oneside_nois", eps_low=0.2, eps_high=0.2,
                              aggregation="token-mean", kl_placement="none", filter=False),
     "rec_oneside_is": dict(estimator="dr_grpo", surrogate="clip", eps_low=0.2, eps_high=0.2, aggregation="token-mean",

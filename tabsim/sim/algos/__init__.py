@@ -15,6 +15,7 @@ from tabsim.sim.algos import bnpo  # noqa: F401  (registers BNPO's estimator)
 from tabsim.sim.algos import holder  # noqa: F401  (registers HölderPO's ratio)
 from tabsim.sim.algos import clip_cov  # noqa: F401  (registers Clip-Cov's surrogate)
 from tabsim.sim.algos import rec  # noqa: F401  (registers REC's surrogates)
+from tabsim.sim.algos import drpo  # noqa: F401  (registers DRPO's surrogate)
 from tabsim.sim.algos import tree_credit  # noqa: F401  (registers the per-token tree estimators)
 from tabsim.sim.algos.kl import KL_ESTIMATORS, register_kl
 from tabsim.sim.algos.loss import advantages, policy_loss, reads_logp_only, take_logp, zero_variance
