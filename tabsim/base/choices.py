@@ -52,8 +52,11 @@ ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
 # answer-level metrics recorded only when train.metrics names them (tabsim.sim.envs.base.optional_metrics): the
 # entropy given a correct answer, the KL to the reference restricted to the correct answers, the root's action masses;
 # grad_cosine: the expected flow's (train.dynamics = 'expected') step cosine with the true gradient of pass@1
-OPTIONAL_METRICS = ("correct_entropy", "filtered_kl", "root_mass", "grad_cosine")
+OPTIONAL_METRICS = ("correct_entropy", "filtered_kl", "root_mass", "grad_cosine", "log_ratio_range")
 FLOW_METRICS = ("grad_cosine",)  # of those, the ones only the expected flow records (tabsim.sim.expected.direction)
+# of those, the ones only a sampled update records, per step (tabsim.sim.ratio_spread: the range of the token
+# log importance ratios over the step's updates)
+UPDATE_METRICS = ("log_ratio_range",)
 # the traced fields of tabsim.sim.params.Hyper, in its order (a test checks they are its fields)
 HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr", "fnr", "lr", "beta", "std_eps",
                 "std_ddof", "eps_low", "eps_high", "dual_clip_c", "sapo_tau_pos", "sapo_tau_neg", "ent_coef",

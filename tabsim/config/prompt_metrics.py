@@ -2,7 +2,7 @@
 where the config is validated."""
 from __future__ import annotations
 
-from tabsim.base.choices import ANSWER_METRICS, FLOW_METRICS, OPTIONAL_METRICS
+from tabsim.base.choices import ANSWER_METRICS, FLOW_METRICS, OPTIONAL_METRICS, UPDATE_METRICS
 
 
 PROMPT_FAMILIES = ("pass@k", "maj@k")  # every k of train.pass_k / train.maj_k
@@ -13,8 +13,9 @@ def check_prompt_metrics(t, tr) -> None:
     check_flow_metrics(tr)
     if tr.prompt_metrics is None:
         return
+    per_run = FLOW_METRICS + UPDATE_METRICS  # one value per run and step, none per prompt
     recorded = [m for m in ANSWER_METRICS + OPTIONAL_METRICS
-                if m not in FLOW_METRICS and (m in tr.metrics if tr.metrics is not None else m in ANSWER_METRICS)]
+                if m not in per_run and (m in tr.metrics if tr.metrics is not None else m in ANSWER_METRICS)]
     recorded += [f for f, ks in zip(PROMPT_FAMILIES, (tr.pass_k, tr.maj_k)) if ks]
     if not tr.prompt_metrics:
         raise ValueError(f"train.prompt_metrics: list at least one of {', '.join(recorded)} (or leave it unset "
@@ -27,9 +28,14 @@ def check_prompt_metrics(t, tr) -> None:
 
 def check_flow_metrics(tr) -> None:
     """Refuse, in one line, a metric of the expected flow alone (``grad_cosine``: the cosine of each step's exact
-    expected update with the true gradient) named in ``train.metrics`` of a sampled run."""
+    expected update with the true gradient) named in ``train.metrics`` of a sampled run, and one of the sampled
+    update alone (``log_ratio_range``) named in ``train.metrics`` of an expected flow."""
     for m in FLOW_METRICS:
         if tr.metrics is not None and m in tr.metrics and tr.dynamics != "expected":
             raise ValueError(f"train.metrics: {m!r} is recorded by the exact expected flow only (the cosine of each "
                              f"step's expected update with the true gradient of pass@1), not with train.dynamics = "
                              f"{tr.dynamics!r}; set train.dynamics = 'expected' or leave {m!r} out")
+    for m in UPDATE_METRICS:
+        if tr.metrics is not None and m in tr.metrics and tr.dynamics == "expected":
+            raise ValueError(f"train.metrics: {m!r} is recorded by the sampled update only (the spread of each "
+                             f"step's token importance ratios), not with train.dynamics = 'expected'; leave it out")

@@ -23,7 +23,8 @@ MAX_JSON_BYTES = 64 << 20  # staging.json, .tabsim-run.json: a few hundred bytes
 # outside it is not a result (a forged or damaged chunk, a rewritten frame), so it is neither reused nor
 # published. NaN is left to the reader (a diverged run reports it); +-inf is out of every range.
 METRIC_RANGES = {"pass1": (0.0, 1.0), "mode_correct": (0.0, 1.0), "format_mass": (0.0, 1.0),
-                 "entropy": (0.0, math.inf), "kl_ref": (0.0, math.inf), "grad_cosine": (-1.0, 1.0)}
+                 "entropy": (0.0, math.inf), "kl_ref": (0.0, math.inf), "grad_cosine": (-1.0, 1.0),
+                 "log_ratio_range": (0.0, math.inf)}
 METRIC_PREFIXES = {"pass@": (0.0, 1.0), "maj@": (0.0, 1.0)}
 RANGE_SLACK = 1e-4  # float32 sums of probabilities may end a few ulps above 1 (or a KL a few below 0)
 FRAME_FILES = ("results.parquet", "results.csv", "data.parquet", "data.csv", "data/*.parquet", "data/*.csv",

@@ -22,7 +22,7 @@ import numpy as np
 from tabsim.base import xla
 from tabsim.base.precision import full, real
 from tabsim.sim.algos import AlgoSpec, closed_form
-from tabsim.sim import behaviour, kl_schedule, prompt_skip, tracker
+from tabsim.sim import behaviour, kl_schedule, prompt_skip, ratio_spread, tracker
 from tabsim.sim.params import Hyper
 from tabsim.sim.update import Schedule, TrainState, make_update, optimizer, scan
 
@@ -126,14 +126,20 @@ def run_steps(update, task, arm, hp: Hyper, state: TrainState, sums: dict, lengt
     return jax.lax.scan(step, (state, sums), None, length=length)[0]
 
 
-def zero_sums() -> dict:
+def diag_keys(env) -> tuple[str, ...]:
+    """The per-update diagnostics of a run: :data:`DIAG_KEYS`, and ``log_ratio_range`` when ``train.metrics``
+    names it (:mod:`tabsim.sim.ratio_spread`)."""
+    return DIAG_KEYS + ratio_spread.diag_keys(env)
+
+
+def zero_sums(keys: tuple[str, ...] = DIAG_KEYS) -> dict:
     """The diagnostics' sums at the start of an evaluation interval."""
-    return {k: jnp.zeros((), real()) for k in DIAG_KEYS}
+    return {k: jnp.zeros((), real()) for k in keys}
 
 
 def _train_one(env, algo: AlgoSpec, schedule: Schedule, update, n_evals: int):
     """One run of ``train``: ``(seed, hp, arm, stacked) -> {metric: [E + 1]}``."""
-    E = schedule.eval_every
+    E, keys = schedule.eval_every, diag_keys(env)
 
     def train_one(seed, hp: Hyper, arm, stacked: bool):
         task, state = init_state(env, algo, seed, hp)
@@ -142,14 +148,14 @@ def _train_one(env, algo: AlgoSpec, schedule: Schedule, update, n_evals: int):
         nan = jnp.full((1,), jnp.nan, real())
 
         def chunk(state, _):
-            state, sums = run_steps(update, task, arm, hp, state, zero_sums(), E)
+            state, sums = run_steps(update, task, arm, hp, state, zero_sums(keys), E)
             diag = {k: v / E for k, v in sums.items()}
             if stacked:  # keep the table; every eval point is evaluated together afterwards
                 return state, (state.logits, diag)
             return state, (None, {**evaluate(state.logits), **diag})
 
         _, (tables, hist) = scan(chunk, state, n_evals)
-        diag = {k: jnp.concatenate([nan, hist.pop(k)]) for k in DIAG_KEYS}
+        diag = {k: jnp.concatenate([nan, hist.pop(k)]) for k in keys}
         if stacked:  # one copy of the evaluation in the program, vmapped over the E + 1 tables
             metrics = jax.vmap(evaluate)(jnp.concatenate([logits[None], tables]))
         else:
@@ -204,7 +210,7 @@ def _run_layout(seeds, hypers, n_arms: int, arm_ids):
 def _segment_bodies(env, algo: AlgoSpec, schedule: Schedule, update) -> dict:
     """The per-run bodies of :func:`make_segments`'s programs, ``(seed, hp, arm, stacked, *carry)``:
     ``init``, ``point``, ``final``, and the builders ``advance(length)`` and ``intervals(length)``."""
-    E = schedule.eval_every
+    E, keys = schedule.eval_every, diag_keys(env)
 
     def at_point(task, hp, logits, stacked):
         return logits if stacked else env.evaluate(logits, task, hp)
@@ -213,10 +219,10 @@ def _segment_bodies(env, algo: AlgoSpec, schedule: Schedule, update) -> dict:
         task, state = init_state(env, algo, seed, hp)
         logits = task.prior_logits
         first = logits if stacked else {k: jnp.asarray(v, real()) for k, v in env.evaluate(logits, task, hp).items()}
-        return task, state, zero_sums(), first
+        return task, state, zero_sums(keys), first
 
     def point_one(seed, hp, arm, stacked, task, state, sums):
-        return zero_sums(), (at_point(task, hp, state.logits, stacked), {k: v / E for k, v in sums.items()})
+        return zero_sums(keys), (at_point(task, hp, state.logits, stacked), {k: v / E for k, v in sums.items()})
 
     def final_one(seed, hp, arm, stacked, tables):
         task = env.init_task(seed, hp)  # drawn here, beside the evaluation, as in ``train``: the same fused code
@@ -228,7 +234,7 @@ def _segment_bodies(env, algo: AlgoSpec, schedule: Schedule, update) -> dict:
     def intervals(length):  # ``length`` whole intervals, each closed by its evaluation point
         def run_one(s_, hp, a_, stacked, t, st):
             def chunk(st, _):
-                st, sums = run_steps(update, t, a_, hp, st, zero_sums(), E)
+                st, sums = run_steps(update, t, a_, hp, st, zero_sums(keys), E)
                 return st, (at_point(t, hp, st.logits, stacked), {k: v / E for k, v in sums.items()})
             return scan(chunk, st, length)
         return run_one

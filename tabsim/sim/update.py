@@ -38,6 +38,7 @@ from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_a
 from tabsim.sim import tracker as tracker_mod
 from tabsim.sim import prompt_skip as skip_mod  # GRESO (algo.prompt_skip)
 from tabsim.sim import behaviour as behaviour_mod
+from tabsim.sim import ratio_spread  # the optional metric log_ratio_range
 from tabsim.sim import kl_schedule
 
 
@@ -305,7 +306,8 @@ def _row_gradient(env, algo: AlgoSpec, plan: UpdatePlan):
 
 # -- update ---------------------------------------------------------------------------------------
 def apply_updates(algo: AlgoSpec, plan: UpdatePlan, grad, state: TrainState, idx, batch, active, hp: Hyper):
-    """``epochs x minibatches`` optimizer steps on the batch: ``(logits, opt_state, clip_frac [steps])``."""
+    """``epochs x minibatches`` optimizer steps on the batch: ``(logits, opt_state, diag)``, ``diag`` the step's
+    diagnostics of the updates (``clip_frac``, their mean, and what :mod:`tabsim.sim.ratio_spread` adds)."""
     opt = optimizer(algo, hp)
     n_mb, mb = plan.n_mb, plan.mb
     if reads_uniforms(algo.surrogate):  # a surrogate that draws tokens at random (clip_cov): the step's uniforms
@@ -324,7 +326,7 @@ def apply_updates(algo: AlgoSpec, plan: UpdatePlan, grad, state: TrainState, idx
             flat = logits.reshape(-1, logits.shape[-1])
             if not plan.dense_grad:  # SGD: add the scaled rows into the table (opt_state is empty)
                 logits = flat.at[sl["rows"]].add(-(active * hp.lr) * dz).reshape(logits.shape)
-                return (logits, opt_state), aux["clip_frac"]
+                return (logits, opt_state), aux
             g = jnp.zeros_like(flat).at[sl["rows"]].add(dz).reshape(logits.shape)
         else:
             g, aux = grad(logits, sl_idx, sl, hp)
@@ -332,10 +334,10 @@ def apply_updates(algo: AlgoSpec, plan: UpdatePlan, grad, state: TrainState, idx
             g = clip_by_global_norm(g, hp.max_grad_norm)
         step, opt_state = opt.update(g, opt_state)
         logits = logits - active * hp.lr * step
-        return (logits, opt_state), aux["clip_frac"]
+        return (logits, opt_state), aux
 
-    (logits, opt_state), clip_frac = scan(one_update, (state.logits, state.opt_state), algo.epochs * n_mb)
-    return logits, opt_state, clip_frac
+    (logits, opt_state), aux = scan(one_update, (state.logits, state.opt_state), algo.epochs * n_mb)
+    return logits, opt_state, {"clip_frac": aux["clip_frac"].mean(), **ratio_spread.step_diag(aux)}
 
 
 def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] = arms_mod.ARMS, *,
@@ -357,7 +359,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
     plan = update_plan(env, algo, schedule, arms, sparse)
     stage = check_group_stage(algo.estimator, schedule.groups, env.max_len)  # per-token advantages rank no answers
     stage.check(plan.G, token_returns=plan.token_returns)
-    grad = make_gradient(env, algo, plan)
+    grad = ratio_spread.wrap(env, plan, make_gradient(env, algo, plan))  # log_ratio_range: the ratios' extremes
 
     def update(state: TrainState, task, arm, hp: Hyper):
         seed, step = state.seed, state.step
@@ -405,8 +407,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
             if plan.single:
                 batch["logq_old"] = logq_old
         active = (jnp.asarray(arm) != plan.frozen).astype(real())
-        logits, opt_state, clip_frac = apply_updates(algo, plan, grad, state, idx, batch, active, hp)
-        diag = {"reward_mean": reward_mean, "kept_frac": valid.mean(), "clip_frac": clip_frac.mean()}
+        logits, opt_state, diag = apply_updates(algo, plan, grad, state, idx, batch, active, hp)
+        diag = {"reward_mean": reward_mean, "kept_frac": valid.mean(), **diag}  # clip_frac (and log_ratio_range)
         kl_state, reset = kl_schedule.advance(algo, state.kl_state, kl_tok, rollout.mask, logits, step, hp)
         if reset is not None:  # ProRL: the optimizer restarts with the reference
             opt_state = jax.tree_util.tree_map(lambda new, old: jnp.where(reset, new, old),
