@@ -7,6 +7,7 @@ naming its field; :func:`semantic_problems` returns them all.
 from __future__ import annotations
 
 import math
+import re
 
 from tabsim.base.choices import ANSWER_METRICS, OPTIONAL_METRICS
 from tabsim.sim.arms import ARMS
@@ -181,19 +182,23 @@ def _design_problems(plan: Plan) -> list[str]:
 
 # every environment's answer-level metrics, and those it records only when train.metrics names them
 _KNOWN_METRICS = ANSWER_METRICS + OPTIONAL_METRICS
+_ROOT_MASS = re.compile(r"root\d+_mass")  # the members of root_mass, one per root action
 
 
 def semantic_problems(plan: Plan) -> list[str]:
     """Every cross-reference problem of ``plan``, each once, in the order found."""
     problems = _design_problems(plan)
-    metric = plan.analysis.metric
-    if metric not in _KNOWN_METRICS and not metric.startswith(("pass@", "maj@")):
+    metric = family = plan.analysis.metric
+    if _ROOT_MASS.fullmatch(metric):  # root{a}_mass: one member of the optional family root_mass
+        family = "root_mass"
+    if family not in _KNOWN_METRICS and not metric.startswith(("pass@", "maj@")):
         problems.append(f"analysis.metric: unknown metric {metric!r}; allowed: {', '.join(_KNOWN_METRICS)}, "
-                        f"pass@k, maj@k")
+                        f"pass@k, maj@k, root{{a}}_mass")
     named = (plan.design.config.get("train") or {}).get("metrics")
-    if metric in OPTIONAL_METRICS and metric not in (named or ()):
-        problems.append(f"analysis.metric: {metric!r} is recorded only when design.config.train.metrics names it "
-                        f"(got {named!r}); add it there")
+    if family in OPTIONAL_METRICS and family not in (named or ()):
+        its = "" if family == metric else f" ({family!r})"
+        problems.append(f"analysis.metric: {metric!r} is recorded only when design.config.train.metrics names it"
+                        f"{its} (got {named!r}); add it there")
     ids = [h.id for h in plan.hypotheses] + [e.id for e in plan.exploratory]
     for dup in sorted({i for i in ids if ids.count(i) > 1}):
         problems.append(f"hypotheses[{dup}].id: id used twice (hypotheses and exploratory ids must be unique)")

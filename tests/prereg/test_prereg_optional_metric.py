@@ -34,3 +34,14 @@ def test_an_unknown_metric_is_still_refused():
     _, problems = validate_document(_doc("filtered_kll", ["pass1"]))
     assert len(problems) == 1 and problems[0].startswith("analysis.metric: unknown metric 'filtered_kll'")
     assert "correct_entropy" in problems[0]  # the allowed list names the optional metrics
+
+
+def test_one_root_action_of_root_mass_is_accepted_when_the_family_is_named():
+    """root{a}_mass (the root's mass on action a) is a member of the optional family root_mass."""
+    plan, problems = validate_document(_doc("root1_mass", ["pass1", "root_mass"]))
+    assert plan is not None and problems == []
+    _, problems = validate_document(_doc("root1_mass", ["pass1"]))
+    assert problems == ["analysis.metric: 'root1_mass' is recorded only when design.config.train.metrics names it "
+                        "('root_mass') (got ['pass1']); add it there"]
+    _, problems = validate_document(_doc("rootx_mass", ["root_mass"]))
+    assert len(problems) == 1 and problems[0].startswith("analysis.metric: unknown metric 'rootx_mass'")
