@@ -120,6 +120,9 @@ EXPECTED = {
                              aggregation="token-mean", kl_placement="none", filter=False),
     "rec_oneside_is": dict(estimator="dr_grpo", surrogate="clip", eps_low=0.2, eps_high=0.2, aggregation="token-mean",
                            kl_placement="none", filter=False),
+    "knapsack_rl": dict(estimator="grpo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.28,
+                        aggregation="token-mean", kl_placement="none", filter=False, allocation="knapsack",
+                        allocation_max=128),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -44,6 +44,8 @@ class AlgoSpec:
     token_weight: str = "none"  # the token-weight stage (tabsim.sim.algos.token_weights); none: no weights
     tracker: str = "none"  # the per-prompt tracker carried in the state (tabsim.sim.tracker); none: no tracker
     prompt_skip: str = "none"  # the prompt skip before the rollout (tabsim.sim.prompt_skip); none: no skipping
+    allocation: str = "none"  # answers per prompt at a fixed budget (tabsim.sim.allocation); none: G each
+    allocation_n: int = 0  # the allocation's budget per prompt (train.group_size; the groups are allocation_max wide)
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
