@@ -32,8 +32,8 @@ def check_flow_metrics(tr) -> None:
     update alone (``log_ratio_range``) named in ``train.metrics`` of an expected flow."""
     for m in FLOW_METRICS:
         if tr.metrics is not None and m in tr.metrics and tr.dynamics != "expected":
-            raise ValueError(f"train.metrics: {m!r} is recorded by the exact expected flow only (the cosine of each "
-                             f"step's expected update with the true gradient of pass@1), not with train.dynamics = "
+            raise ValueError(f"train.metrics: {m!r} is recorded by the exact expected flow only (a measure of each "
+                             f"step's expected update against the true gradient of pass@1), not with train.dynamics = "
                              f"{tr.dynamics!r}; set train.dynamics = 'expected' or leave {m!r} out")
     for m in UPDATE_METRICS:
         if tr.metrics is not None and m in tr.metrics and tr.dynamics == "expected":

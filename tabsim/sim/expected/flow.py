@@ -21,6 +21,7 @@ from tabsim.sim.expected.linear import level_tables, linear_step, linear_tables
 from tabsim.sim.envs.bandit import compositions, majority_tables, n_compositions
 from tabsim.sim.envs.base import wanted
 from tabsim.sim.expected.direction import grad_cosine
+from tabsim.sim.expected.difficulty import difficulty_tilt
 from tabsim.sim.params import Hyper
 
 
@@ -30,6 +31,7 @@ MAX_BATCH_WORK = 2e9  # operations per step of the distribution of the rest of t
 CHUNK_BYTES = 512 * 2**20  # the expected flow's conditions per compiled call hold at most this in tables
 NOISE_ARMS = arms_mod.NOISE_ARMS
 COSINE = "grad_cosine"  # optional metric: each step's cosine with the true gradient of pass@1 (expected.direction)
+TILT = "difficulty_tilt"  # optional metric: each step's weighting of the prompts by success rate (expected.difficulty)
 
 
 def _refuse(msg: str):
@@ -214,13 +216,15 @@ def _make_step(env, algo: AlgoSpec, schedule: Schedule, arms, classed, enum: dic
         new = jnp.stack(new)
         if wanted(getattr(env, "metrics", None), COSINE):  # only when train.metrics names it (programs unchanged)
             out[COSINE] = jax.vmap(lambda z1, z0: grad_cosine(z1 - z0, z0, task.correct))(new, zs)
+        if wanted(getattr(env, "metrics", None), TILT):
+            out[TILT] = jax.vmap(lambda z1, z0: difficulty_tilt(z1 - z0, z0, task.correct))(new, zs)
         return new, out
 
     return step
 
 
 def _diag_keys(env) -> tuple:
-    return DIAG_KEYS + ((COSINE,) if wanted(getattr(env, "metrics", None), COSINE) else ())
+    return DIAG_KEYS + tuple(m for m in (COSINE, TILT) if wanted(getattr(env, "metrics", None), m))
 
 
 def _history(env, arms, task, hp: Hyper, z0, tables_e, hist) -> dict:
