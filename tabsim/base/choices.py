@@ -54,9 +54,6 @@ ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
 # grad_cosine: the expected flow's (train.dynamics = 'expected') step cosine with the true gradient of pass@1
 OPTIONAL_METRICS = ("correct_entropy", "filtered_kl", "root_mass", "grad_cosine", "log_ratio_range")
 FLOW_METRICS = ("grad_cosine",)  # of those, the ones only the expected flow records (tabsim.sim.expected.direction)
-# difficulty_tilt: the expected flow's weighting of the prompts by their success rate (tabsim.sim.expected.difficulty)
-OPTIONAL_METRICS += ("difficulty_tilt",)
-FLOW_METRICS += ("difficulty_tilt",)
 # of those, the ones only a sampled update records, per step (tabsim.sim.ratio_spread: the range of the token
 # log importance ratios over the step's updates)
 UPDATE_METRICS = ("log_ratio_range",)
@@ -77,6 +74,7 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "holder_p",
                 "skip_p_easy", "skip_p_hard", "skip_target",
                 "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub",
+                "vas_ratio", "vas_momentum",
                 "drpo_lambda")
 
 
@@ -176,6 +174,7 @@ def check_tree(tree: dict, n_answers: int | None, *, big: float) -> None:
 
 # bootstrap resamples a comparison may draw (tabsim compare --resamples; the default is 2,000)
 RESAMPLES_BOUNDS = (100, 100_000)
+CURRICULA = ("vas",)  # prompt sampling by weights refreshed from rollouts, tabsim.sim.vas (algo.curriculum)
 
 # what the config refuses before the engine builds a program (tabsim.config.group_edge): the group stages that rank
 # answers by their advantage (phase "advantage", tabsim.sim.groups), the estimators that give every token its own

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 
 from tabsim.base.choices import GROUP_RANKING, PER_TOKEN_ESTIMATORS, TOKEN_RETURN_ESTIMATORS
+from tabsim.config.curriculum import check_curriculum
 
 
 def per_token(estimator: str) -> bool:
@@ -47,3 +48,11 @@ def check_group_ranking(task, train, algo) -> None:
                          f"{est!r} with algo.kl_placement = 'reward' gives every token its own return; allowed: "
                          "algo.kl_placement 'loss' or 'none', another estimator, or a stage that acts before the "
                          "advantages (gfpo_length, gfpo_efficiency, drop_all_wrong, drop_all_right)")
+
+
+def check_edges(task, train, algo) -> None:
+    """The config's refusals of what the engine would refuse when it builds the program: a group stage ranking by
+    advantage with per-token advantages (:func:`check_group_ranking`) and a curriculum's draw with another
+    (:func:`tabsim.config.curriculum.check_curriculum`)."""
+    check_group_ranking(task, train, algo)
+    check_curriculum(task, train, algo)

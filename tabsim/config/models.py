@@ -20,9 +20,8 @@ from tabsim.config.prompt_metrics import check_prompt_metrics
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.groups import ALGO_KNOBS as TRACKER_KNOBS, ALGO_UNWRITTEN as TRACKER_UNWRITTEN
 from tabsim.config.groups import GroupKnobs, TrackerKnobs, check_prompt_state
-from tabsim.config.allocation import ALGO_KNOBS as ALLOC_KNOBS, ALGO_UNWRITTEN as ALLOC_UNWRITTEN
-from tabsim.config.allocation import AllocationKnobs, check_allocation
-from tabsim.config.group_edge import check_group_ranking
+from tabsim.config.group_edge import check_edges
+from tabsim.config.curriculum import ALGO_KNOBS as VAS_KNOBS, ALGO_UNWRITTEN as VAS_UNWRITTEN, CurriculumKnobs
 from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
 from tabsim.config.length import LENGTH_KNOB_OF, LengthKnobs
 from tabsim.config.tree import TreeConfig
@@ -130,14 +129,13 @@ ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate"
                 "real_tau": ("surrogate", "real"),
                 "ctpo_clip_low": ("surrogate", "ctpo"), "ctpo_clip_high": ("surrogate", "ctpo"),
                 "ctpo_clip_c": ("surrogate", "ctpo"), "ctpo_power": ("surrogate", "ctpo")}
-ALGO_KNOB_OF.update(**TRACKER_KNOBS, **LOSS_KNOB_OF)  # tabsim.config.groups (tracker, prompt skip), config.losses
-ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *LOSS_KNOB_OF, *ALLOC_UNWRITTEN)  # and config.allocation's
-ALGO_KNOB_OF.update(**ALLOC_KNOBS)
+ALGO_KNOB_OF.update(**TRACKER_KNOBS, **LOSS_KNOB_OF, **VAS_KNOBS)  # tabsim.config.groups (tracker, prompt skip), config.losses
+ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *VAS_UNWRITTEN, *LOSS_KNOB_OF)
 ALGO_KNOB_OF.update(**LENGTH_KNOB_OF)  # tabsim.config.length
 ALGO_UNWRITTEN_AT_DEFAULT += tuple(LENGTH_KNOB_OF)
 
 
-class AlgoConfig(BehaviourKnobs, TrackerKnobs, LossKnobs, LengthKnobs, AllocationKnobs):  # config.behaviour, ...
+class AlgoConfig(CurriculumKnobs, BehaviourKnobs, TrackerKnobs, LossKnobs, LengthKnobs):  # knobs of config.behaviour, .groups, ...
     estimator: str = "grpo"
     ratio: str = "token"
     surrogate: str = "clip"
@@ -329,11 +327,10 @@ class Config(Section):
             raise ValueError(f"train.batch_size must be <= task.n_prompts={t.n_prompts} when drawing without "
                              f"replacement, got {tr.batch_size}")
         check_prompt_state(tr, a)  # the tracker and the prompt skip (tabsim.config.groups)
-        check_allocation(tr, a)  # tabsim.config.allocation
         if not tr.replacement and tr.batch_size + tr.refill > t.n_prompts:
             raise ValueError(f"train.refill: batch_size + refill = {tr.batch_size} + {tr.refill} candidate prompts "
                              f"must be <= task.n_prompts={t.n_prompts} when drawing without replacement")
-        check_group_ranking(t, tr, a)  # a stage ranking answers by advantage (tabsim.config.group_edge)
+        check_edges(t, tr, a)  # a stage ranking answers by advantage, a curriculum (tabsim.config.group_edge)
         if tr.batch_size % a.minibatches:
             raise ValueError(f"algo.minibatches must divide train.batch_size={tr.batch_size}, got {a.minibatches}")
         if tr.eval_every is not None and tr.steps % tr.eval_every:

@@ -11,7 +11,7 @@ from tabsim.sim.algos import AGGREGATIONS, ESTIMATORS, KL_ESTIMATORS, RATIOS, SU
 from tabsim.sim.arms import OFFLINE_ARMS
 from tabsim.sim.rewards import RewardSpec
 from tabsim.config.models import Config
-from tabsim.config.allocation import allocation_fields, allocation_width
+from tabsim.config.curriculum import curriculum_fields, curriculum_key
 from tabsim.sim.envs import ENVS
 from tabsim.sim.groups import GroupStage
 from tabsim.sim.update import Schedule
@@ -46,7 +46,7 @@ def static_key(cfg: Config) -> tuple:
         (("unequal",) if t.correct_mass_ratio is not None else ()) + \
         (("maj_draws", tr.maj_draws) if tr.maj_draws is not None else ()) + \
         (("prompt_metrics", tuple(tr.prompt_metrics)) if tr.prompt_metrics is not None else ()) + \
-        (("reward", reward_spec(cfg)) if cfg.algo.reward_terms else ()) + \
+        ((("reward", reward_spec(cfg)) if cfg.algo.reward_terms else ()) + curriculum_key(cfg.algo)) + \
         user_components(cfg)
 
 
@@ -84,7 +84,7 @@ def algo_spec(cfg: Config) -> AlgoSpec:
                     is_correction=a.is_correction, kl_schedule=a.kl_schedule, ref_reset_every=a.ref_reset_every,
                     ref_reset_optimizer=a.ref_reset_optimizer if a.ref_reset_every else True,
                     token_weight=a.token_weight, tracker=a.tracker,
-                    prompt_skip=a.prompt_skip, **allocation_fields(cfg))
+                    prompt_skip=a.prompt_skip, **curriculum_fields(a))
 
 
 def reward_spec(cfg: Config) -> RewardSpec | None:
@@ -98,6 +98,6 @@ def reward_spec(cfg: Config) -> RewardSpec | None:
 def schedule(cfg: Config) -> Schedule:
     """The static training schedule (``eval_every`` unset: only the start and the end)."""
     tr = cfg.train
-    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=allocation_width(cfg),
+    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
                     eval_every=tr.eval_every or tr.steps, replacement=tr.replacement,
                     groups=GroupStage(tr.group_stage, tr.group_keep or 0), refill=tr.refill)

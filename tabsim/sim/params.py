@@ -95,6 +95,10 @@ class Hyper:
     clip_cov_ratio: float = D["clip_cov_ratio"]
     clip_cov_lb: float = D["clip_cov_lb"]
     clip_cov_ub: float = D["clip_cov_ub"]
+    # VAS (MMR1, arXiv 2509.21268): the share of a batch drawn by weight and the weights' momentum, read only when
+    # algo.curriculum names vas (tabsim.sim.vas)
+    vas_ratio: float = D["vas_ratio"]
+    vas_momentum: float = D["vas_momentum"]
     # DRPO (arXiv 2510.04474): the length reward's temperature lambda over the positives, read only by the drpo surrogate
     drpo_lambda: float = D["drpo_lambda"]
 

@@ -120,9 +120,9 @@ EXPECTED = {
                              aggregation="token-mean", kl_placement="none", filter=False),
     "rec_oneside_is": dict(estimator="dr_grpo", surrogate="clip", eps_low=0.2, eps_high=0.2, aggregation="token-mean",
                            kl_placement="none", filter=False),
-    "knapsack_rl": dict(estimator="grpo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.28,
-                        aggregation="token-mean", kl_placement="none", filter=False, allocation="knapsack",
-                        allocation_max=128),
+    "vas": dict(estimator="grpo", std_ddof=1, std_eps=1e-6, surrogate="clip", eps_low=0.2, eps_high=0.2,
+                aggregation="token-mean", kl="low_var_kl", kl_placement="loss", beta=0.01, filter=False,
+                curriculum="vas", vas_ratio=0.5, vas_momentum=0.0, vas_every=4, vas_rollouts=8),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

@@ -44,8 +44,11 @@ class AlgoSpec:
     token_weight: str = "none"  # the token-weight stage (tabsim.sim.algos.token_weights); none: no weights
     tracker: str = "none"  # the per-prompt tracker carried in the state (tabsim.sim.tracker); none: no tracker
     prompt_skip: str = "none"  # the prompt skip before the rollout (tabsim.sim.prompt_skip); none: no skipping
-    allocation: str = "none"  # answers per prompt at a fixed budget (tabsim.sim.allocation); none: G each
-    allocation_n: int = 0  # the allocation's budget per prompt (train.group_size; the groups are allocation_max wide)
+    # prompt sampling by weights refreshed from rollouts (tabsim.sim.vas; none: the usual draw), the steps between
+    # two refreshes and the rollouts of each prompt per refresh; left out of the repr, as reward is
+    curriculum: str = dataclasses.field(default="none", repr=False)
+    vas_every: int = dataclasses.field(default=4, repr=False)
+    vas_rollouts: int = dataclasses.field(default=8, repr=False)
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
