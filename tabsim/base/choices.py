@@ -54,6 +54,9 @@ ANSWER_METRICS = ("pass1", "entropy", "mode_correct", "format_mass", "kl_ref")
 # grad_cosine: the expected flow's (train.dynamics = 'expected') step cosine with the true gradient of pass@1
 OPTIONAL_METRICS = ("correct_entropy", "filtered_kl", "root_mass", "grad_cosine", "log_ratio_range")
 FLOW_METRICS = ("grad_cosine",)  # of those, the ones only the expected flow records (tabsim.sim.expected.direction)
+# difficulty_tilt: the expected flow's weighting of the prompts by their success rate (tabsim.sim.expected.difficulty)
+OPTIONAL_METRICS += ("difficulty_tilt",)
+FLOW_METRICS += ("difficulty_tilt",)
 # of those, the ones only a sampled update records, per step (tabsim.sim.ratio_spread: the range of the token
 # log importance ratios over the step's updates)
 UPDATE_METRICS = ("log_ratio_range",)

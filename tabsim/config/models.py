@@ -20,6 +20,8 @@ from tabsim.config.prompt_metrics import check_prompt_metrics
 from tabsim.config.behaviour import BehaviourKnobs, check_behaviour
 from tabsim.config.groups import ALGO_KNOBS as TRACKER_KNOBS, ALGO_UNWRITTEN as TRACKER_UNWRITTEN
 from tabsim.config.groups import GroupKnobs, TrackerKnobs, check_prompt_state
+from tabsim.config.allocation import ALGO_KNOBS as ALLOC_KNOBS, ALGO_UNWRITTEN as ALLOC_UNWRITTEN
+from tabsim.config.allocation import AllocationKnobs, check_allocation
 from tabsim.config.group_edge import check_edges
 from tabsim.config.curriculum import ALGO_KNOBS as VAS_KNOBS, ALGO_UNWRITTEN as VAS_UNWRITTEN, CurriculumKnobs
 from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
@@ -130,12 +132,13 @@ ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate"
                 "ctpo_clip_low": ("surrogate", "ctpo"), "ctpo_clip_high": ("surrogate", "ctpo"),
                 "ctpo_clip_c": ("surrogate", "ctpo"), "ctpo_power": ("surrogate", "ctpo")}
 ALGO_KNOB_OF.update(**TRACKER_KNOBS, **LOSS_KNOB_OF, **VAS_KNOBS)  # tabsim.config.groups (tracker, prompt skip), config.losses
-ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *VAS_UNWRITTEN, *LOSS_KNOB_OF)
+ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *VAS_UNWRITTEN, *LOSS_KNOB_OF, *ALLOC_UNWRITTEN)  # and config.allocation's
+ALGO_KNOB_OF.update(**ALLOC_KNOBS)
 ALGO_KNOB_OF.update(**LENGTH_KNOB_OF)  # tabsim.config.length
 ALGO_UNWRITTEN_AT_DEFAULT += tuple(LENGTH_KNOB_OF)
 
 
-class AlgoConfig(CurriculumKnobs, BehaviourKnobs, TrackerKnobs, LossKnobs, LengthKnobs):  # knobs of config.behaviour, .groups, ...
+class AlgoConfig(CurriculumKnobs, BehaviourKnobs, TrackerKnobs, LossKnobs, LengthKnobs, AllocationKnobs):  # config.behaviour, ...
     estimator: str = "grpo"
     ratio: str = "token"
     surrogate: str = "clip"
@@ -327,6 +330,7 @@ class Config(Section):
             raise ValueError(f"train.batch_size must be <= task.n_prompts={t.n_prompts} when drawing without "
                              f"replacement, got {tr.batch_size}")
         check_prompt_state(tr, a)  # the tracker and the prompt skip (tabsim.config.groups)
+        check_allocation(tr, a)  # tabsim.config.allocation
         if not tr.replacement and tr.batch_size + tr.refill > t.n_prompts:
             raise ValueError(f"train.refill: batch_size + refill = {tr.batch_size} + {tr.refill} candidate prompts "
                              f"must be <= task.n_prompts={t.n_prompts} when drawing without replacement")

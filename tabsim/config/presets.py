@@ -277,6 +277,11 @@ PRESETS: dict[str, dict] = {
                          "train": {"group_size": 8}},
     "rec_oneside_is": {"algo": _algo(estimator="dr_grpo", surrogate="clip", aggregation="token-mean"),
                        "train": {"group_size": 8}},
+    # Knapsack RL (arXiv 2509.25849) as its authors' released script (liziniu/KnapsackRL,
+    # examples/knapsack_trainer/run_knapsack_grpo_7b.sh): answers per prompt by the knapsack allocation
+    # (algo.allocation, tabsim.sim.allocation) at the budget of 8 a prompt, at most 128 (their MAX_N), min_n 2; GRPO's
+    # z-score (verl: Bessel std, eps 1e-6), clip 0.2/0.28, token-mean, no KL. Their adv_clip_value 5 is not built.
+    "knapsack_rl": {"algo": _algo(eps_high=0.28, allocation="knapsack", allocation_max=128), "train": {"group_size": 8}},
     # VAS (MMR1, arXiv 2509.21268) as the authors' released config (LengSicong/MMR1, examples/mmr1.yaml, on their
     # EasyR1 trainer's defaults): the variance half of variance-aware sampling (algo.curriculum, tabsim.sim.vas):
     # every 4 steps each prompt rolled out 8 times, its p(1 - p) min-max scaled, momentum 0, half of each batch drawn by

@@ -12,6 +12,7 @@ from tabsim.sim.arms import OFFLINE_ARMS
 from tabsim.sim.rewards import RewardSpec
 from tabsim.config.models import Config
 from tabsim.config.curriculum import curriculum_fields, curriculum_key
+from tabsim.config.allocation import allocation_fields, allocation_width
 from tabsim.sim.envs import ENVS
 from tabsim.sim.groups import GroupStage
 from tabsim.sim.update import Schedule
@@ -84,7 +85,7 @@ def algo_spec(cfg: Config) -> AlgoSpec:
                     is_correction=a.is_correction, kl_schedule=a.kl_schedule, ref_reset_every=a.ref_reset_every,
                     ref_reset_optimizer=a.ref_reset_optimizer if a.ref_reset_every else True,
                     token_weight=a.token_weight, tracker=a.tracker,
-                    prompt_skip=a.prompt_skip, **curriculum_fields(a))
+                    prompt_skip=a.prompt_skip, **curriculum_fields(a), **allocation_fields(cfg))
 
 
 def reward_spec(cfg: Config) -> RewardSpec | None:
@@ -98,6 +99,6 @@ def reward_spec(cfg: Config) -> RewardSpec | None:
 def schedule(cfg: Config) -> Schedule:
     """The static training schedule (``eval_every`` unset: only the start and the end)."""
     tr = cfg.train
-    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=tr.group_size,
+    return Schedule(steps=tr.steps, batch_size=tr.batch_size, group_size=allocation_width(cfg),
                     eval_every=tr.eval_every or tr.steps, replacement=tr.replacement,
                     groups=GroupStage(tr.group_stage, tr.group_keep or 0), refill=tr.refill)

@@ -23,6 +23,7 @@ from tabsim.base import xla
 from tabsim.base.precision import full, real
 from tabsim.sim.algos import AlgoSpec, closed_form
 from tabsim.sim import behaviour, kl_schedule, prompt_skip, ratio_spread, tracker
+from tabsim.sim import allocation  # answers per prompt at a budget (algo.allocation)
 from tabsim.sim.params import Hyper
 from tabsim.sim import vas  # VAS (algo.curriculum)
 from tabsim.sim.update import Schedule, TrainState, make_update, optimizer, scan
@@ -114,7 +115,7 @@ def init_state(env, algo: AlgoSpec, seed, hp: Hyper):
                             step=jnp.zeros((), jnp.int32), behaviour=behaviour.init(algo, logits),
                             kl_state=kl_schedule.init(algo, task, hp), tracker=tracker.init(algo, env),
                             prompt_skip=prompt_skip.init(algo, env, hp),
-                            vas=vas.init(algo, env))
+                            vas=vas.init(algo, env), allocation=allocation.init(algo, env))
 
 
 def run_steps(update, task, arm, hp: Hyper, state: TrainState, sums: dict, length: int):

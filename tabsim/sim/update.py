@@ -38,6 +38,7 @@ from tabsim.sim.groups import GroupStage, at_advantage, at_score, refill, runs_a
 from tabsim.sim import tracker as tracker_mod
 from tabsim.sim import prompt_skip as skip_mod  # GRESO (algo.prompt_skip)
 from tabsim.sim import vas as vas_mod  # VAS (algo.curriculum)
+from tabsim.sim import allocation as alloc_mod  # answers per prompt at a budget (algo.allocation)
 from tabsim.sim import behaviour as behaviour_mod
 from tabsim.sim import ratio_spread  # the optional metric log_ratio_range
 from tabsim.sim import kl_schedule
@@ -69,6 +70,7 @@ class TrainState:
     tracker: Any = None  # the per-prompt tracker (tabsim.sim.tracker, algo.tracker), or None
     prompt_skip: Any = None  # the prompt skip's reward history (tabsim.sim.prompt_skip, algo.prompt_skip), or None
     vas: Any = None  # VAS's per-prompt sampling weights (tabsim.sim.vas, algo.curriculum), or None
+    allocation: Any = None  # the allocation's per-prompt estimates (tabsim.sim.allocation, algo.allocation), or None
 
 
 def optimizer(algo: AlgoSpec, hp: Hyper):
@@ -239,11 +241,16 @@ def score(env, algo: AlgoSpec, plan: UpdatePlan, arms, arm, seed, step, task_b, 
 
 # -- advantages -----------------------------------------------------------------------------------
 def advantage(algo: AlgoSpec, plan: UpdatePlan, rewards, outcome, kl_tok, rollout, hp: Hyper, context=None,
-              keep=None):
+              keep=None, alloc=None):
     """``(adv, valid [B], mask [B, G, T])``: the estimator's advantages, the filter's keep indicator and the
     token mask of the kept groups. ``context``: ``reads -> {field: array}`` (a callable, called only when the
     estimator declared ``reads=``; see :func:`tabsim.sim.algos.context.estimator_context`). ``keep [B]``: a group
-    stage's keep indicator (:mod:`tabsim.sim.groups`), multiplying the filter's."""
+    stage's keep indicator (:mod:`tabsim.sim.groups`), multiplying the filter's. ``alloc [B]``: the answers each group
+    was allotted (:mod:`tabsim.sim.allocation`): the estimator's statistics over them, the others masked."""
+    if alloc is not None:
+        adv, degenerate = alloc_mod.advantages(algo.estimator, rewards, alloc, hp)
+        valid = 1.0 - hp.filter * degenerate
+        return adv, valid, rollout.mask * (valid[:, None] * alloc_mod.answer_mask(alloc, plan.G))[..., None]
     degenerate = zero_variance(rewards)
     valid = 1.0 - hp.filter * degenerate
     if keep is not None:
@@ -308,6 +315,14 @@ def _row_gradient(env, algo: AlgoSpec, plan: UpdatePlan):
 
 
 # -- update ---------------------------------------------------------------------------------------
+def restarted(reset, opt, logits, opt_state):
+    """``opt_state``, or ``opt``'s fresh state at ``logits`` where ``reset`` (a KL schedule's reference reset; None:
+    no reset)."""
+    if reset is None:
+        return opt_state
+    return jax.tree_util.tree_map(lambda new, old: jnp.where(reset, new, old), opt.init(logits), opt_state)
+
+
 def apply_updates(algo: AlgoSpec, plan: UpdatePlan, grad, state: TrainState, idx, batch, active, hp: Hyper):
     """``epochs x minibatches`` optimizer steps on the batch: ``(logits, opt_state, diag)``, ``diag`` the step's
     diagnostics of the updates (``clip_frac``, their mean, and what :mod:`tabsim.sim.ratio_spread` adds)."""
@@ -395,7 +410,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
             logq_ref = logq_ref if plan.closed else ref
         context = functools.partial(estimator_context, env, task=task, idx=idx, every=plan.every, logits=state.logits,
                                     rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)
-        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context, keep=keep)
+        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context, keep=keep,
+                                     alloc=alloc_mod.budgets(algo, state.allocation, idx, plan.G))
         adv = adv if state.tracker is None else tracker_mod.advantages(state.tracker, idx, rewards)  # its baseline
         adv = behaviour_mod.weigh(adv, is_w)  # each token's policy loss times its importance weight
         if runs_at(stage, "advantage"):
@@ -413,13 +429,12 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         logits, opt_state, diag = apply_updates(algo, plan, grad, state, idx, batch, active, hp)
         diag = {"reward_mean": reward_mean, "kept_frac": valid.mean(), **diag}  # clip_frac (and log_ratio_range)
         kl_state, reset = kl_schedule.advance(algo, state.kl_state, kl_tok, rollout.mask, logits, step, hp)
-        if reset is not None:  # ProRL: the optimizer restarts with the reference
-            opt_state = jax.tree_util.tree_map(lambda new, old: jnp.where(reset, new, old),
-                                               optimizer(algo, hp).init(logits), opt_state)
+        opt_state = restarted(reset, optimizer(algo, hp), logits, opt_state)  # ProRL: restarts with the reference
         return dataclasses.replace(state, logits=logits, opt_state=opt_state, step=step + 1, vas=vas,
                                    behaviour=behaviour_mod.advance(algo, state.behaviour, state.logits, step),
                                    kl_state=kl_state, tracker=tracker_mod.advance(
                                        state.tracker, idx, rewards if outcome is None else outcome, hp.tracker_rho),
-                                   prompt_skip=skip_mod.advance(state.prompt_skip, *drawn, step, hp)), diag
+                                   prompt_skip=skip_mod.advance(state.prompt_skip, *drawn, step, hp),
+                                   allocation=alloc_mod.advance(algo, state.allocation, *drawn, plan.G)), diag
 
     return update

@@ -49,6 +49,8 @@ class AlgoSpec:
     curriculum: str = dataclasses.field(default="none", repr=False)
     vas_every: int = dataclasses.field(default=4, repr=False)
     vas_rollouts: int = dataclasses.field(default=8, repr=False)
+    allocation: str = "none"  # answers per prompt at a fixed budget (tabsim.sim.allocation); none: G each
+    allocation_n: int = 0  # the allocation's budget per prompt (train.group_size; the groups are allocation_max wide)
 
     def __post_init__(self):
         for field, allowed in (("estimator", ESTIMATORS), ("ratio", RATIOS), ("surrogate", SURROGATES),
