@@ -19,7 +19,8 @@ import jax.numpy as jnp
 
 from tabsim.sim.ops import ranks
 from tabsim.runtime import planning
-from tabsim.studies.factorial import plan_chunks, run_chunk
+from tabsim.runtime.run import run_chunk
+from tabsim.studies.factorial import plan_units
 from tabsim.studies.reference.design import build_designs, settings
 
 
@@ -61,13 +62,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="128,256,512,1024,2048,4096")
     args = ap.parse_args()
     designs = list(build_designs(settings(seeds=args.seeds, steps=args.steps)).values())
-    _, _, programs = plan_chunks(designs)
-    (cfg,) = programs.values()
+    (cfg,) = plan_units(designs)[0].configs
     picked = planning.units_per_chunk(cfg, 1 << 30)
     print(f"reference study, {args.seeds} seeds, {args.steps} steps; the planner picks {picked} units a chunk "
           f"({planning.estimate_bytes(cfg, picked, 1) / 2**20:.1f} MiB of arrays)")
     sizes = [int(x) for x in args.sizes.split(",")]
-    best = per_unit({u: plan_chunks(designs, units_per_chunk=u)[0] for u in sizes})
+    best = per_unit({u: planning.plan(plan_units(designs, units_per_chunk=u)[0]).parts for u in sizes})
     low = min(best.values())
     for u in sizes:
         print(f"  {u:5d} units a chunk ({planning.estimate_bytes(cfg, u, 1) / 2**20:6.1f} MiB): "

@@ -5,22 +5,24 @@ Every chunk size is decided here: :func:`conditions_per_chunk` for ``ts.run`` (c
 machine (:func:`check_memory`) or a worker's memory limit (:func:`cap_chunk`), and
 :func:`local_executor`, which keeps no more chunks in flight than the available memory holds.
 
-The plan of a run (:class:`RunPlan`: its chunks, segment length, executor, device, memory and work)
-is made here once, before anything compiles, by :func:`plan_run` (``ts.run``) and
-:func:`plan_designs` (a packed factorial job), and passed down; the memory each chunk needs is
-:mod:`tabsim.runtime.memory`'s estimate.
+The plan of a job (:class:`RunPlan`: its chunks, segment length, executor, device, memory and work)
+is made here once, before anything compiles, by :func:`plan` from the job's work stated as data
+(:class:`tabsim.runtime.chunks.Work`: ``ts.run``'s grid or a factorial job's units), and passed down;
+the memory each chunk needs is :mod:`tabsim.runtime.memory`'s estimate.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from typing import Callable
 
 from tabsim.config import Config, ConfigError
+from tabsim.config.static import algo_spec, expected, make_env, schedule
+from tabsim.sim.expected import CHUNK_BYTES, expected_bytes
 from tabsim.sim.envs.bandit import n_compositions
 from tabsim.base import defaults
 from tabsim.runtime import device as device_mod
+from tabsim.runtime.chunks import Work, grid_chunks, unit_chunks
 from tabsim.runtime.cuts import calls, near_divisor, progress_segment
 from tabsim.runtime.executors import LocalExecutor, local_threads
 # the memory estimate, re-exported: callers read every sizing decision from this module
@@ -288,8 +290,14 @@ class RunPlan:
     work: float
     programs: int = 1
     shown: bool = False
-    kind: str = "run"  # "run" (ts.run: conditions x seeds) or "designs" (a packed job: condition x seed units)
+    grid: bool = True  # ts.run's conditions x seeds; False: a packed job's condition x seed units
     devices: tuple = dataclasses.field(default=(), repr=False)  # empty: ``device`` alone
+    parts: tuple = dataclasses.field(default=(), repr=False)  # ``(ids, Chunk)`` pairs, in order
+
+    @property
+    def kind(self) -> str:
+        """``run`` (a grid of conditions x seeds) or ``designs`` (a packed job of units), as provenance names it."""
+        return "run" if self.grid else "designs"
 
     @property
     def executor_kind(self) -> str:
@@ -317,7 +325,7 @@ class RunPlan:
     def lines(self) -> list[str]:
         """The plan in a few lines, as ``--dry-run`` prints it."""
         d = self.as_dict()
-        if self.kind == "designs":
+        if not self.grid:
             head = (f"{self.chunks} chunk(s) of up to {self.per_chunk} condition x seed units ({self.conditions} units "
                     f"in all, {self.programs} compiled program(s))")
         else:
@@ -346,63 +354,55 @@ def executor_threads(executor) -> int:
     return max(1, int(getattr(executor, "threads", 1) or 1))
 
 
-def plan_run(cfg: Config, n_cond: int, n_seeds: int, *, executor=None, device: str | None = None,
-             progress: bool | None = None, watched: bool = False, build: Callable[[], object] | None = None,
-             per: Callable[[], int] | None = None) -> RunPlan:
-    """The plan of ``ts.run`` for ``n_cond`` conditions x ``n_seeds`` seeds of ``cfg``.
+def plan(work: Work, *, executor=None, device: str | None = None, progress: bool | None = None,
+         watched: bool = False) -> RunPlan:
+    """The plan of a job's ``work`` (:class:`tabsim.runtime.chunks.Work`, data only), its chunks included.
 
-    The device is picked first (:func:`tabsim.runtime.device.pick`, from the run's :func:`run_work`), then
-    ``build()`` (the program, built and validated before any memory question), then the chunk size:
-    ``per()`` where the caller sizes its chunks itself (the expected flow), else :func:`conditions_per_chunk`
-    (refused when a chunk cannot fit). ``progress`` is ``ts.run``'s; ``watched``: someone watches the
-    process (a terminal, a notebook). A watched run of a few long chunks is cut into about 20 calls a chunk
+    The device is picked first (:func:`tabsim.runtime.device.pick`, from the work of every program together),
+    then each program's chunk size: a grid's conditions per chunk (:func:`conditions_per_chunk`; the expected
+    flow's from its enumeration's tables), a unit job's units per chunk (:func:`units_per_chunk`), refused when
+    a chunk cannot fit. ``progress`` is the caller's; ``watched``: someone watches the process (a terminal, a
+    notebook). A watched grid of a few long chunks is cut into about 20 calls a chunk
     (:func:`tabsim.runtime.cuts.progress_segment`), so that its bar moves step by step (the same bits).
     """
     choice = device_mod.check_choice(defaults.device(device))
-    work = run_work(cfg, n_cond, n_seeds)
-    dev = device_mod.pick(device, work)
-    if build is not None:
-        build()
-    size = per() if per is not None else conditions_per_chunk(cfg, n_cond, n_seeds, executor, device=dev)
-    n_chunks = math.ceil(n_cond / size)
-    segment = steps_per_segment(cfg, size, n_seeds)
-    chunk_bytes = estimate_bytes(cfg, size, n_seeds)
-    if executor is None:
+    if work.grid:
+        cfg, n_cond, n_seeds = work.configs[0], work.conditions, len(work.seeds)
+        total = run_work(cfg, n_cond, n_seeds)
+    else:
+        n_seeds, counts = 1, [work.units_of(g).size for g in range(len(work.configs))]
+        total = float(sum(run_work(c, n, 1) for c, n in zip(work.configs, counts)))
+    dev = device_mod.pick(device, total)  # chosen before anything compiles, from the work of every chunk together
+    segment = None
+    if work.grid:
+        if expected(cfg):  # the flow's memory is the enumeration's tables, not the sampled engine's batches
+            size = max(1, min(n_cond, CHUNK_BYTES // expected_bytes(make_env(cfg), algo_spec(cfg), schedule(cfg),
+                                                                    cfg.arms.arms)))
+        else:
+            size = conditions_per_chunk(cfg, n_cond, n_seeds, executor, device=dev)
+        n_chunks = math.ceil(n_cond / size)
+        segment = steps_per_segment(cfg, size, n_seeds)
+        chunk_bytes = estimate_bytes(cfg, size, n_seeds)
+    else:
+        sizes = [units_per_chunk(c, n, executor, work.requested, dev) for c, n in zip(work.configs, counts)]
+        size = max(sizes, default=0)
+        n_chunks = sum(math.ceil(n / u) for n, u in zip(counts, sizes))
+        chunk_bytes = max((estimate_bytes(c, u, 1) for c, u in zip(work.configs, sizes)), default=0)
+    if executor is None and n_chunks:
         executor = local_executor(chunk_bytes, device_mod.pool(dev))
-    steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
-    n_calls = len(calls(steps, ev, segment)) if segment else 1
-    shown = progress if progress is not None else (n_chunks * n_calls > 1 or watched)
-    if (segment is None and shown and (progress or watched) and per is None and n_chunks < 8
-            and isinstance(executor, LocalExecutor) and steps * step_units(cfg, size, n_seeds)[0] > 2 * SEGMENT_UNITS):
-        segment = progress_segment(steps, ev)  # a bar that would jump from 0 to its end: about 20 calls a chunk
-    return RunPlan(conditions=n_cond, seeds=n_seeds, per_chunk=size, chunks=n_chunks, segment=segment,
-                   executor=executor, threads=executor_threads(executor), device=dev, device_choice=choice,
-                   chunk_bytes=chunk_bytes, work=work, shown=bool(shown), devices=spread(executor, n_chunks))
-
-
-def plan_designs(pack: Callable, *, executor=None, device: str | None = None, progress: bool | None = None,
-                 fixed_units: bool = False) -> tuple[RunPlan, tuple]:
-    """The plan of a packed factorial job, and its chunks: ``pack(device)`` packs the units into chunks
-    (:func:`tabsim.studies.factorial.plan_chunks`, returning ``(chunks, unit_index, programs)``).
-
-    The device is picked from the work of every chunk together; on an accelerator the units are packed
-    again into chunks as large as its memory holds, unless their size is ``fixed_units``. Each chunk's
-    program config, padded size and real units are read from its ``config``, ``hypers`` and ``n_real``."""
-    choice = device_mod.check_choice(defaults.device(device))
-    packed = pack(None)
-    work = sum(run_work(Config.model_validate(c.config), c.n_real, 1) for _, c in packed[0])
-    dev = device_mod.pick(device, work)  # chosen before anything compiles, from the work of every chunk together
-    if not fixed_units and device_bytes(dev) is not None:  # an accelerator: its chunks are larger
-        packed = pack(dev)
-    chunks = [c for _, c in packed[0]]
-    sizes = {(json.dumps(c.config, sort_keys=True), len(c.hypers)) for c in chunks}
-    chunk_bytes = max((estimate_bytes(Config.model_validate(json.loads(conf)), n, 1) for conf, n in sizes), default=0)
-    if executor is None and chunks:
-        executor = local_executor(chunk_bytes, device_mod.pool(dev))
-    shown = progress if progress is not None else len(chunks) > 1
-    return RunPlan(conditions=sum(len(p) for p, _ in packed[0]), seeds=1,
-                   per_chunk=max((n for _, n in sizes), default=0), chunks=len(chunks), segment=None,
-                   executor=executor, threads=executor_threads(executor) if executor is not None else 1,
-                   device=dev, device_choice=choice, chunk_bytes=chunk_bytes, work=float(work),
-                   programs=len(packed[2]), shown=bool(shown), kind="designs",
-                   devices=spread(executor, len(chunks))), packed
+    if work.grid:
+        steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
+        n_calls = len(calls(steps, ev, segment)) if segment else 1
+        shown = progress if progress is not None else (n_chunks * n_calls > 1 or watched)
+        if (segment is None and shown and (progress or watched) and not expected(cfg) and n_chunks < 8
+                and isinstance(executor, LocalExecutor)
+                and steps * step_units(cfg, size, n_seeds)[0] > 2 * SEGMENT_UNITS):
+            segment = progress_segment(steps, ev)  # a bar that would jump from 0 to its end: about 20 calls a chunk
+        parts = grid_chunks(work, size, n_chunks, segment)
+    else:
+        shown = progress if progress is not None else n_chunks > 1
+        parts = unit_chunks(work, sizes)
+    return RunPlan(conditions=work.conditions, seeds=n_seeds, per_chunk=size, chunks=n_chunks, segment=segment,
+                   executor=executor, threads=executor_threads(executor) if executor is not None else 1, device=dev,
+                   device_choice=choice, chunk_bytes=chunk_bytes, work=total, programs=len(work.configs),
+                   shown=bool(shown), grid=work.grid, devices=spread(executor, n_chunks), parts=tuple(parts))

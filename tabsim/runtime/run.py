@@ -21,7 +21,7 @@ from tabsim.base import precision as precision_mod
 from tabsim.config import Config, ConfigError, resolve
 from tabsim.config.static import algo_spec, expected, make_env, schedule, static_key  # noqa: F401 (re-exported)
 from tabsim.sim.engine import make_segments, make_train
-from tabsim.sim.expected import CHUNK_BYTES, EXPECTED_SEED, expected_bytes, make_expected_train
+from tabsim.sim.expected import EXPECTED_SEED, make_expected_train
 from tabsim.sim.expected import check as expected_check
 from tabsim.base import defaults
 from tabsim.files.atomic import write_frame, write_json
@@ -33,6 +33,7 @@ from tabsim.runtime import device as device_mod
 from tabsim.runtime import executables, planning, segments
 from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
+from tabsim.runtime.chunks import Chunk, Work
 from tabsim.runtime.executors import Executor, LocalExecutor
 from tabsim.runtime.loading import read_prompts, read_run_folder
 from tabsim.runtime.prompts import check_prompt_history, prompt_frame, run_columns, split_prompts
@@ -167,33 +168,42 @@ def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps
     return pd.DataFrame(cols)
 
 
-@dataclasses.dataclass(frozen=True)
-class ConditionChunk:
-    """A picklable call of one compiled program: ``config`` (JSON) fixes the program, ``seeds`` the seed
-    axis; called with a chunk's stacked hyperparameters it returns metric -> ``[C, S, A, E]`` arrays.
+def compiled_units(cfg: Config):
+    """``jit(vmap(train))`` over units ``(seed [U, 1, 2], hypers [U, 1])`` for ``cfg``'s static structure: a
+    factorial job's program, kept in the same cache as the engine program it wraps."""
+    key = ("units",) + static_key(cfg)
+    if key not in _CACHE:  # setdefault: threads that build it together share the first
+        train = compiled_train(cfg)
+        # the engine's function itself (a nested jit may not carry compiler options; its options go here)
+        program = jax.jit(jax.vmap(train.__wrapped__), compiler_options=train.xla_options)
+        program.xla_options = train.xla_options
+        _CACHE.setdefault(key, program)
+    return _CACHE[key]
 
-    Workers of a distributed executor rebuild (and cache) the program from the config."""
 
-    config: dict
-    seeds: tuple[int, ...]
-    segment: int | None = None  # steps per call (tabsim.runtime.segments); None: the whole run in one call
-    precision: str = precision_mod.DEFAULT  # "float64": traced and run in double precision (tabsim.base.precision)
+def run_chunk(chunk: Chunk, hooks: "segments.Hooks | None" = None) -> dict[str, np.ndarray]:
+    """Compute one :class:`tabsim.runtime.chunks.Chunk`: metric -> ``[C, S, A, E]`` arrays for a grid chunk
+    (``hooks``: what a chunk in segments does between them), ``[n_real, A, E]`` for a chunk of units.
 
-    def __call__(self, hp, hooks: "segments.Hooks | None" = None) -> dict[str, np.ndarray]:
-        with precision_mod.scope(self.precision):  # this thread, this call: never the process
-            return self._call(hp, hooks)
-
-    def _call(self, hp, hooks):
-        cfg = Config.model_validate(self.config)
-        tag = () if self.precision == precision_mod.DEFAULT else (self.precision,)  # float32 keys as they were
-        if self.segment:
+    Traced and run in the chunk's precision, in this thread only (:func:`tabsim.base.precision.scope`);
+    workers of a distributed executor rebuild (and cache) the program from the chunk's config."""
+    with precision_mod.scope(chunk.precision):  # this thread, this call: never the process
+        cfg = Config.model_validate(chunk.config)
+        if not chunk.grid:
+            seeds = seed_array(chunk.seeds)[:, None, :]
+            hp = jax.tree_util.tree_map(lambda x: x[:, None], stack_hypers(list(chunk.hypers)))
+            out = jax.device_get(call_program(("units", static_key(cfg)), compiled_units(cfg), seeds, hp))
+            return {k: np.asarray(v)[: chunk.n_real, 0, 0] for k, v in out.items()}
+        hp = stack_hypers(list(chunk.hypers), chunk.shared)
+        tag = () if chunk.precision == precision_mod.DEFAULT else (chunk.precision,)  # float32 keys as they were
+        if chunk.segment:
             key = ("segments", static_key(cfg)) + tag
             hist = segments.run_chunk(compiled_segments(cfg),
                                       lambda name, n, prog, *args: call_program(key + (name, n), prog, *args),
-                                      seed_array(list(self.seeds)), hp, self.segment, hooks)
-            return {k: v.reshape((-1, len(self.seeds), len(cfg.arms.arms)) + v.shape[1:]) for k, v in hist.items()}
+                                      seed_array(list(chunk.seeds)), hp, chunk.segment, hooks)
+            return {k: v.reshape((-1, len(chunk.seeds), len(cfg.arms.arms)) + v.shape[1:]) for k, v in hist.items()}
         return jax.device_get(call_program(("conditions", static_key(cfg)) + tag, compiled_train(cfg),
-                                           seed_array(list(self.seeds)), hp))
+                                           seed_array(list(chunk.seeds)), hp))
 
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
@@ -229,12 +239,9 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     grid = cfg.grid()
     seeds = run_seeds(cfg)
     values = [cfg.hyper_values(g) for g in grid]
-    plan = plan_of(cfg, executor=executor, device=device, progress=progress, build=True)
-    chunks = _stacked_chunks(values, plan.per_chunk, plan.chunks)
-    fn = ConditionChunk(config=cfg.model_dump(mode="json"), seeds=tuple(seeds), segment=plan.segment,
-                        precision=precision)
+    plan = plan_of(cfg, executor=executor, device=device, progress=progress, build=True, precision=precision)
     job = job_key("run", cfg.digest(), plan.per_chunk, *(() if precision == precision_mod.DEFAULT else (precision,)))
-    parts = _compute(cfg, plan, fn, chunks, job, store, desc)
+    parts = _compute(cfg, plan, job, store, desc)
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:len(values)] for k in parts[0]}
     steps = list(range(0, cfg.train.steps + 1, cfg.train.eval_every or cfg.train.steps))
     per_prompt = split_prompts(hist)  # train.prompt_metrics: the per-prompt history, out of the means'
@@ -271,34 +278,37 @@ def run_seeds(cfg: Config) -> list[int]:
 
 
 def plan_of(config: Config | dict | None = None, *, executor: Executor | None = None, device: str | None = None,
-            progress: bool | None = None, build: bool = False, **overrides) -> planning.RunPlan:
+            progress: bool | None = None, build: bool = False, precision: str = precision_mod.DEFAULT,
+            **overrides) -> planning.RunPlan:
     """The :class:`tabsim.runtime.planning.RunPlan` of ``run(config, ...)``: its chunks, segment length,
-    executor, device, memory and work, decided before anything compiles (``build``: the program is built
-    and validated between the device's choice and the chunk size, as a run does)."""
+    executor, device, memory and work, decided before anything compiles (``build``: the program is then
+    built and validated, as a run does)."""
     cfg = _resolved(config, overrides)
     n_cond, n_seeds = len(cfg.grid()), len(run_seeds(cfg))
     check_prompt_history(cfg, n_cond, n_seeds)  # train.prompt_metrics: its frame must fit beside the chunks
-
-    def per() -> int:  # the expected flow's memory is the enumeration's tables, not the sampled engine's batches
-        nbytes = expected_bytes(make_env(cfg), algo_spec(cfg), schedule(cfg), cfg.arms.arms)
-        return max(1, min(n_cond, CHUNK_BYTES // nbytes))
-
-    return planning.plan_run(cfg, n_cond, n_seeds, executor=executor, device=device, progress=progress,
-                             watched=bars.watched(), build=(lambda: compiled_train(cfg)) if build else None,
-                             per=per if expected(cfg) else None)
-
-
-def _stacked_chunks(values: list[dict], per: int, n_chunks: int) -> list:
-    """The conditions' hyperparameters stacked into ``n_chunks`` chunks of ``per`` (the last padded with
-    copies of the last condition: chunks of equal size reuse one compilation)."""
-    padded = values + [values[-1]] * (n_chunks * per - len(values))
-    shared = [k for k in values[0] if all(v[k] == values[0][k] for v in values)]  # equal in every condition
-    return [stack_hypers(padded[i * per:(i + 1) * per], shared) for i in range(n_chunks)]
+    if build:
+        check_dynamics(cfg)
+    work = Work.of_grid(cfg, [cfg.hyper_values(g) for g in cfg.grid()], run_seeds(cfg), precision)
+    plan = planning.plan(work, executor=executor, device=device, progress=progress, watched=bars.watched())
+    if build:
+        compiled_train(cfg)
+    return plan
 
 
-def _compute(cfg: Config, plan: planning.RunPlan, fn, chunks: list, job: str, store, desc: str) -> list:
-    """Every chunk's outputs, computed as ``plan`` says, with its progress in training steps on a bar."""
+def compute(plan: planning.RunPlan, job: str, *, store=None, progress=None, fn=None) -> list:
+    """The compute stage of every runner: each chunk of ``plan`` computed by ``fn`` (default
+    :func:`run_chunk`) on the plan's executor and device, in chunk order; with a store (``store`` or the
+    enclosing one) and the ``job`` key, finished chunks are kept and a resumed job reuses them
+    (:func:`tabsim.runtime.store.execute`). ``progress``: an object with ``update(n)``."""
+    with device_mod.using(plan.device):
+        return execute(fn or run_chunk, [c for _, c in plan.parts], executor=plan.executor, store=store, job=job,
+                       progress=progress)
+
+
+def _compute(cfg: Config, plan: planning.RunPlan, job: str, store, desc: str) -> list:
+    """:func:`compute` with ``ts.run``'s progress in training steps on a bar (a chunk in segments ticks it)."""
     steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
+    fn = run_chunk
     with bars.progress_bar(plan.chunks * steps, plan.shown, f"{desc}: compiling", "step") as bar:
         ticks = bars.StepTicks(bar, steps, None, desc)
         if plan.segment and isinstance(plan.executor, LocalExecutor):  # checkpoints, ticks and estimate here
@@ -308,11 +318,10 @@ def _compute(cfg: Config, plan: planning.RunPlan, fn, chunks: list, job: str, st
                                    parallel=min(plan.executor.threads, plan.chunks), announce=plan.shown, desc=desc,
                                    say=bars.write,  # above the bar
                                    done=segments.steps_done(segments.calls(steps, ev, plan.segment), ev))
-            fn, ticks.hooks = functools.partial(fn, hooks=hooks), hooks
+            fn, ticks.hooks = functools.partial(run_chunk, hooks=hooks), hooks
             fn.interruptible = True  # computed in a helper thread, so that Ctrl-C is seen at once
         try:
-            with device_mod.using(plan.device):
-                return execute(fn, chunks, executor=plan.executor, store=store, job=job, progress=ticks)
+            return compute(plan, job, store=store, progress=ticks, fn=fn)
         finally:
             ticks.close()
 

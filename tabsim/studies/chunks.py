@@ -1,36 +1,16 @@
-"""The work of several designs as deduplicated units (program, traced values, seed) packed into
-self-contained, picklable chunks of one size per program."""
+"""The work of several designs as deduplicated units (program, traced values, seed): data that the
+planner (:func:`tabsim.runtime.planning.plan`) packs into chunks of one size per program."""
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from typing import Sequence
 
 import numpy as np
 
 from tabsim.config import Config, resolve
-from tabsim.runtime import planning
+from tabsim.runtime.chunks import Work
 from tabsim.runtime.run import static_key
 from tabsim.studies.designs import TRACED, Design, program_config, static_combos
-
-
-@dataclasses.dataclass(frozen=True)
-class Chunk:
-    """One call of a compiled program over ``len(seeds)`` units (self-contained and picklable).
-
-    Attributes:
-      config: resolved config (JSON); its static structure selects the program.
-      hypers: one full :class:`tabsim.sim.params.Hyper` value mapping per unit.
-      seeds: one seed id per unit.
-      n_real: units that count; the rest pad the chunk to the program's fixed size.
-      index: position of the chunk in its run.
-    """
-
-    config: dict
-    hypers: tuple
-    seeds: tuple
-    n_real: int
-    index: int = 0
 
 
 def run_config(cfg: Config, *, skip_frozen: bool = True) -> Config:
@@ -46,11 +26,15 @@ def run_config(cfg: Config, *, skip_frozen: bool = True) -> Config:
                                                             "arms": [a for a in arms if a != "frozen"]}})
 
 
-def _plan_units(designs: Sequence[Design], skip_frozen: bool):
-    """``(programs, pairs, unit_pair [n_units], unit_seed, index)`` of the deduplicated units of ``designs``.
+def plan_units(designs: Sequence[Design], *, skip_frozen: bool = True, units_per_chunk: int | None = None):
+    """The deduplicated units of ``designs`` as a :class:`tabsim.runtime.chunks.Work` (data for the planner),
+    and where each design's cells x seeds are among them.
 
-    A unit is a (program, traced values, seed); a *pair* ``pairs[(g, hyper items)] = (g, Hyper mapping,
-    {seed: unit id}, pair id)`` is one program ``g`` (its position in ``programs``) with one set of traced values.
+    A unit is a (program, traced values, seed); units that several designs share run once.
+
+    Returns:
+      ``(work, unit_index)``: ``unit_index[d][(static, traced, seed)]`` the unit id of each cell x seed of
+      design ``d``.
     """
     programs: dict = {}
     pairs: dict = {}
@@ -72,34 +56,6 @@ def _plan_units(designs: Sequence[Design], skip_frozen: bool):
                 unit_seed.extend(new)
                 per.update({(static, tcombo, s): seen[s] for s in d.seeds})
         index.append(per)
-    return programs, list(pairs.values()), np.asarray(unit_pair, dtype=np.int64), unit_seed, index
-
-
-def plan_chunks(designs: Sequence[Design], *, units_per_chunk: int | None = None, skip_frozen: bool = True,
-                executor=None, device=None):
-    """Deduplicated units of ``designs`` packed into equal-size chunks, one size per program.
-
-    An ``executor`` whose workers have a memory limit (:class:`tabsim.runtime.dask.DaskExecutor`) caps the
-    units per chunk so that one chunk fits it. ``device`` (a ``jax.Device``) is where the chunks run: an
-    accelerator's chunks are as large as its memory holds (:func:`tabsim.runtime.planning.units_per_chunk`).
-
-    Returns:
-      ``(chunks, unit_index, programs)``: ``chunks`` a list of ``(unit ids, Chunk)``;
-      ``unit_index[d][(static, traced, seed)]`` the unit id of each cell x seed of design ``d``;
-      ``programs`` static key -> compiled config.
-    """
-    programs, pairs, unit_pair, unit_seed, index = _plan_units(designs, skip_frozen)
-    unit_program = np.asarray([pair[0] for pair in pairs], dtype=np.int64)[unit_pair]
-    hypers, seeds = np.empty(len(pairs), dtype=object), np.empty(len(unit_seed), dtype=object)
-    hypers[:], seeds[:] = [pair[1] for pair in pairs], unit_seed
-    chunks = []
-    for g, cfg in enumerate(programs.values()):
-        ids = np.flatnonzero(unit_program == g)
-        u = planning.units_per_chunk(cfg, ids.size, executor, units_per_chunk, device)  # a unit: condition x seed
-        conf = cfg.model_dump(mode="json")
-        for start in range(0, ids.size, u):
-            part = ids[start:start + u]
-            padded = np.concatenate([part, np.repeat(part[-1:], u - part.size)])
-            chunks.append((part.tolist(), Chunk(config=conf, hypers=tuple(hypers[unit_pair[padded]]),
-                                                seeds=tuple(seeds[padded]), n_real=part.size, index=len(chunks))))
-    return chunks, index, programs
+    work = Work(configs=tuple(programs.values()), hypers=tuple(p[1] for p in pairs.values()), seeds=tuple(unit_seed),
+                pair=tuple(unit_pair), program=tuple(p[0] for p in pairs.values()), requested=units_per_chunk)
+    return work, index

@@ -12,8 +12,10 @@ field decides how a factor is run:
 The work is the set of units (program, traced condition, seed). Units are deduplicated across the
 designs of one call, packed into chunks of ``U`` units and each chunk is one call of
 ``jit(vmap(train))`` over its units, so a program compiles once whatever the number of cells,
-seeds or chunks. Chunks are self-contained, picklable :class:`Chunk` values run by
-:func:`run_chunk` through an :class:`tabsim.runtime.executors.Executor`, so a distributed executor can run them.
+seeds or chunks. The units are data (:class:`tabsim.runtime.chunks.Work`) that the one planner
+(:func:`tabsim.runtime.planning.plan`) packs into the runtime's one chunk type, computed by
+:func:`tabsim.runtime.run.run_chunk` through an :class:`tabsim.runtime.executors.Executor`, so a
+distributed executor can run them.
 
     import tabsim as ts
     res = ts.run_factorial({"preset": "paper"}, {
@@ -30,56 +32,24 @@ import json
 import time
 from typing import Sequence
 
-import jax
 import numpy as np
 
-from tabsim.base import clock, precision
+from tabsim.base import clock
 from tabsim.config import Config
 from tabsim.files.provenance import provenance
-from tabsim.sim.params import stack_hypers
-from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
 from tabsim.runtime import planning
 from tabsim.runtime.cache import apply_default as apply_default_cache
 from tabsim.runtime.executors import Executor
 from tabsim.runtime.progress import progress_bar
-from tabsim.runtime.run import call_program, compiled_train, static_key
-from tabsim.runtime.store import execute, job_key
-from tabsim.studies.chunks import Chunk, plan_chunks, run_config
+from tabsim.runtime.chunks import Chunk
+from tabsim.runtime.run import compiled_train, compiled_units, compute, run_chunk
+from tabsim.runtime.store import job_key
+from tabsim.studies.chunks import plan_units, run_config
 from tabsim.studies.designs import Design, Factor, as_factors, field_kind, make_design, program_config, static_combos
 from tabsim.studies.frames import unit_outputs
 from tabsim.studies.heartbeat import until_first_chunk
 from tabsim.studies.results import DesignResult, design_frame, frames_by_design
-
-_PROGRAMS: dict = {}  # static key -> jit(vmap(train)) over units
-
-
-def unit_program(cfg: Config):
-    """``jit(vmap(train))`` over units ``(seed [U, 1, 2], hypers [U, 1])`` for ``cfg``'s static structure.
-
-    Cached per static key, beside the engine program in ``tabsim.runtime.run._CACHE`` that it wraps.
-    """
-    key = static_key(cfg)
-    if key not in _PROGRAMS:  # setdefault: threads that build it together share the first
-        train = compiled_train(cfg)
-        # the engine's function itself (a nested jit may not carry compiler options; its options go here)
-        program = jax.jit(jax.vmap(train.__wrapped__), compiler_options=train.xla_options)
-        program.xla_options = train.xla_options
-        _PROGRAMS.setdefault(key, program)
-    return _PROGRAMS[key]
-
-
-def run_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
-    """Run one chunk; returns metric -> ``[n_real, A, E + 1]`` (units, arms, eval points). Computed in float32
-    whatever the process's ``JAX_ENABLE_X64`` (:func:`tabsim.base.precision.scope`)."""
-    cfg = Config.model_validate(chunk.config)
-    program = unit_program(cfg)
-    with precision.scope():
-        seeds = seed_array(chunk.seeds)[:, None, :]
-        hp = jax.tree_util.tree_map(lambda x: x[:, None], stack_hypers(list(chunk.hypers)))
-        out = jax.device_get(call_program(("units", static_key(cfg)), program, seeds, hp))
-    return {k: np.asarray(v)[: chunk.n_real, 0, 0] for k, v in out.items()}
-
 
 def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, progress: bool | None = None,
                 units_per_chunk: int | None = None, skip_frozen: bool = True,
@@ -108,18 +78,16 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     designs = list(designs)
     if units_per_chunk is not None and (not isinstance(units_per_chunk, int) or units_per_chunk < 1):
         raise ValueError(f"units_per_chunk must be an int >= 1, got {units_per_chunk!r}")
-    plan, (planned, index, programs) = planning.plan_designs(  # device, chunks, executor: decided once
-        lambda dev: plan_chunks(designs, units_per_chunk=units_per_chunk, skip_frozen=skip_frozen, executor=executor,
-                                device=dev), executor=executor, device=device, progress=progress,
-        fixed_units=units_per_chunk is not None)
-    dev, executor, show, n_units = plan.device, plan.executor, plan.shown, plan.conditions
+    work, index = plan_units(designs, skip_frozen=skip_frozen, units_per_chunk=units_per_chunk)
+    plan = planning.plan(work, executor=executor, device=device, progress=progress)  # decided once
+    dev, show, n_units, planned = plan.device, plan.shown, plan.conditions, plan.parts
     chunks = [c for _, c in planned]
     job = job_key("designs", [(c.config, c.hypers, c.seeds, c.n_real) for c in chunks])
     with clock.timed("compile"):
-        for cfg in programs.values():  # built before the bar: a note about the compile options prints above it
+        for cfg in work.configs:  # built before the bar: a note about the compile options prints above it
             compiled_train(cfg)
-    with progress_bar(len(planned), show, desc) as bar, device_mod.using(dev), until_first_chunk(bar):
-        outs = execute(run_chunk, chunks, executor=executor, store=store, job=job, progress=bar)
+    with progress_bar(len(planned), show, desc) as bar, until_first_chunk(bar):
+        outs = compute(plan, job, store=store, progress=bar, fn=run_chunk)  # run_chunk: looked up here (tests)
     t_frames = time.perf_counter()
     outputs = unit_outputs(planned, outs)
     wall = round(time.perf_counter() - t0, 3)
@@ -127,7 +95,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     for d, per in zip(designs, index):
         frame = design_frame(d, per, outputs, skip_frozen)
         prov = provenance(design=d.name, seeds=list(d.seeds), wall_seconds_job=wall, n_units_job=n_units,
-                          n_chunks_job=len(planned), n_programs_job=len(programs), **device_mod.describe(dev, devices=plan.used_devices),
+                          n_chunks_job=len(planned), n_programs_job=len(work.configs), **device_mod.describe(dev, devices=plan.used_devices),
                           plan=plan.as_dict(),
                           config_hashes=sorted({program_config(d, s).digest() for s in static_combos(d)}))
         conf = {"base": d.base, "factors": [dataclasses.asdict(f) for f in d.factors], "seeds": list(d.seeds),
@@ -169,5 +137,7 @@ def run_factorial(base: Config | dict | None, factors, *, seeds: int | Sequence[
                        skip_frozen=skip_frozen, desc=f"tabsim {name}", device=device)[0]
 
 
-__all__ = ["Factor", "Design", "Chunk", "DesignResult", "field_kind", "as_factors", "make_design", "plan_chunks",
+unit_program = compiled_units  # the units' program, in the runtime's one cache
+
+__all__ = ["Factor", "Design", "Chunk", "DesignResult", "field_kind", "as_factors", "make_design", "plan_units",
            "run_chunk", "run_config", "run_designs", "run_factorial", "unit_program", "frames_by_design"]

@@ -637,7 +637,7 @@ def test_run_is_refused_before_compiling_and_chunks_shrink_to_fit(monkeypatch):
     def never(*a, **k):
         raise AssertionError("a chunk ran")
 
-    monkeypatch.setattr(api.ConditionChunk, "__call__", never)
+    monkeypatch.setattr(api, "run_chunk", never)
     with pytest.raises(ts.ConfigError, match="train.chunk_conditions = 2"):
         ts.run(cfg, train={"chunk_conditions": 4})
     monkeypatch.setattr(memory, "available_bytes", lambda: planning.RUNTIME_BYTES + one // 2)

@@ -22,7 +22,8 @@ import pytest
 
 import tabsim as ts
 from tabsim.runtime import planning, store
-from tabsim.studies.factorial import make_design, plan_chunks
+from tabsim.runtime.executors import LocalExecutor
+from tabsim.studies.factorial import make_design, plan_units
 from tabsim.studies.reference.design import build_designs, settings
 
 BASE = {"preset": "paper", "task": {"n_prompts": 16}, "train": {"steps": 4, "eval_every": 2}}
@@ -57,26 +58,36 @@ def accelerator(free: float, used: float = 0):
                                                                        "bytes_in_use": int(used)})
 
 
+def packed(designs, device=None, monkeypatch=None) -> tuple:
+    """The planner's ``(ids, Chunk)`` pairs of ``designs`` and their programs' configs, on ``device`` (a
+    ``jax.Device`` or a stand-in accelerator; default: the planner's own pick)."""
+    work, _ = plan_units(designs)
+    if device is not None:
+        monkeypatch.setattr(planning.device_mod, "pick", lambda choice, work=None: device)
+    plan = planning.plan(work, executor=LocalExecutor(threads=1))
+    return plan.parts, work.configs
+
+
 def reference_programs(seeds: int):
     designs = list(build_designs(settings(seeds=seeds)).values())
-    chunks, _, programs = plan_chunks(designs)
+    chunks, programs = packed(designs)
     return designs, chunks, programs
 
 
-def test_an_accelerator_takes_a_4096_seed_study_in_a_few_chunks():
+def test_an_accelerator_takes_a_4096_seed_study_in_a_few_chunks(monkeypatch):
     designs, cpu, programs = reference_programs(4096)
-    gpu, _, _ = plan_chunks(designs, device=accelerator(139e9))
+    gpu, _ = packed(designs, accelerator(139e9), monkeypatch)
     assert len(cpu) > 2000  # 32-unit chunks on the CPU, as before
     assert len(gpu) <= 4 * len(programs)
     assert sum(len(ids) for ids, _ in gpu) == sum(len(ids) for ids, _ in cpu)
-    same, _, _ = plan_chunks(designs, device=jax.devices("cpu")[0])  # the CPU, named: as before
+    same, _ = packed(designs, jax.devices("cpu")[0], monkeypatch)  # the CPU, named: as before
     assert [len(ids) for ids, _ in same] == [len(ids) for ids, _ in cpu]
 
 
 @pytest.mark.parametrize("free", [2e9, 20e9, 139e9])
 def test_an_accelerators_chunk_fits_half_its_free_memory(free):
     _, _, programs = reference_programs(4096)
-    for cfg in programs.values():
+    for cfg in programs:
         u = planning.units_per_chunk(cfg, 1 << 16, device=accelerator(free, used=5e9))
         assert planning.estimate_bytes(cfg, u, 1) <= planning.MEMORY_FRACTION * free
         assert planning.estimate_bytes(cfg, 2 * u, 1) > planning.MEMORY_FRACTION * free or u == 1 << 16 or (
@@ -111,8 +122,7 @@ def test_a_short_runs_cpu_chunks_are_sized_by_their_arrays_not_only_their_answer
     caches. At the paper's 200 steps the answers decide, as before (32 units)."""
     for steps, expected in ((2, None), (None, 32)):
         designs = list(build_designs(settings(seeds=4096, steps=steps)).values())
-        chunks, _, programs = plan_chunks(designs)
-        (cfg,) = programs.values()
+        chunks, (cfg,) = packed(designs)
         u = max(len(c.seeds) for _, c in chunks)
         assert planning.estimate_bytes(cfg, u, 1) <= planning.CPU_CHUNK_BYTES
         assert u == expected or 2 * u * planning.estimate_bytes(cfg, 1, 1) > planning.CPU_CHUNK_BYTES

@@ -11,7 +11,6 @@ from click.testing import CliRunner
 
 import tabsim as ts
 from tabsim.cli import main
-from tabsim.config import Config
 from tabsim.runtime import device, planning
 
 TINY = {"task": {"n_prompts": 4}, "train": {"steps": 2, "batch_size": 2, "seeds": 1, "eval_every": 2}}
@@ -43,11 +42,11 @@ def test_auto_keeps_small_work_on_the_cpu_and_a_missing_gpu_is_named():
 
 
 def _study_work(**kw) -> float:
-    from tabsim.studies.factorial import plan_chunks
+    from tabsim.studies.factorial import plan_units
     from tabsim.studies.reference.design import build_designs, settings
 
-    chunks, _, _ = plan_chunks(list(build_designs(settings(**kw)).values()))
-    return sum(planning.run_work(Config.model_validate(c.config), c.n_real, 1) for _, c in chunks)
+    work, _ = plan_units(list(build_designs(settings(**kw)).values()))
+    return sum(planning.run_work(c, work.units_of(g).size, 1) for g, c in enumerate(work.configs))
 
 
 def test_the_threshold_keeps_the_reference_study_on_the_cpu_and_sends_a_4096_seed_grid_to_the_gpu():

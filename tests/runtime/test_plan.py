@@ -37,10 +37,10 @@ def test_a_packed_job_is_planned_once_with_its_device_and_chunks():
     design = factorial.make_design(ts.resolve({"preset": "paper", "task": {"n_prompts": 8},
                                                "train": {"steps": 2, "batch_size": 4, "group_size": 2}}),
                                    [factorial.Factor("prior_strength", "prior_strength", (0.3, 0.6))], seeds=3)
-    plan, (chunks, _, programs) = planning.plan_designs(
-        lambda dev: factorial.plan_chunks([design], units_per_chunk=4, device=dev), fixed_units=True)
-    assert plan.kind == "designs" and plan.conditions == 6 and plan.chunks == len(chunks) == 2
-    assert plan.per_chunk == 4 and plan.programs == len(programs) == 1
+    work, _ = factorial.plan_units([design], units_per_chunk=4)
+    plan = planning.plan(work)  # data in (no callable), chunks out
+    assert plan.kind == "designs" and plan.conditions == 6 and plan.chunks == len(plan.parts) == 2
+    assert plan.per_chunk == 4 and plan.programs == len(work.configs) == 1
     (res,) = factorial.run_designs([design], units_per_chunk=4, progress=False)
     assert res.provenance["plan"] == plan.as_dict()
 

@@ -90,16 +90,17 @@ def test_one_compilation_per_static_shape():
     base = {**BASE, "task": {"n_prompts": 6}}  # a static shape no other test uses
     factors = {"G": {"train.group_size": [4, 6]}, "prior": {"prior_strength": [0.3, 0.7]},
                "reward": {"arm": ["true", "majority"]}}
-    before_api, before_prog = set(api._CACHE), set(F._PROGRAMS)
+    before = set(api._CACHE)  # the one program cache: engine programs and the units' programs that wrap them
     res = F.run_factorial(base, factors, seeds=5, units_per_chunk=4, progress=False)  # 10 units -> 3 chunks each
-    new_api, new_prog = set(api._CACHE) - before_api, set(F._PROGRAMS) - before_prog
+    new = set(api._CACHE) - before
+    new_api, new_prog = {k for k in new if k[0] != "units"}, {k[1:] for k in new if k[0] == "units"}
     assert len(new_api) == 2 and new_prog == new_api  # one engine program per static combination
     assert res.provenance["n_chunks_job"] == 6 and res.provenance["n_programs_job"] == 2
     assert all(count(("units", k)) == 1 for k in new_prog)  # one compilation each
     # other traced levels, other seeds, another chunking of the same size: no new compilation
     F.run_factorial(base, {**factors, "prior": {"prior_strength": [0.5]}}, seeds=[11, 12, 13], units_per_chunk=4,
                     progress=False)
-    assert set(F._PROGRAMS) - before_prog == new_prog
+    assert set(api._CACHE) - before == new
     assert all(count(("units", k)) == 1 for k in new_prog)
     # a static level's rows equal a direct run of that static configuration
     direct = ts.run(base, train={"group_size": 6, "seeds": 5}, sweep={"prior_strength": [0.3, 0.7]}).frame
@@ -135,10 +136,9 @@ def test_executor_runs_picklable_chunks(sweep_result):
 def test_units_shared_between_designs_run_once():
     d1 = F.make_design(BASE, {"prior": {"prior_strength": [0.8, 0.35]}}, seeds=3, name="a")
     d2 = F.make_design(BASE, {"prior": {"prior_strength": [0.35, 0.5]}}, seeds=[1, 2, 3, 4], name="b")
-    chunks, index, programs = F.plan_chunks([d1, d2], units_per_chunk=64)
-    n_units = sum(len(ids) for ids, _ in chunks)
-    assert n_units == 2 * 3 + 4 + 2 * 1  # (0.35, seeds 1, 2) are shared
-    assert len(programs) == 1
+    work, index = F.plan_units([d1, d2], units_per_chunk=64)
+    assert len(work.seeds) == 2 * 3 + 4 + 2 * 1  # (0.35, seeds 1, 2) are shared
+    assert len(work.configs) == 1 and len(index) == 2
 
 
 @pytest.mark.parametrize("factors, exc, words", [

@@ -114,9 +114,8 @@ def plan(*, scale: str = "default", seeds: int | None = None, steps: int | None 
     :func:`tabsim.studies.factorial.run_designs` makes it; nothing is compiled, run or written."""
     s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, overrides=overrides)
     designs = list(build_designs(s).values())
-    job, _ = planning.plan_designs(lambda dev: factorial.plan_chunks(designs, executor=executor, device=dev),
-                                   executor=executor, device=device)
-    return job
+    work, _ = factorial.plan_units(designs)
+    return planning.plan(work, executor=executor, device=device)
 
 
 def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
