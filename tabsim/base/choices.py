@@ -31,6 +31,7 @@ GROUP_STAGES = ("gfpo_length", "gfpo_efficiency", "cppo", "drop_all_wrong", "dro
 GROUP_SELECTING = ("gfpo_length", "gfpo_efficiency", "cppo")  # those that keep k answers a group (train.group_keep)
 TRACKERS = ("spo_stream",)  # per-prompt trackers of tabsim.sim.tracker (algo.tracker; "none": no tracker)
 PROMPT_SKIPS = ("greso",)  # skipping prompts before the rollout, tabsim.sim.prompt_skip (algo.prompt_skip)
+ALLOCATIONS = ("knapsack",)  # answers per prompt at a fixed total budget, tabsim.sim.allocation (algo.allocation)
 # behaviour policies and importance-sampling corrections of tabsim.sim.behaviour (algo.behaviour, algo.is_correction)
 BEHAVIOURS = ("policy", "hint", "mismatch", "stale")
 IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
