@@ -9,8 +9,8 @@ The run is the ``paper`` preset's prior sweep (5 conditions x 8 seeds x 4 arms, 
   (:mod:`tabsim.runtime.writer_process`, started by the first run and reused by the next ones);
   ``mlflow-thread`` is MLflow imported and written on a thread of this process
   (``MlflowTracker(process=False)``); ``--batches`` adds ``mlflow-batches``, every point sent through the
-  client's ``log_batch`` (``MlflowTracker(files=False)``), what a local file store cost before its series
-  were written whole.
+  client's ``log_batch`` (``MlflowTracker(files=False)``), with a tabsim whose tracker still had the
+  ``files`` option; every point goes through ``log_batch`` now.
 * ``tabsim sweep`` (the same study, with its figure) as a whole process, with and without ``--track``:
   there the trackers write on their own thread (MLflow: from its writer process, which imports MLflow
   anew in each command) beside the results and the figure. Its wall seconds and the CPU seconds of the

@@ -1,17 +1,12 @@
 """MLflow below its client, as tabsim uses it: the settings MLflow reads from the environment only (its file
-store switch, its requests' timeout and retries), one line for a tracking server that cannot be reached,
-and a local file store's metric series written whole. :class:`tabsim.runtime.trackers.MlflowTracker`
-writes with these; nothing here imports MLflow."""
+store switch, its requests' timeout and retries), and one line for a tracking server that cannot be
+reached. :class:`tabsim.runtime.trackers.MlflowTracker` writes with these, through MLflow's public client; nothing
+here imports MLflow."""
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-import re
-from pathlib import Path
-
-import numpy as np
-import pandas as pd
 
 from tabsim.base import defaults
 
@@ -74,30 +69,3 @@ def unreachable(err: BaseException, uri: str, timeout: float) -> Exception | Non
                                "is it running?")
     return None
 
-
-# a metric name MLflow accepts (letters, digits, ``_ . - / : space``), with no empty, ``.`` or ``..`` part
-METRIC_KEY = re.compile(r"(?!/)(?!.*//)(?!.*/$)(?!(.*/)?\.\.?(/|$))[\w.\- :/]+")
-
-
-def metric_lines(sub: pd.DataFrame, timestamp: int) -> dict[str, str]:
-    """Per column of ``sub`` (indexed by step), the lines MLflow's file store keeps for that metric:
-    ``TIMESTAMP VALUE STEP`` per finite value (the line ``FileStore.log_batch`` appends per metric)."""
-    steps = [int(s) for s in sub.index.to_numpy()]
-    out = {}
-    for key in sub.columns:
-        vals = sub[key].to_numpy(np.float64)
-        lines = "".join(f"{timestamp} {float(v)} {s}\n" for s, v in zip(steps, vals) if np.isfinite(v))
-        if lines:
-            out[str(key)] = lines
-    return out
-
-
-def write_series(folder: Path, series: dict[str, str]) -> None:
-    """Append each metric's lines to its file under ``folder`` in one write. MLflow's file store appends one
-    line per call and looks the run's folder up again for each (two directory listings, an ``open``): a
-    3,800-point sweep spent 1.5 s in it; whole series cost one ``open`` each."""
-    for key, lines in series.items():
-        path = folder / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(lines)

@@ -6,10 +6,9 @@ Two trackers, each written through its own client library (the ``track`` extra,
 * ``mlflow`` (:class:`MlflowTracker`): one parent run holding the config (as parameters and as
   ``config.json``), and one child run per condition, tagged with its factor levels, holding the metrics
   ``METRIC/ARM`` and the partition's terms ``partition/TERM`` at every evaluated step. The store is
-  ``$MLFLOW_TRACKING_URI``, else a local file store ``./mlruns`` (``mlflow ui`` reads it). The runs,
-  parameters, tags and artifact go through ``MlflowClient``; in a local file store each metric's series is
-  then appended to its file in one write (:func:`write_series`), since the client's ``log_batch`` there
-  costs half a millisecond per point; any other store gets every point through ``log_batch``.
+  ``$MLFLOW_TRACKING_URI``, else a local file store ``./mlruns`` (``mlflow ui`` reads it). Everything,
+  the metrics' series included, goes through MLflow's public client (``MlflowClient``: ``log_batch``,
+  1000 points a call); tabsim never writes into a store's files itself.
 * ``tensorboard`` (:class:`TensorBoardTracker`, written with ``tensorboardX``): one folder per run under
   ``./runs``, the config as text and one sub-folder per condition with the same scalars
   (``tensorboard --logdir runs`` reads it).
@@ -39,16 +38,13 @@ import socket
 import time
 import types
 from pathlib import Path
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 import numpy as np
 import pandas as pd
 
 from tabsim.base import defaults
 from tabsim.runtime import writer_process
-from tabsim.runtime.mlflow_io import (METRIC_KEY, TIMEOUT_SECONDS, bounded, file_store, flat, metric_lines,
-                                      unreachable, write_series)
+from tabsim.runtime.mlflow_io import TIMEOUT_SECONDS, bounded, file_store, flat, unreachable
 
 TRACKERS = {"mlflow": "mlflow", "tensorboard": "tensorboardX"}  # name -> the module it writes with
 EXTRA = 'pip install "tabsim[track]"'
@@ -116,21 +112,19 @@ def label(values: dict) -> str:
 class MlflowTracker:
     """A tabsim run as an MLflow parent run with one child run per condition (module docstring).
 
-    ``files``: in a local file store, write each metric's series to its file whole (:func:`write_series`),
-    the lines MLflow's client would append one call per point; False sends every point through the client's
-    ``log_batch``, as is always done for other stores (a database, a tracking server). ``process``: write
+    Every point goes through the client's ``log_batch``, whatever the store. ``process``: write
     from the writer process (:mod:`tabsim.runtime.writer_process`; None: where one can start), so that this
     process never imports MLflow; False: in this process (on the thread :class:`Trackers` writes from)."""
 
     name = "mlflow"
 
     def __init__(self, uri: str | None = None, *, experiment: str = "tabsim", run_name: str | None = None,
-                 files: bool = True, process: bool | None = None, timeout: float = TIMEOUT_SECONDS):
+                 process: bool | None = None, timeout: float = TIMEOUT_SECONDS):
         check("mlflow")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout: {timeout!r} is not a number of seconds > 0")
         self.uri = uri or defaults.mlflow_tracking_uri() or Path("mlruns").resolve().as_uri()
-        self.experiment, self.run_name, self.client, self.files = experiment, run_name, None, files
+        self.experiment, self.run_name, self.client = experiment, run_name, None
         self.timeout, self.failed = timeout, False
         self.process = writer_process.available() if process is None else process
         self.remote: writer_process.Remote | None = None
@@ -138,7 +132,7 @@ class MlflowTracker:
     def _open_remote(self) -> writer_process.Remote:
         if self.remote is None:
             kwargs = {"uri": self.uri, "experiment": self.experiment, "run_name": self.run_name,
-                      "files": self.files, "process": False, "timeout": self.timeout}
+                      "process": False, "timeout": self.timeout}
             self.remote = writer_process.Remote(f"{__name__}:MlflowTracker", kwargs, environ=("MLFLOW_",),
                                                 stall_seconds=max(STALL_SECONDS, STALL_FACTOR * self.timeout))
             self.remote.call("start")
@@ -228,21 +222,8 @@ class MlflowTracker:
             child = self.client.create_run(self.experiment_id, run_name=label(values), tags=tags).info.run_id
             if values:
                 self.client.log_batch(child, params=[Param(k, str(v)) for k, v in values.items()])
-            series = metric_lines(sub, now)
-            folder = self._metrics_folder(child)
-            if folder is not None and all(METRIC_KEY.fullmatch(k) for k in series):
-                write_series(folder, series)
-            else:
-                self._log_batches(child, sub, now)
+            self._log_batches(child, sub, now)
             self.client.set_terminated(child)
-
-    def _metrics_folder(self, run_id: str) -> Path | None:
-        """The run's ``metrics`` folder when the store is a local file store (``file:`` URI) laid out as MLflow
-        lays it out (``ROOT/EXPERIMENT/RUN/meta.yaml``), else None."""
-        if not self.files or not self.uri.startswith("file:"):
-            return None
-        run_dir = Path(url2pathname(urlparse(self.uri).path)) / str(self.experiment_id) / run_id
-        return run_dir / "metrics" if (run_dir / "meta.yaml").is_file() else None
 
     def _log_batches(self, run_id: str, sub: pd.DataFrame, now: int) -> None:
         """Every finite value of ``sub`` through the client, 1000 metrics a call (MLflow's limit per batch)."""
