@@ -29,7 +29,7 @@ OPTIMIZERS = ("sgd", "adam")
 # built-in group stages of tabsim.sim.groups (train.group_stage; "none" leaves the groups as sampled)
 GROUP_STAGES = ("gfpo_length", "gfpo_efficiency", "cppo", "drop_all_wrong", "drop_all_right")
 GROUP_SELECTING = ("gfpo_length", "gfpo_efficiency", "cppo")  # those that keep k answers a group (train.group_keep)
-TRACKERS = ("spo_stream",)  # per-prompt trackers of tabsim.sim.tracker (algo.tracker; "none": no tracker)
+TRACKERS = ("spo_stream", "value")  # per-prompt trackers of tabsim.sim.tracker (algo.tracker; "none": no tracker)
 PROMPT_SKIPS = ("greso",)  # skipping prompts before the rollout, tabsim.sim.prompt_skip (algo.prompt_skip)
 ALLOCATIONS = ("knapsack",)  # answers per prompt at a fixed total budget, tabsim.sim.allocation (algo.allocation)
 # behaviour policies and importance-sampling corrections of tabsim.sim.behaviour (algo.behaviour, algo.is_correction)
@@ -78,7 +78,7 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "holder_p",
                 "skip_p_easy", "skip_p_hard", "skip_target",
                 "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub",
-                "vas_ratio", "vas_momentum",
+                "vas_ratio", "vas_momentum", "value_lr",
                 "drpo_lambda")
 
 

@@ -43,5 +43,6 @@ HYPER_DEFAULTS: dict[str, float] = {
     "skip_p_easy": 0.5, "skip_p_hard": 0.5, "skip_target": 0.25,
     "clip_cov_ratio": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0,  # Clip-Cov (verl's defaults)
     "vas_ratio": 0.5, "vas_momentum": 0.0,  # VAS: the weighted share of a batch, the weights' momentum (MMR1's)
+    "value_lr": 0.1,  # the tabular critic's step toward the mean return of a state's visits
     "drpo_lambda": 0.1,  # DRPO's length-reward temperature (the authors' recipes)
 }

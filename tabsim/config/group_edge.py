@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from tabsim.base.choices import GROUP_RANKING, PER_TOKEN_ESTIMATORS, TOKEN_RETURN_ESTIMATORS
-from tabsim.config.curriculum import check_curriculum
+from tabsim.config import critic, curriculum
 
 
 def per_token(estimator: str) -> bool:
@@ -53,6 +53,19 @@ def check_group_ranking(task, train, algo) -> None:
 def check_edges(task, train, algo) -> None:
     """The config's refusals of what the engine would refuse when it builds the program: a group stage ranking by
     advantage with per-token advantages (:func:`check_group_ranking`) and a curriculum's draw with another
-    (:func:`tabsim.config.curriculum.check_curriculum`)."""
+    (:func:`tabsim.config.curriculum.check_curriculum`) and the tabular critic's
+    (:func:`tabsim.config.critic.check_value`)."""
     check_group_ranking(task, train, algo)
-    check_curriculum(task, train, algo)
+    curriculum.check_curriculum(task, train, algo)
+    critic.check_value(task, train, algo)
+
+
+class EdgeKnobs(curriculum.CurriculumKnobs, critic.ValueKnobs):
+    """``algo``'s fields of the curriculum (:mod:`tabsim.config.curriculum`) and of the tabular critic
+    (:mod:`tabsim.config.critic`): a base of ``AlgoConfig``."""
+
+
+# their knobs, written whenever the component reading them is chosen, and the fields written only when set away from
+# their default (tabsim.config.models' serializer)
+ALGO_KNOBS = {**curriculum.ALGO_KNOBS, **critic.ALGO_KNOBS}
+ALGO_UNWRITTEN = (*curriculum.ALGO_UNWRITTEN, *critic.ALGO_KNOBS)

@@ -22,8 +22,7 @@ from tabsim.config.groups import ALGO_KNOBS as TRACKER_KNOBS, ALGO_UNWRITTEN as 
 from tabsim.config.groups import GroupKnobs, TrackerKnobs, check_prompt_state
 from tabsim.config.allocation import ALGO_KNOBS as ALLOC_KNOBS, ALGO_UNWRITTEN as ALLOC_UNWRITTEN
 from tabsim.config.allocation import AllocationKnobs, check_allocation
-from tabsim.config.group_edge import check_edges
-from tabsim.config.curriculum import ALGO_KNOBS as VAS_KNOBS, ALGO_UNWRITTEN as VAS_UNWRITTEN, CurriculumKnobs
+from tabsim.config.group_edge import ALGO_KNOBS as EDGE_KNOBS, ALGO_UNWRITTEN as EDGE_UNWRITTEN, EdgeKnobs, check_edges
 from tabsim.config.losses import LOSS_KNOB_OF, LossKnobs
 from tabsim.config.length import LENGTH_KNOB_OF, LengthKnobs
 from tabsim.config.tree import TreeConfig
@@ -131,14 +130,14 @@ ALGO_KNOB_OF = {"gvpo_beta": ("surrogate", "gvpo"), "kl_cov_ratio": ("surrogate"
                 "real_tau": ("surrogate", "real"),
                 "ctpo_clip_low": ("surrogate", "ctpo"), "ctpo_clip_high": ("surrogate", "ctpo"),
                 "ctpo_clip_c": ("surrogate", "ctpo"), "ctpo_power": ("surrogate", "ctpo")}
-ALGO_KNOB_OF.update(**TRACKER_KNOBS, **LOSS_KNOB_OF, **VAS_KNOBS)  # tabsim.config.groups (tracker, prompt skip), config.losses
-ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *VAS_UNWRITTEN, *LOSS_KNOB_OF, *ALLOC_UNWRITTEN)  # and config.allocation's
+ALGO_KNOB_OF.update(**TRACKER_KNOBS, **LOSS_KNOB_OF, **EDGE_KNOBS)  # tabsim.config.groups (tracker, prompt skip), config.losses
+ALGO_UNWRITTEN_AT_DEFAULT += (*TRACKER_UNWRITTEN, *EDGE_UNWRITTEN, *LOSS_KNOB_OF, *ALLOC_UNWRITTEN)  # and config.allocation's
 ALGO_KNOB_OF.update(**ALLOC_KNOBS)
 ALGO_KNOB_OF.update(**LENGTH_KNOB_OF)  # tabsim.config.length
 ALGO_UNWRITTEN_AT_DEFAULT += tuple(LENGTH_KNOB_OF)
 
 
-class AlgoConfig(CurriculumKnobs, BehaviourKnobs, TrackerKnobs, LossKnobs, LengthKnobs, AllocationKnobs):  # config.behaviour, ...
+class AlgoConfig(EdgeKnobs, BehaviourKnobs, TrackerKnobs, LossKnobs, LengthKnobs, AllocationKnobs):  # config.behaviour, ...
     estimator: str = "grpo"
     ratio: str = "token"
     surrogate: str = "clip"

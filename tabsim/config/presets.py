@@ -290,6 +290,12 @@ PRESETS: dict[str, dict] = {
     "vas": {"algo": _algo(kl="low_var_kl", kl_placement="loss", beta=0.01, curriculum="vas", vas_ratio=0.5,
                           vas_momentum=0.0, vas_every=4, vas_rollouts=8),
             "train": {"group_size": 8}},
+    # PPO (arXiv 1707.06347) with verl's gae advantage estimator (algorithm.adv_estimator=gae, gamma = lam = 1: the
+    # terminal reward's advantage R - V(s_t), whitened over the batch's tokens) and a tabular critic learned by
+    # Monte-Carlo regression toward the sampled returns (algo.tracker = "value", step algo.value_lr 0.1, V 0 at the
+    # start; tabsim.sim.critic); verl's ppo_trainer defaults otherwise: clip 0.2, token-mean, no KL (use_kl_in_reward
+    # and use_kl_loss off), one epoch. verl's PPO draws one answer per prompt (rollout.n = 1); a group here holds two.
+    "ppo": {"algo": _algo(tracker="value", value_lr=0.1), "train": {"group_size": 2}},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

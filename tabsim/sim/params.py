@@ -99,6 +99,8 @@ class Hyper:
     # algo.curriculum names vas (tabsim.sim.vas)
     vas_ratio: float = D["vas_ratio"]
     vas_momentum: float = D["vas_momentum"]
+    # PPO with a tabular critic (algo.tracker = "value", tabsim.sim.critic): the critic's step size
+    value_lr: float = D["value_lr"]
     # DRPO (arXiv 2510.04474): the length reward's temperature lambda over the positives, read only by the drpo surrogate
     drpo_lambda: float = D["drpo_lambda"]
 

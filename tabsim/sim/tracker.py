@@ -34,6 +34,7 @@ import jax.numpy as jnp
 
 from tabsim.base import choices
 from tabsim.base.registry import Registry
+from tabsim.sim import critic
 from tabsim.sim.pytree import pytree_dataclass
 
 TRACKERS = Registry("tracker", builtin=choices.TRACKERS)
@@ -60,33 +61,48 @@ def spo_stream(n_prompts: int, dtype=jnp.float32) -> BetaTracker:
     return BetaTracker(alpha=half, beta=half)
 
 
+@TRACKERS.register("value", no_expected="its state values are learned from the sampled returns, step to step",
+                   per_state=True)
+def value(n_prompts: int, n_nodes: int = 1) -> critic.ValueTable:
+    """PPO's critic as a table (:mod:`tabsim.sim.critic`): every state's value 0 at the start."""
+    return critic.init(n_prompts, n_nodes)
+
+
 def init(algo, env):
     """The tracker ``algo.tracker`` names at the start of training (None: no tracker)."""
     name = getattr(algo, "tracker", "none")
+    if name != "none" and TRACKERS.meta(name).get("per_state", False):  # one entry per (prompt, node)
+        return TRACKERS[name](env.n_prompts, getattr(env, "n_nodes", 1))
     return None if name == "none" else TRACKERS[name](env.n_prompts)
 
 
 def weights(tracker):
     """``[N]`` prompt sampling weights ``sqrt(p (1 - p)) + 0.05`` (None without a tracker)."""
-    if tracker is None:
+    if not isinstance(tracker, BetaTracker):  # none, or a tracker that does not weight the draw (the critic)
         return None
     p = tracker.value()
     return jnp.sqrt(p * (1.0 - p)) + EXPLORATION
 
 
-def advantages(tracker, idx, rewards):
-    """``[B, G]`` SPO's advantages: ``r - p_x``, normalised over every answer of the batch (Bessel std)."""
+def advantages(tracker, idx, rewards, rollout=None):
+    """``[B, G]`` SPO's advantages: ``r - p_x``, normalised over every answer of the batch (Bessel std); the
+    critic's (:func:`tabsim.sim.critic.advantages`, reading the ``rollout``'s states) for a value table."""
+    if isinstance(tracker, critic.ValueTable):
+        return critic.advantages(tracker, idx, rewards, rollout)
     a = rewards - tracker.value()[idx][:, None]
     mean = a.mean()
     std = jnp.sqrt(((a - mean) ** 2).sum() / (a.size - 1))
     return (a - mean) / (std + ADV_EPS)
 
 
-def advance(tracker, idx, rewards, rho):
+def advance(tracker, idx, rewards, rho, rollout=None, hp=None):
     """The tracker after the step: ``alpha <- rho alpha + r``, ``beta <- rho beta + (1 - r)`` at the batch's prompts,
-    ``r`` the reward of each group's last answer (see the module's docstring)."""
+    ``r`` the reward of each group's last answer (see the module's docstring); a value table's states moved toward
+    their returns (:func:`tabsim.sim.critic.advance`, step ``hp.value_lr``)."""
     if tracker is None:
         return None
+    if isinstance(tracker, critic.ValueTable):
+        return critic.advance(tracker, idx, rewards, rollout, hp.value_lr)
     r = rewards[:, -1]
     alpha = tracker.alpha.at[idx].set(rho * tracker.alpha[idx] + r)
     beta = tracker.beta.at[idx].set(rho * tracker.beta[idx] + (1.0 - r))

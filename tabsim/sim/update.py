@@ -412,7 +412,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                                     rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)
         adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context, keep=keep,
                                      alloc=alloc_mod.budgets(algo, state.allocation, idx, plan.G))
-        adv = adv if state.tracker is None else tracker_mod.advantages(state.tracker, idx, rewards)  # its baseline
+        adv = adv if state.tracker is None else tracker_mod.advantages(state.tracker, idx, rewards, rollout)  # its baseline
         adv = behaviour_mod.weigh(adv, is_w)  # each token's policy loss times its importance weight
         if runs_at(stage, "advantage"):
             ref = None if plan.closed else logq_ref
@@ -433,7 +433,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
         return dataclasses.replace(state, logits=logits, opt_state=opt_state, step=step + 1, vas=vas,
                                    behaviour=behaviour_mod.advance(algo, state.behaviour, state.logits, step),
                                    kl_state=kl_state, tracker=tracker_mod.advance(
-                                       state.tracker, idx, rewards if outcome is None else outcome, hp.tracker_rho),
+                                       state.tracker, idx, rewards if outcome is None else outcome, hp.tracker_rho, rollout, hp),
                                    prompt_skip=skip_mod.advance(state.prompt_skip, *drawn, step, hp),
                                    allocation=alloc_mod.advance(algo, state.allocation, *drawn, plan.G)), diag
 
