@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from tabsim.config import Config, resolve
+from tabsim.config.mapping import config_mapping
 from tabsim.runtime.chunks import Work
 from tabsim.runtime.run import static_key
 from tabsim.studies.designs import TRACED, Design, program_config, static_combos
@@ -22,7 +23,7 @@ def run_config(cfg: Config, *, skip_frozen: bool = True) -> Config:
     arms = list(cfg.arms.arms)
     if not skip_frozen or "frozen" not in arms or len(arms) == 1:
         return cfg
-    return resolve({**cfg.model_dump(mode="json"), "arms": {**cfg.arms.model_dump(mode="json"),
+    return resolve({**config_mapping(cfg), "arms": {**cfg.arms.model_dump(mode="json"),
                                                             "arms": [a for a in arms if a != "frozen"]}})
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from tabsim.sim.arms import ARMS
 from tabsim.config import SWEEPABLE, AlgoConfig, ArmsConfig, Config, ConfigError, TaskConfig, TrainConfig, resolve
+from tabsim.config.mapping import config_mapping
 
 ARM, TRACED, STATIC = "arm", "traced", "static"
 _SECTIONS = {"task": TaskConfig, "arms": ArmsConfig, "algo": AlgoConfig, "train": TrainConfig}
@@ -232,4 +233,4 @@ def program_config(design: Design, static: tuple) -> Config:
             cfg = resolve({**data, "sweep": sweep, "arms": {**data.get("arms", {}), "arms": arms}})
     # a swept ent_coef decides that the entropy term is compiled (tabsim.runtime.run.algo_spec): keep it
     kept = {k: v for k, v in sweep.items() if k == "ent_coef"}
-    return resolve({**cfg.model_dump(mode="json"), "sweep": kept})
+    return resolve({**config_mapping(cfg), "sweep": kept})
