@@ -20,7 +20,7 @@ ESTIMATORS = ("grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"
 RATIOS = ("token", "sequence", "sequence-sum", "cumulative", "holder")
 SURROGATES = ("clip", "dual_clip", "cispo", "sapo", "importance", "reinforce", "spo", "gmpo", "gvpo", "kl_cov", "disco",
               "real", "dcpo", "ctpo", "clip_cov",
-              "rec_oneside_nois", "rec_twoside_nois", "rec_twoside_is", "drpo")
+              "rec_oneside_nois", "rec_twoside_nois", "rec_twoside_is", "opmd", "drpo")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "group-sum",
                 "balanced")
 KL_ESTIMATORS = ("k1", "k2", "k3", "low_var_kl", "exact", "ref_ce")
@@ -79,7 +79,8 @@ HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr
                 "skip_p_easy", "skip_p_hard", "skip_target",
                 "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub",
                 "vas_ratio", "vas_momentum", "value_lr",
-                "drpo_lambda")
+                "drpo_lambda",
+                "opmd_coef")
 
 
 # -- exact maj@k: the count vectors of k draws over K answers ------------------------------------------

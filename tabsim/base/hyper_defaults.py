@@ -45,4 +45,5 @@ HYPER_DEFAULTS: dict[str, float] = {
     "vas_ratio": 0.5, "vas_momentum": 0.0,  # VAS: the weighted share of a batch, the weights' momentum (MMR1's)
     "value_lr": 0.1,  # the tabular critic's step toward the mean return of a state's visits
     "drpo_lambda": 0.1,  # DRPO's length-reward temperature (the authors' recipes)
+    "opmd_coef": 0.1,  # OPMD's squared log-ratio coefficient (arXiv 2509.24203's example, regularizer_coef)
 }

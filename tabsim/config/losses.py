@@ -13,7 +13,8 @@ from tabsim.config.base import BIG, Section
 
 # knob -> (field, component): shown in a written config whenever that component is chosen
 LOSS_KNOB_OF = {"holder_p": ("ratio", "holder"), "clip_cov_ratio": ("surrogate", "clip_cov"),
-                "clip_cov_lb": ("surrogate", "clip_cov"), "clip_cov_ub": ("surrogate", "clip_cov")}
+                "clip_cov_lb": ("surrogate", "clip_cov"), "clip_cov_ub": ("surrogate", "clip_cov"),
+                "opmd_coef": ("surrogate", "opmd")}
 
 
 class LossKnobs(Section):
@@ -27,6 +28,8 @@ class LossKnobs(Section):
                                "lower end (exclusive)")
     clip_cov_ub: float = Field(D["clip_cov_ub"], ge=-BIG, le=BIG, description="clip_cov: the covariance band's "
                                "upper end (exclusive)")
+    opmd_coef: float = Field(D["opmd_coef"], ge=0.0, le=BIG, description="opmd: the coefficient of the squared "
+                             "log-ratio added to the REINFORCE loss (arXiv 2509.24203's OPMD)")
 
     @model_validator(mode="after")
     def _clip_cov_band(self):

@@ -296,6 +296,11 @@ PRESETS: dict[str, dict] = {
     # start; tabsim.sim.critic); verl's ppo_trainer defaults otherwise: clip 0.2, token-mean, no KL (use_kl_in_reward
     # and use_kl_loss off), one epoch. verl's PPO draws one answer per prompt (rollout.n = 1); a group here holds two.
     "ppo": {"algo": _algo(tracker="value", value_lr=0.1), "train": {"group_size": 2}},
+    # OPMD as arXiv 2509.24203 reinterprets it (the authors' Trinity-RFT example examples/rec_gsm8k, "Kimi's OPMD": rec
+    # with clip_mode none, weight none, regularizer k2, regularizer_coef 0.1, std_normalize false): group-relative
+    # REINFORCE plus 0.1 (logp - logp_old)^2 on every token, token-mean, no KL, 8 answers (tabsim.sim.algos.rec.opmd).
+    "opmd": {"algo": _algo(estimator="dr_grpo", surrogate="opmd", opmd_coef=0.1, aggregation="token-mean"),
+             "train": {"group_size": 8}},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

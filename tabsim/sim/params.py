@@ -103,6 +103,9 @@ class Hyper:
     value_lr: float = D["value_lr"]
     # DRPO (arXiv 2510.04474): the length reward's temperature lambda over the positives, read only by the drpo surrogate
     drpo_lambda: float = D["drpo_lambda"]
+    # OPMD as arXiv 2509.24203 reads it (Trinity-RFT rec, regularizer k2): the squared log-ratio's coefficient, read only by
+    # the opmd surrogate (tabsim.sim.algos.rec)
+    opmd_coef: float = D["opmd_coef"]
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

@@ -442,10 +442,16 @@ def np_rec_twoside_is_tok(l, lp, a, hp):
     m = _rec_in_range(w, a, hp, "two-side")
     return -a * w * lp * m, 0.0, -a * w * m
 
+
+def np_opmd_tok(l, lp, a, hp):  # Trinity-RFT's rec with regularizer k2: -A logp + c (logp - logp_old)^2
+    c = hp.get("opmd_coef", 0.1)
+    return -a * lp + c * l * l, 2 * c * l, -a
+
+
 NP_SURROGATES = {"clip": np_clip_tok, "dual_clip": np_dual_clip_tok, "cispo": np_cispo_tok, "sapo": np_sapo_tok,
                  "importance": np_importance_tok, "reinforce": np_reinforce_tok, "spo": np_spo_tok,
                  "rec_oneside_nois": np_rec_oneside_nois_tok, "rec_twoside_nois": np_rec_twoside_nois_tok,
-                 "rec_twoside_is": np_rec_twoside_is_tok}
+                 "rec_twoside_is": np_rec_twoside_is_tok, "opmd": np_opmd_tok}
 
 
 # Each answer-level surrogate reference returns (the answer's loss, d loss / d log_ratio of each token) for one

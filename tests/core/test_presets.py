@@ -128,6 +128,8 @@ EXPECTED = {
                 curriculum="vas", vas_ratio=0.5, vas_momentum=0.0, vas_every=4, vas_rollouts=8),
     "ppo": dict(surrogate="clip", eps_low=0.2, eps_high=0.2, aggregation="token-mean", kl_placement="none",
                 filter=False, epochs=1, tracker="value", value_lr=0.1),
+    "opmd": dict(estimator="dr_grpo", surrogate="opmd", opmd_coef=0.1, aggregation="token-mean", kl_placement="none",
+                 filter=False),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }

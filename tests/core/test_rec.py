@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tabsim.config import ConfigError, resolve
 from tabsim.config.presets import PRESETS
 from tabsim.sim.algos import SURROGATES, clip_fraction
 from tabsim.sim.params import Hyper
@@ -103,3 +104,35 @@ def test_oneside_is_gradient_is_the_ppo_clip():
         lo = jnp.asarray(logp_old)
         g = jax.grad(lambda y: SURROGATES["clip"](y - lo, y, jnp.asarray(adv), hp).sum())(jnp.asarray(logp))
     np.testing.assert_allclose(np.asarray(g), rec_is_grad, rtol=1e-12, atol=1e-14)
+
+
+def test_opmd_is_the_authors_k2_regulariser():
+    """Trinity-RFT's rec with clip_mode none, weight none, regularizer k2: -A logp + c (logp - logp_old)^2 per token
+    (values and logp gradients, the log-ratio carrying the gradient as the authors' logprob does); on policy its
+    gradient is REINFORCE's; hand value: A = 1, logp = -1, logp_old = -1.5, c = 0.1 gives 1 + 0.025."""
+    logp, logp_old, adv, _ = _batch(3)
+    adv_t = np.broadcast_to(adv, logp.shape)
+    coef = 0.1  # the example's regularizer_coef
+    want = -adv_t * logp + coef * (logp - logp_old) ** 2
+    want_grad = -adv_t + 2 * coef * (logp - logp_old)  # d/d logprob, logp_old held
+    with jax.enable_x64(True):
+        hp, lo = Hyper(opmd_coef=coef), jnp.asarray(logp_old)
+        fn = SURROGATES["opmd"]
+        got = fn(jnp.asarray(logp) - lo, jnp.asarray(logp), jnp.asarray(adv), hp)
+        g = jax.grad(lambda y: fn(y - lo, y, jnp.asarray(adv), hp).sum())(jnp.asarray(logp))
+        zero = jnp.zeros_like(lo)
+        on = jax.grad(lambda y: fn(y - jax.lax.stop_gradient(y), y, jnp.asarray(adv), hp).sum())(jnp.asarray(logp))
+        plain = jax.grad(lambda y: SURROGATES["reinforce"](zero, y, jnp.asarray(adv), hp).sum())(jnp.asarray(logp))
+        hand = fn(jnp.array([0.5]), jnp.array([-1.0]), jnp.array([1.0]), Hyper(opmd_coef=0.1))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(g), want_grad, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(np.asarray(on), np.asarray(plain))
+    assert float(hand[0]) == pytest.approx(1.025)
+    assert PRESETS["opmd"]["algo"]["opmd_coef"] == coef
+
+
+def test_a_negative_opmd_coefficient_is_refused_in_one_line():
+    with pytest.raises(ConfigError) as err:
+        resolve({"preset": "opmd", "algo": {"opmd_coef": -0.1}})
+    text = str(err.value)
+    assert "algo.opmd_coef" in text and "-0.1" in text and len(text.strip().splitlines()) <= 2, text

@@ -101,7 +101,7 @@ def test_the_clipped_keyword_of_a_surrogate_is_kept():
     from tabsim.sim import algos
 
     assert {n for n in algos.SURROGATES if not algos.SURROGATES.meta(n)["clipped"]} == {
-        "cispo", "sapo", "importance", "reinforce", "spo", "gvpo", "kl_cov", "disco", "real", "drpo"}
+        "cispo", "sapo", "importance", "reinforce", "spo", "gvpo", "kl_cov", "disco", "real", "drpo", "opmd"}
 
 
 # -- a registry is written only through register ----------------------------------------------------------

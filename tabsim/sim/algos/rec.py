@@ -21,8 +21,8 @@ gradient, ``-A w grad(logp)`` where the mask holds, is the PPO clip's (the ``cli
 measure-zero boundaries ``w = 1 +- eps``, so it is not a surrogate of its own here. A token the mask drops counts
 as clipped (Trinity-RFT's ``pg_clipfrac``: the share of tokens out of range). The paper's body was not readable
 here (its stored copies hold the abstract); the family's names and settings come from the authors' code and
-example. The ring variant (``epsilon_low_prime``, ``epsilon_high_prime``) and the additive regularisers of the
-same loss (``regularizer = "k2"``: OPMD; ``"forward-kl"``) are not built.
+example. The ring variant (``epsilon_low_prime``, ``epsilon_high_prime``) and the ``"forward-kl"`` regulariser are not
+built; the ``"k2"`` regulariser with no clip and no weight, the example's "Kimi's OPMD", is :func:`opmd`.
 """
 from __future__ import annotations
 
@@ -73,4 +73,19 @@ def rec_twoside_is(log_ratio, logp, adv, hp):
     return -adv * _w(log_ratio) * logp * twoside_in_range(log_ratio, adv, hp)
 
 
-__all__ = ["oneside_in_range", "rec_oneside_nois", "rec_twoside_is", "rec_twoside_nois", "twoside_in_range"]
+@register_surrogate("opmd", clipped=False)
+def opmd(log_ratio, logp, adv, hp):
+    """OPMD as arXiv 2509.24203 reinterprets it, REINFORCE plus a squared log-ratio regulariser:
+    ``-A logp + c (logp - logp_old)^2`` per token, ``c = opmd_coef``.
+
+    Read from the authors' loss (Trinity-RFT ``RECPolicyLossFn``, ``regularizer = "k2"``: ``pg_losses +
+    regularizer_coef * (logprob - old_logprob).square()``, whose comment says the 1/2 of Kimi's form is absorbed
+    into the coefficient) with the example's settings (``clip_mode = "none"``, ``weight = "none"``,
+    ``regularizer_coef = 0.1``). Kimi k1.5's own statement of OPMD was not read here. ``log_ratio`` is the ratio
+    component's (``logp - logp_old`` for the token ratio) and carries the gradient, as the authors' ``logprob``
+    does; on policy it is 0 with gradient 0, so the update is REINFORCE's. No token is clipped.
+    """
+    return -adv * logp + hp.opmd_coef * log_ratio**2
+
+
+__all__ = ["oneside_in_range", "opmd", "rec_oneside_nois", "rec_twoside_is", "rec_twoside_nois", "twoside_in_range"]
