@@ -301,6 +301,13 @@ PRESETS: dict[str, dict] = {
     # REINFORCE plus 0.1 (logp - logp_old)^2 on every token, token-mean, no KL, 8 answers (tabsim.sim.algos.rec.opmd).
     "opmd": {"algo": _algo(estimator="dr_grpo", surrogate="opmd", opmd_coef=0.1, aggregation="token-mean"),
              "train": {"group_size": 8}},
+    # DCPO (arXiv 2509.02333) with its smooth advantage standardization (algo.tracker = "dcpo_sas", tabsim.sim.sas:
+    # each answer's advantage the smaller-magnitude blend, weights 1/k and 1 - 1/k over a prompt's k groups, of the
+    # group's z-score and the z-score under the prompt's reward statistics over all its groups so far), as the
+    # authors' code computes it with reward_model.use_old_mean.enable (their run_dcpo.sh leaves it off); the dcpo
+    # preset's dynamic and dual clip otherwise.
+    "dcpo_sas": {"algo": _algo(surrogate="dcpo", eps_low=0.2, eps_high=0.28, dual_clip_c=10.0,
+                               aggregation="seq-mean-token-mean", tracker="dcpo_sas")},
     "spurious_rewards": {
         "arms": {"arms": ["frozen", "random", "format", "incorrect", "majority_offline", "true"], "gamma": 0.5,
                  "offline_samples": 64},

@@ -42,6 +42,12 @@ class ValueTable:
 
     v: jax.Array
 
+    def advantages(self, idx, rewards, rollout):
+        return advantages(self, idx, rewards, rollout)
+
+    def advance(self, idx, rewards, rollout, hp):
+        return advance(self, idx, rewards, rollout, hp.value_lr)
+
 
 def init(n_prompts: int, n_nodes: int, dtype=jnp.float32) -> ValueTable:
     """Every state's value 0 at the start."""

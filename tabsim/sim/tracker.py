@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from tabsim.base import choices
 from tabsim.base.registry import Registry
-from tabsim.sim import critic
+from tabsim.sim import critic, sas
 from tabsim.sim.pytree import pytree_dataclass
 
 TRACKERS = Registry("tracker", builtin=choices.TRACKERS)
@@ -68,6 +68,12 @@ def value(n_prompts: int, n_nodes: int = 1) -> critic.ValueTable:
     return critic.init(n_prompts, n_nodes)
 
 
+@TRACKERS.register("dcpo_sas", no_expected="its per-prompt reward statistics are state carried from step to step")
+def dcpo_sas(n_prompts: int) -> sas.SasState:
+    """DCPO's smooth advantage standardization (:mod:`tabsim.sim.sas`): every prompt unseen."""
+    return sas.init(n_prompts)
+
+
 def init(algo, env):
     """The tracker ``algo.tracker`` names at the start of training (None: no tracker)."""
     name = getattr(algo, "tracker", "none")
@@ -78,17 +84,18 @@ def init(algo, env):
 
 def weights(tracker):
     """``[N]`` prompt sampling weights ``sqrt(p (1 - p)) + 0.05`` (None without a tracker)."""
-    if not isinstance(tracker, BetaTracker):  # none, or a tracker that does not weight the draw (the critic)
+    if not isinstance(tracker, BetaTracker):  # none, or a tracker that does not weight the draw (critic, SAS)
         return None
     p = tracker.value()
     return jnp.sqrt(p * (1.0 - p)) + EXPLORATION
 
 
 def advantages(tracker, idx, rewards, rollout=None):
-    """``[B, G]`` SPO's advantages: ``r - p_x``, normalised over every answer of the batch (Bessel std); the
-    critic's (:func:`tabsim.sim.critic.advantages`, reading the ``rollout``'s states) for a value table."""
-    if isinstance(tracker, critic.ValueTable):
-        return critic.advantages(tracker, idx, rewards, rollout)
+    """``[B, G]`` SPO's advantages: ``r - p_x``, normalised over every answer of the batch (Bessel std); another
+    tracker's own (the critic's, :func:`tabsim.sim.critic.advantages`, reading the ``rollout``'s states; DCPO's SAS,
+    :mod:`tabsim.sim.sas`)."""
+    if not isinstance(tracker, BetaTracker):  # a tracker that computes its own (the critic, DCPO's SAS)
+        return tracker.advantages(idx, rewards, rollout)
     a = rewards - tracker.value()[idx][:, None]
     mean = a.mean()
     std = jnp.sqrt(((a - mean) ** 2).sum() / (a.size - 1))
@@ -98,11 +105,12 @@ def advantages(tracker, idx, rewards, rollout=None):
 def advance(tracker, idx, rewards, rho, rollout=None, hp=None):
     """The tracker after the step: ``alpha <- rho alpha + r``, ``beta <- rho beta + (1 - r)`` at the batch's prompts,
     ``r`` the reward of each group's last answer (see the module's docstring); a value table's states moved toward
-    their returns (:func:`tabsim.sim.critic.advance`, step ``hp.value_lr``)."""
+    their returns (:func:`tabsim.sim.critic.advance`, step ``hp.value_lr``); DCPO's SAS statistics extended
+    (:mod:`tabsim.sim.sas`)."""
     if tracker is None:
         return None
-    if isinstance(tracker, critic.ValueTable):
-        return critic.advance(tracker, idx, rewards, rollout, hp.value_lr)
+    if not isinstance(tracker, BetaTracker):  # a tracker that advances itself (the critic, DCPO's SAS)
+        return tracker.advance(idx, rewards, rollout, hp)
     r = rewards[:, -1]
     alpha = tracker.alpha.at[idx].set(rho * tracker.alpha[idx] + r)
     beta = tracker.beta.at[idx].set(rho * tracker.beta[idx] + (1.0 - r))

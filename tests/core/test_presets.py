@@ -130,6 +130,8 @@ EXPECTED = {
                 filter=False, epochs=1, tracker="value", value_lr=0.1),
     "opmd": dict(estimator="dr_grpo", surrogate="opmd", opmd_coef=0.1, aggregation="token-mean", kl_placement="none",
                  filter=False),
+    "dcpo_sas": dict(estimator="grpo", surrogate="dcpo", eps_low=0.2, eps_high=0.28, dual_clip_c=10.0,
+                     aggregation="seq-mean-token-mean", kl_placement="none", filter=False, tracker="dcpo_sas"),
     "spurious_rewards": dict(estimator="grpo", std_ddof=1, surrogate="clip", eps_low=0.2, eps_high=0.2,
                              kl_placement="none", filter=False),
 }
