@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from tabsim.sim.ops import ranks
 from tabsim.runtime import planning
-from tabsim.runtime.run import run_chunk
+from tabsim.runtime.programs import run_chunk
 from tabsim.studies.factorial import plan_units
 from tabsim.studies.reference.design import build_designs, settings
 

@@ -1,188 +1,142 @@
-"""How a run is cut into chunks, and how much memory a chunk needs, decided before anything is compiled.
-
-Every chunk size is decided here: :func:`conditions_per_chunk` for ``ts.run`` (conditions x seeds),
-:func:`units_per_chunk` for factorial designs (condition x seed units), each capped to what fits this
-machine (:func:`check_memory`) or a worker's memory limit (:func:`cap_chunk`), and
-:func:`local_executor`, which keeps no more chunks in flight than the available memory holds.
+"""How a job is cut into chunks, on which device and executor, decided once before anything is compiled.
 
 The plan of a job (:class:`RunPlan`: its chunks, segment length, executor, device, memory and work)
 is made here once, before anything compiles, by :func:`plan` from the job's work stated as data
-(:class:`tabsim.runtime.chunks.Work`: ``ts.run``'s grid or a factorial job's units), and passed down;
-the memory each chunk needs is :mod:`tabsim.runtime.memory`'s estimate.
+(:class:`Work`: ``ts.run``'s grid of conditions x seeds, or a factorial job's units: unit ``i`` trains
+``hypers[pair[i]]`` with ``seeds[i]`` on program ``program[pair[i]]``), cut into the one chunk type
+(:class:`Chunk`, self-contained and picklable, computed by :func:`tabsim.runtime.programs.run_chunk`
+here or on a Dask worker), and passed down. How large a chunk may be is :mod:`tabsim.runtime.memory`'s
+answer (:func:`conditions_per_chunk`, :func:`units_per_chunk`, re-exported here);
+:func:`local_executor` keeps no more chunks in flight than the available memory holds.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
 
-from tabsim.config import Config, ConfigError
+import numpy as np
+
+from tabsim.base import precision as precision_mod
+from tabsim.config import Config
 from tabsim.config.static import algo_spec, expected, make_env, schedule
 from tabsim.sim.expected import CHUNK_BYTES, expected_bytes
-from tabsim.sim.envs.bandit import n_compositions
 from tabsim.base import defaults
 from tabsim.runtime import device as device_mod
-from tabsim.runtime.chunks import Work, grid_chunks, unit_chunks
 from tabsim.runtime.cuts import calls, near_divisor, progress_segment
 from tabsim.runtime.executors import LocalExecutor, local_threads
 # the memory estimate, re-exported: callers read every sizing decision from this module
-from tabsim.runtime.memory import (F32, MAJ_COPIES, OFFLINE_COPIES, RUNTIME_BYTES, TABLE_COPIES,  # noqa: F401
-                                   available_bytes, check_memory, estimate_bytes, fits, largest, max_conditions,
-                                   table_entries, tree_depth)
+from tabsim.runtime.memory import (ACCELERATOR_ANSWERS, CPU_CHUNK_BYTES, F32, MAJ_COPIES,  # noqa: F401
+                                   MEMORY_FRACTION, OFFLINE_COPIES, RUNTIME_BYTES, TABLE_COPIES, available_bytes,
+                                   cap_chunk, check_memory, check_run, conditions_per_chunk, device_bytes,
+                                   estimate_bytes, fit_chunk, fit_memory, fits, largest, max_conditions,
+                                   table_entries, tree_depth, units_per_chunk)
 
 
-def check_run(cfg: Config, available: int | None = None) -> None:
-    """:func:`check_memory` for ``cfg`` run locally with the chunk size :func:`tabsim.runtime.run.run` picks
-    (the command line calls it before opening the output folder)."""
 
-    n_cond, n_seeds = len(cfg.grid()), cfg.train.seeds
-    per = min(cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, n_seeds), n_cond)
-    check_memory(cfg, per, n_seeds, available)
+# ------------------------------------------------------------------------------------------------
+# A job's work as data, and the one chunk type that carries a part of it to an executor
 
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """One call of one compiled program (self-contained and picklable).
 
-def conditions_per_chunk(cfg: Config, n_cond: int, n_seeds: int, executor=None, device=None) -> int:
-    """Conditions per chunk of a run of ``n_cond`` conditions x ``n_seeds`` seeds: ``train.chunk_conditions``
-    or about 2e8 sampled answers on the CPU, as many as fit an accelerator ``device`` (:func:`_auto_chunk`),
-    refused before compiling when a chunk cannot fit, capped to a worker's memory limit (:func:`fit_chunk`)."""
-    per = min(cfg.train.chunk_conditions or _auto_chunk(cfg, n_cond, n_seeds, device), n_cond)
-    return fit_chunk(executor, cfg, per, n_seeds, device)
-
-
-def units_per_chunk(cfg: Config, n_units: int, executor=None, requested: int | None = None, device=None) -> int:
-    """Condition x seed units per chunk of a factorial program: ``requested``, or about 4e6 sampled answers on
-    the CPU and as many as fit an accelerator ``device`` (:func:`_auto_units`), checked and capped like
-    :func:`conditions_per_chunk`."""
-    return fit_chunk(executor, cfg, requested or _auto_units(cfg, n_units, device), 1, device)
-
-
-# An accelerator runs a whole grid at once for about the cost of a small part of it (one H200: 7.6e9-1.65e10
-# sampled answers/s, against 2e7-4e7 per CPU core), and each chunk costs a dispatch, a sync, a hash and a save
-# on the host: there a chunk is as large as its device's memory holds, up to about a second of work.
-ACCELERATOR_ANSWERS = 1e10  # sampled answers per chunk at most
-ACCELERATOR_DEFAULT_BYTES = 8 << 30  # an accelerator that reports no memory figure
-
-
-def device_bytes(device) -> int | None:
-    """Memory free on the accelerator ``device`` (a ``jax.Device``): ``bytes_limit - bytes_in_use`` of its
-    ``memory_stats()``; None for the CPU (chunks there are sized for speed and the host's memory) or no device."""
-    if device is None or getattr(device, "platform", "cpu") == "cpu":
-        return None
-    try:
-        stats = device.memory_stats() or {}
-    except Exception:  # noqa: BLE001 - a backend without memory statistics
-        stats = {}
-    limit = stats.get("bytes_limit")
-    if not limit:
-        return ACCELERATOR_DEFAULT_BYTES
-    return max(0, int(limit) - int(stats.get("bytes_in_use", 0)))
-
-
-def _device_fit(cfg: Config, free: int, n_seeds: int) -> int:
-    """Conditions of ``n_seeds`` seeds whose arrays fit :data:`MEMORY_FRACTION` of ``free`` device bytes (>= 1)."""
-    return max(1, int(MEMORY_FRACTION * free // max(estimate_bytes(cfg, 1, n_seeds), 1)))
-
-
-MEMORY_FRACTION = 0.5  # of a worker's memory limit that one chunk may use (JAX, the program and Dask need the rest)
-
-
-def fit_memory(executor, per: int, nbytes: Callable[[int], float], fraction: float = MEMORY_FRACTION,
-               reserve: float = 0) -> int:
-    """The largest chunk size ``<= per`` whose ``nbytes(size)`` fits ``fraction`` of the executor's
-    worker memory limit less ``reserve`` bytes (``per`` unchanged when the executor reports no limit;
-    at least 1: whether one fits is the caller's question)."""
-    limit = getattr(executor, "memory_limit", None) if executor is not None else None
-    if not limit or per <= 1:
-        return per
-    budget = fraction * limit - reserve
-    if nbytes(per) <= budget:
-        return per
-    return largest(1, per, lambda n: nbytes(n) <= budget)  # nbytes grows with the size
-
-
-def fit_chunk(executor, cfg, per: int, n_seeds: int, device=None) -> int:
-    """``per`` conditions per chunk, checked against memory before anything compiles: refused when a chunk
-    run in this process cannot fit the machine, or the accelerator ``device`` it runs on
-    (:func:`tabsim.runtime.planning.check_memory`), capped to a worker's memory limit otherwise (:func:`cap_chunk`)."""
-
-    if executor is None or isinstance(executor, LocalExecutor):
-        free = device_bytes(device)
-        check_memory(cfg, per, n_seeds, None if free is None else free + RUNTIME_BYTES)
-    return cap_chunk(executor, cfg, per, n_seeds)
-
-
-def cap_chunk(executor, cfg, per: int, n_seeds: int) -> int:
-    """``per`` conditions (of ``n_seeds`` seeds) per chunk, reduced so that one chunk fits the executor's
-    worker memory limit: the chunk's arrays (:func:`tabsim.runtime.planning.estimate_bytes`: samples, policy
-    tables, metric tables) plus the runtime (:data:`tabsim.runtime.planning.RUNTIME_BYTES`) within
-    :data:`MEMORY_FRACTION` of the limit (Dask pauses a worker at 80% and restarts it at 95%).
-
-    Raises:
-      tabsim.config.ConfigError: not even one condition fits a worker.
-    """
-    limit = getattr(executor, "memory_limit", None) if executor is not None else None
-    if not limit:
-        return per
-
-    def nbytes(n: int) -> int:
-        return estimate_bytes(cfg, n, n_seeds)
-
-    budget = MEMORY_FRACTION * limit - RUNTIME_BYTES
-    if nbytes(1) > budget:
-        raise ConfigError(f"memory: one condition x {n_seeds} seed(s) needs about {nbytes(1) / 2**30:.3g} GiB, more "
-                          f"than a Dask worker can hold ({MEMORY_FRACTION:g} of its memory limit "
-                          f"{limit / 2**30:.3g} GiB, less {RUNTIME_BYTES / 2**20:.0f} MiB for the runtime); use "
-                          "workers with more memory (fewer workers per machine), fewer seeds or fewer prompts")
-    return fit_memory(executor, per, nbytes, reserve=RUNTIME_BYTES)
-
-
-MAJ_TABLE_BYTES = 256 * 2**20  # exact maj@k tables of one chunk (its evaluations hold several copies)
-
-
-def _auto_chunk(cfg: Config, n_cond: int, n_seeds: int, device=None) -> int:
-    """About 2e8 sampled answers per chunk on the CPU: large enough to amortise dispatch, small enough for
-    progress. On an accelerator ``device``: up to :data:`ACCELERATOR_ANSWERS`, as many as half its free
-    memory holds (:func:`device_bytes`).
-
-    Exact maj@k evaluates a ``[prompts, count vectors]`` table per condition x seed x arm x eval point
-    (6435 count vectors for maj@8 over 8 answers), so with ``train.maj_k`` a chunk also keeps those
-    tables under ``MAJ_TABLE_BYTES``; one chunk of a large grid would otherwise need tens of GB.
+    Attributes:
+      config: resolved config (JSON); its static structure selects the program.
+      hypers: one full :class:`tabsim.sim.params.Hyper` value mapping per condition (``grid``) or per unit.
+      seeds: the seed ids: every seed of each condition (``grid``), else one per unit.
+      n_real: conditions (``grid``) or units that count; the rest pad the chunk to the program's fixed size.
+      index: the chunk's position in its job.
+      grid: every condition with every seed (``ts.run``'s program, ``[C, S, A, E]`` out), else one seed per
+        unit (``[n_real, A, E]`` out).
+      shared: (``grid``) the fields equal in every condition of the run, held as scalars by the program.
+      segment: (``grid``) steps per call (:mod:`tabsim.runtime.segments`); None: the whole run in one call.
+      precision: ``"float64"``: traced and run in double precision (:mod:`tabsim.base.precision`).
     """
 
-    per_cond = n_seeds * len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size
-    per_cond *= cfg.algo.epochs
-    free = device_bytes(device)
-    answers = 2e8 if free is None else ACCELERATOR_ANSWERS
-    per = max(1, min(n_cond, int(answers // max(per_cond, 1))))
-    tables = sum(n_compositions(k, cfg.task.n_answers) for k in cfg.train.maj_k)
-    if tables:
-        n_evals = cfg.train.steps // (cfg.train.eval_every or cfg.train.steps) + 1
-        table_bytes = 4 * n_seeds * len(cfg.arms.arms) * n_evals * cfg.task.n_prompts * tables
-        per = max(1, min(per, int(MAJ_TABLE_BYTES // table_bytes)))
-    fit = max_conditions(cfg, n_seeds) if free is None else _device_fit(cfg, free, n_seeds)
-    return max(1, min(per, fit))  # and what fits in memory
+    config: dict
+    hypers: tuple
+    seeds: tuple
+    n_real: int
+    index: int = 0
+    grid: bool = False
+    shared: tuple = ()
+    segment: int | None = None
+    precision: str = precision_mod.DEFAULT
 
 
-# A CPU chunk's arrays (estimate_bytes) at most: short runs (a few steps) otherwise take chunks of thousands
-# of units by their sampled answers, and each unit costs more as its tables fall out of the caches (the
-# reference study at 2 steps, 2-core x86-64: 65 us a unit in chunks of 256-512 units, 88 us in chunks of 4096).
-CPU_CHUNK_BYTES = 32 << 20
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What a job computes, as data (no callables): the input of `plan`.
+
+    Attributes:
+      configs: each program's resolved :class:`Config`, in order.
+      hypers: grid: one Hyper value mapping per condition; units: one per distinct (program, values) pair.
+      seeds: grid: the seeds every condition trains; units: one seed per unit.
+      grid: a ``ts.run`` grid (one program) rather than a list of units.
+      pair: units: the index into ``hypers`` of each unit.
+      program: units: the index into ``configs`` of each entry of ``hypers``.
+      requested: units per chunk asked for (None: the planner's choice; a grid reads
+        ``train.chunk_conditions``).
+      precision: the precision every chunk runs in.
+    """
+
+    configs: tuple
+    hypers: tuple
+    seeds: tuple
+    grid: bool = False
+    pair: tuple = ()
+    program: tuple = ()
+    requested: int | None = None
+    precision: str = precision_mod.DEFAULT
+
+    @classmethod
+    def of_grid(cls, cfg: Config, values: list[dict], seeds: list[int],
+                precision: str = precision_mod.DEFAULT) -> "Work":
+        """``ts.run``'s work: every condition's ``values`` with every one of ``seeds`` on ``cfg``'s program."""
+        return cls(configs=(cfg,), hypers=tuple(values), seeds=tuple(seeds), grid=True, precision=precision)
+
+    @property
+    def conditions(self) -> int:
+        """Conditions (grid) or condition x seed units."""
+        return len(self.hypers) if self.grid else len(self.seeds)
+
+    def units_of(self, g: int) -> np.ndarray:
+        """The ids of program ``g``'s units, in order."""
+        unit_program = np.asarray(self.program, dtype=np.int64)[np.asarray(self.pair, dtype=np.int64)]
+        return np.flatnonzero(unit_program == g)
 
 
-def _auto_units(cfg: Config, n_units: int, device=None) -> int:
-    """About 4e6 sampled answers per chunk on the CPU (where small chunks run fastest), and no more than
-    :data:`CPU_CHUNK_BYTES` of arrays; on an accelerator
-    ``device`` up to :data:`ACCELERATOR_ANSWERS`, as many units as half its free memory holds. A power of
-    two, at most the units needed."""
-    per = len(cfg.arms.arms) * cfg.train.steps * cfg.train.batch_size * cfg.train.group_size * cfg.algo.epochs
-    free = device_bytes(device)
-    if free is None:
-        u = max(1, int(4e6 // max(per, 1)))
-        u = min(u, max(1, CPU_CHUNK_BYTES // max(estimate_bytes(cfg, 1, 1), 1)))  # tables near the caches
-        u = min(u, max(1, max_conditions(cfg, 1)))  # what fits in memory
-    else:
-        u = min(max(1, int(ACCELERATOR_ANSWERS // max(per, 1))), _device_fit(cfg, free, 1))
-    u = 1 << (u.bit_length() - 1)
-    return min(u, 1 << max(0, (n_units - 1).bit_length()))
+def grid_chunks(work: Work, per: int, n_chunks: int, segment: int | None) -> list[tuple]:
+    """A grid's conditions in ``n_chunks`` chunks of ``per`` (the last padded with copies of the last
+    condition: chunks of equal size reuse one compilation), as ``(condition ids, Chunk)`` pairs."""
+    values = list(work.hypers)
+    padded = values + [values[-1]] * (n_chunks * per - len(values))
+    shared = tuple(k for k in values[0] if all(v[k] == values[0][k] for v in values))  # equal in every condition
+    conf = work.configs[0].model_dump(mode="json")
+    return [(list(range(i * per, min((i + 1) * per, len(values)))),
+             Chunk(config=conf, hypers=tuple(padded[i * per:(i + 1) * per]), seeds=work.seeds,
+                   n_real=min(per, len(values) - i * per), index=i, grid=True, shared=shared, segment=segment,
+                   precision=work.precision))
+            for i in range(n_chunks)]
+
+
+def unit_chunks(work: Work, sizes: list[int]) -> list[tuple]:
+    """A unit job's units packed into chunks of ``sizes[g]`` units for program ``g`` (the last of each
+    program padded with copies of its last unit), as ``(unit ids, Chunk)`` pairs."""
+    hypers, seeds = np.empty(len(work.hypers), dtype=object), np.empty(len(work.seeds), dtype=object)
+    hypers[:], seeds[:] = list(work.hypers), list(work.seeds)
+    pair = np.asarray(work.pair, dtype=np.int64)
+    chunks = []
+    for g, (cfg, u) in enumerate(zip(work.configs, sizes)):
+        ids = work.units_of(g)
+        conf = cfg.model_dump(mode="json")
+        for start in range(0, ids.size, u):
+            part = ids[start:start + u]
+            padded = np.concatenate([part, np.repeat(part[-1:], u - part.size)])
+            chunks.append((part.tolist(), Chunk(config=conf, hypers=tuple(hypers[pair[padded]]),
+                                                seeds=tuple(seeds[padded]), n_real=part.size, index=len(chunks),
+                                                precision=work.precision)))
+    return chunks
 
 
 def local_executor(chunk_bytes: int | None = None, devices=None) -> LocalExecutor:
@@ -356,7 +310,7 @@ def executor_threads(executor) -> int:
 
 def plan(work: Work, *, executor=None, device: str | None = None, progress: bool | None = None,
          watched: bool = False) -> RunPlan:
-    """The plan of a job's ``work`` (:class:`tabsim.runtime.chunks.Work`, data only), its chunks included.
+    """The plan of a job's ``work`` (:class:`Work`, data only), its chunks included.
 
     The device is picked first (:func:`tabsim.runtime.device.pick`, from the work of every program together),
     then each program's chunk size: a grid's conditions per chunk (:func:`conditions_per_chunk`; the expected

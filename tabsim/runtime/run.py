@@ -1,8 +1,11 @@
 """``run(config) -> Result``: the engine behind a tidy-frame interface.
 
-Conditions of the sweep grid are executed in chunks of equal size (one compilation for all chunks)
-through an :class:`Executor`, with a progress bar for long runs. Compiled programs are cached per
-static configuration for the life of the process.
+A run goes through the pipeline every runner shares: its work (every condition of the sweep grid with
+every seed) is planned as data (:func:`tabsim.runtime.planning.plan`: chunks of equal size, one
+compilation for all of them), computed (:func:`compute`: each chunk by
+:func:`tabsim.runtime.programs.run_chunk` through an :class:`Executor`, with a progress bar for long runs)
+and assembled into one tidy frame here. Compiled programs are cached per static configuration for the
+life of the process (:mod:`tabsim.runtime.programs`).
 """
 from __future__ import annotations
 
@@ -18,11 +21,9 @@ import numpy as np
 import pandas as pd
 
 from tabsim.base import precision as precision_mod
-from tabsim.config import Config, ConfigError, resolve
+from tabsim.config import Config, resolve
 from tabsim.config.static import algo_spec, expected, make_env, schedule, static_key  # noqa: F401 (re-exported)
-from tabsim.sim.engine import make_segments, make_train
-from tabsim.sim.expected import EXPECTED_SEED, make_expected_train
-from tabsim.sim.expected import check as expected_check
+from tabsim.sim.expected import EXPECTED_SEED
 from tabsim.base import defaults
 from tabsim.files.atomic import write_frame, write_json
 from tabsim.files.provenance import provenance
@@ -30,16 +31,16 @@ from tabsim.sim.params import HYPER_FIELDS, stack_hypers
 from tabsim.stats.partition_terms import TERM_ARMS
 from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
-from tabsim.runtime import executables, planning, segments
+from tabsim.runtime import planning, segments
 from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
-from tabsim.runtime.chunks import Chunk, Work
+from tabsim.runtime.planning import Work
+from tabsim.runtime.programs import (call_program, check_dynamics, compiled_segments,  # noqa: F401 (re-exported)
+                                     compiled_train, compiled_units, run_chunk)
 from tabsim.runtime.executors import Executor, LocalExecutor
 from tabsim.runtime.loading import read_prompts, read_run_folder
 from tabsim.runtime.prompts import check_prompt_history, prompt_frame, run_columns, split_prompts
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
-
-_CACHE: dict = {}
 
 
 class ExpectedFlowNote(UserWarning):
@@ -59,47 +60,6 @@ JENSEN_NOTES = {
 def expected_note(cfg: Config) -> str | None:
     """What to tell the user about an expected-flow run whose Jensen gap is known to be large (None: nothing)."""
     return JENSEN_NOTES.get(cfg.algo.estimator) if expected(cfg) else None
-
-
-def check_dynamics(cfg: Config) -> None:
-    """Refuse a ``train.dynamics = "expected"`` config that has no exact flow (:class:`ConfigError` saying
-    why and what to change), before any program is built or file written."""
-    if expected(cfg):
-        try:
-            expected_check(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms))
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-
-
-def compiled_train(cfg: Config):
-    """The cached ``train(seeds, hypers)`` program for ``cfg``'s static structure.
-
-    Every run builds its programs here (``ts.run``, the factorial runner, ``reproduce``), so the default
-    on-disk compilation cache is switched on here, once per process, before the first program compiles
-    (:func:`tabsim.runtime.cache.apply_default`); importing tabsim changes no JAX setting."""
-    _apply_default_cache()
-    key = static_key(cfg)
-    if key not in _CACHE:  # setdefault: threads that build it together share the first
-        check_dynamics(cfg)
-        build = make_expected_train if expected(cfg) else make_train
-        _CACHE.setdefault(key, build(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
-    return _CACHE[key]
-
-
-
-def compiled_segments(cfg: Config):
-    """The cached segment programs (:func:`tabsim.sim.engine.make_segments`) for ``cfg``'s static structure."""
-    _apply_default_cache()  # as compiled_train
-    key = ("segments",) + static_key(cfg)
-    if key not in _CACHE:
-        _CACHE.setdefault(key, make_segments(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms)))
-    return _CACHE[key]
-
-
-def call_program(key, program, *args):
-    """``program(*args)`` through its compiled executable (:func:`tabsim.runtime.executables.run`: loaded from
-    disk without tracing when a process ran it before; compiled once when threads start together)."""
-    return executables.run(key, program, *args)
 
 
 @dataclasses.dataclass
@@ -166,44 +126,6 @@ def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps
     for k in sorted(hist):
         cols[k] = np.asarray(hist[k], dtype=np.float64).reshape(-1)
     return pd.DataFrame(cols)
-
-
-def compiled_units(cfg: Config):
-    """``jit(vmap(train))`` over units ``(seed [U, 1, 2], hypers [U, 1])`` for ``cfg``'s static structure: a
-    factorial job's program, kept in the same cache as the engine program it wraps."""
-    key = ("units",) + static_key(cfg)
-    if key not in _CACHE:  # setdefault: threads that build it together share the first
-        train = compiled_train(cfg)
-        # the engine's function itself (a nested jit may not carry compiler options; its options go here)
-        program = jax.jit(jax.vmap(train.__wrapped__), compiler_options=train.xla_options)
-        program.xla_options = train.xla_options
-        _CACHE.setdefault(key, program)
-    return _CACHE[key]
-
-
-def run_chunk(chunk: Chunk, hooks: "segments.Hooks | None" = None) -> dict[str, np.ndarray]:
-    """Compute one :class:`tabsim.runtime.chunks.Chunk`: metric -> ``[C, S, A, E]`` arrays for a grid chunk
-    (``hooks``: what a chunk in segments does between them), ``[n_real, A, E]`` for a chunk of units.
-
-    Traced and run in the chunk's precision, in this thread only (:func:`tabsim.base.precision.scope`);
-    workers of a distributed executor rebuild (and cache) the program from the chunk's config."""
-    with precision_mod.scope(chunk.precision):  # this thread, this call: never the process
-        cfg = Config.model_validate(chunk.config)
-        if not chunk.grid:
-            seeds = seed_array(chunk.seeds)[:, None, :]
-            hp = jax.tree_util.tree_map(lambda x: x[:, None], stack_hypers(list(chunk.hypers)))
-            out = jax.device_get(call_program(("units", static_key(cfg)), compiled_units(cfg), seeds, hp))
-            return {k: np.asarray(v)[: chunk.n_real, 0, 0] for k, v in out.items()}
-        hp = stack_hypers(list(chunk.hypers), chunk.shared)
-        tag = () if chunk.precision == precision_mod.DEFAULT else (chunk.precision,)  # float32 keys as they were
-        if chunk.segment:
-            key = ("segments", static_key(cfg)) + tag
-            hist = segments.run_chunk(compiled_segments(cfg),
-                                      lambda name, n, prog, *args: call_program(key + (name, n), prog, *args),
-                                      seed_array(list(chunk.seeds)), hp, chunk.segment, hooks)
-            return {k: v.reshape((-1, len(chunk.seeds), len(cfg.arms.arms)) + v.shape[1:]) for k, v in hist.items()}
-        return jax.device_get(call_program(("conditions", static_key(cfg)) + tag, compiled_train(cfg),
-                                           seed_array(list(chunk.seeds)), hp))
 
 
 def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,

@@ -9,8 +9,8 @@ import numpy as np
 
 from tabsim.config import Config, resolve
 from tabsim.config.mapping import config_mapping
-from tabsim.runtime.chunks import Work
-from tabsim.runtime.run import static_key
+from tabsim.runtime.planning import Work
+from tabsim.config.static import static_key
 from tabsim.studies.designs import TRACED, Design, program_config, static_combos
 
 
@@ -28,7 +28,7 @@ def run_config(cfg: Config, *, skip_frozen: bool = True) -> Config:
 
 
 def plan_units(designs: Sequence[Design], *, skip_frozen: bool = True, units_per_chunk: int | None = None):
-    """The deduplicated units of ``designs`` as a :class:`tabsim.runtime.chunks.Work` (data for the planner),
+    """The deduplicated units of ``designs`` as a :class:`tabsim.runtime.planning.Work` (data for the planner),
     and where each design's cells x seeds are among them.
 
     A unit is a (program, traced values, seed); units that several designs share run once.

@@ -12,9 +12,9 @@ field decides how a factor is run:
 The work is the set of units (program, traced condition, seed). Units are deduplicated across the
 designs of one call, packed into chunks of ``U`` units and each chunk is one call of
 ``jit(vmap(train))`` over its units, so a program compiles once whatever the number of cells,
-seeds or chunks. The units are data (:class:`tabsim.runtime.chunks.Work`) that the one planner
+seeds or chunks. The units are data (:class:`tabsim.runtime.planning.Work`) that the one planner
 (:func:`tabsim.runtime.planning.plan`) packs into the runtime's one chunk type, computed by
-:func:`tabsim.runtime.run.run_chunk` through an :class:`tabsim.runtime.executors.Executor`, so a
+:func:`tabsim.runtime.programs.run_chunk` through an :class:`tabsim.runtime.executors.Executor`, so a
 distributed executor can run them.
 
     import tabsim as ts
@@ -42,8 +42,9 @@ from tabsim.runtime import planning
 from tabsim.runtime.cache import apply_default as apply_default_cache
 from tabsim.runtime.executors import Executor
 from tabsim.runtime.progress import progress_bar
-from tabsim.runtime.chunks import Chunk
-from tabsim.runtime.run import compiled_train, compiled_units, compute, run_chunk
+from tabsim.runtime.planning import Chunk
+from tabsim.runtime.programs import compiled_train, compiled_units, run_chunk
+from tabsim.runtime.run import compute
 from tabsim.runtime.store import job_key
 from tabsim.studies.chunks import plan_units, run_config
 from tabsim.studies.designs import Design, Factor, as_factors, field_kind, make_design, program_config, static_combos

@@ -45,7 +45,7 @@ def unit_outputs(planned: Sequence[tuple], outs: Sequence[dict]) -> UnitOutputs:
     """Concatenate chunk outputs per program (chunks of one program share their ``config`` mapping).
 
     Args:
-      planned: ``(unit ids, Chunk)`` pairs, as :func:`tabsim.studies.factorial.plan_chunks` gives them.
+      planned: ``(unit ids, Chunk)`` pairs, as the plan holds them (:attr:`tabsim.runtime.planning.RunPlan.parts`).
       outs: each chunk's output, metric -> ``[n_real, A_ran, E]``, in the same order.
     """
     groups: dict[int, int] = {}  # id of a chunk's config mapping -> program index

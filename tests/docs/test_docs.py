@@ -161,8 +161,7 @@ def cache_dir(tmp_path_factory):
 def registries():
     """Registrations an example makes (a new estimator, say) are undone afterwards."""
     from tabsim.sim import algos
-    from tabsim.runtime import run as api
-    from tabsim.studies import factorial
+    from tabsim.runtime import programs
     from tabsim.sim.envs import ENVS
     from tabsim.config.presets import PRESETS
 
@@ -177,11 +176,11 @@ def registries():
     # forget compiled programs of components that no longer exist (their names could be reused)
     fields = {"estimator": algos.ESTIMATORS, "ratio": algos.RATIOS, "surrogate": algos.SURROGATES,
               "aggregation": algos.AGGREGATIONS, "kl": algos.KL_ESTIMATORS}
-    for cache in (api._CACHE, factorial._PROGRAMS):
-        for key in list(cache):
-            spec = next((x for x in key if isinstance(x, algos.AlgoSpec)), None)
-            if spec is not None and any(getattr(spec, f) not in reg for f, reg in fields.items()):
-                del cache[key]
+    cache = programs._CACHE  # the one program cache: engine programs and the programs that wrap them
+    for key in list(cache):
+        spec = next((x for x in key if isinstance(x, algos.AlgoSpec)), None)
+        if spec is not None and any(getattr(spec, f) not in reg for f, reg in fields.items()):
+            del cache[key]
 
 
 # Pages whose examples are slow end-to-end runs of commands and functions the default suite already runs

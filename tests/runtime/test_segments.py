@@ -87,10 +87,10 @@ def test_segments_give_the_bits_of_one_call(over, segment):
 def test_not_stacked_evaluation_too(monkeypatch):
     """Tables too many to keep are evaluated at each point, in both programs."""
     import tabsim.sim.engine as engine
-    from tabsim.runtime import run as api
+    from tabsim.runtime import programs
 
     monkeypatch.setattr(engine, "STACKED_EVAL_BYTES", 0)
-    monkeypatch.setattr(api, "_CACHE", {})
+    monkeypatch.setattr(programs, "_CACHE", {})
     cfg = ts.resolve({**BASE, "train": {**BASE["train"], "eval_every": 4}})
     seeds, hp = chunk_args(cfg)
     one = jax.device_get(compiled_train(cfg)(seeds, hp))

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import tabsim as ts
-from tabsim.runtime import run as api
+from tabsim.runtime import programs
 from tabsim.studies import factorial as F
 from tabsim.config import ConfigError
 from tabsim.runtime.executables import count
@@ -90,9 +90,9 @@ def test_one_compilation_per_static_shape():
     base = {**BASE, "task": {"n_prompts": 6}}  # a static shape no other test uses
     factors = {"G": {"train.group_size": [4, 6]}, "prior": {"prior_strength": [0.3, 0.7]},
                "reward": {"arm": ["true", "majority"]}}
-    before = set(api._CACHE)  # the one program cache: engine programs and the units' programs that wrap them
+    before = set(programs._CACHE)  # the one program cache: engine programs and the units' programs that wrap them
     res = F.run_factorial(base, factors, seeds=5, units_per_chunk=4, progress=False)  # 10 units -> 3 chunks each
-    new = set(api._CACHE) - before
+    new = set(programs._CACHE) - before
     new_api, new_prog = {k for k in new if k[0] != "units"}, {k[1:] for k in new if k[0] == "units"}
     assert len(new_api) == 2 and new_prog == new_api  # one engine program per static combination
     assert res.provenance["n_chunks_job"] == 6 and res.provenance["n_programs_job"] == 2
@@ -100,7 +100,7 @@ def test_one_compilation_per_static_shape():
     # other traced levels, other seeds, another chunking of the same size: no new compilation
     F.run_factorial(base, {**factors, "prior": {"prior_strength": [0.5]}}, seeds=[11, 12, 13], units_per_chunk=4,
                     progress=False)
-    assert set(api._CACHE) - before == new
+    assert set(programs._CACHE) - before == new
     assert all(count(("units", k)) == 1 for k in new_prog)
     # a static level's rows equal a direct run of that static configuration
     direct = ts.run(base, train={"group_size": 6, "seeds": 5}, sweep={"prior_strength": [0.3, 0.7]}).frame
