@@ -129,14 +129,12 @@ def test_the_statistics_are_the_same_whichever_thread_finishes_first(reduced, mo
             else:
                 mp.setattr(analysis, "_factorial", held_factorial)
             calls = []
-
-            def on_section(name, part):
+            for name, a in analysis.sections(frames, s, cfg):
                 calls.append(name)
-                assert {"prior_sweep": "fieller", "factorial": "ratio", "power": "power_mde"}[name] in part
+                assert {"prior_sweep": "fieller", "factorial": "ratio", "power": "power_mde", "all": "verdicts"}[name] in a
                 if name == "power":
                     power_reported.set()
-
-            a = analysis.analyze(frames, s, cfg, on_section=on_section)
+            assert calls.pop() == "all"
         runs[order] = a, calls
     (first, first_calls), (last, last_calls) = runs["factorial first"], runs["factorial last"]
     assert first_calls == ["prior_sweep", "factorial", "power"]
@@ -153,8 +151,9 @@ def test_the_statistics_are_the_same_whichever_thread_finishes_first(reduced, mo
 def test_the_per_seed_table_is_written_when_the_sweep_is_never_reported(reduced, tmp_path, monkeypatch):
     """The per-seed partition is written when the prior sweep's section is reported; an analysis that reports
     no section still gets it, with the other tables, and the same bytes."""
-    real = run.analyze
-    monkeypatch.setattr(run, "analyze", lambda frames, s, cfg, on_section=None: real(frames, s, cfg))
+    from tabsim.studies.reference import analysis
+
+    monkeypatch.setattr(run, "sections", lambda frames, s, cfg: [("all", analysis.analyze(frames, s, cfg))])
     out = tmp_path / "out"
     r = CliRunner().invoke(main, ["reproduce", "--out", str(out), "--seeds", str(SEEDS), "--steps", str(STEPS), "-q",
                                   "--no-figure"])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -23,40 +23,45 @@ from tabsim.studies.reference.design import (
 )
 
 
-def analyze(frames: dict, s: Settings, cfg, on_section: Callable[[str, dict], None] | None = None) -> dict:
-    """Every statistic of the report, from the studies' tidy frames.
+def analyze(frames: dict, s: Settings, cfg) -> dict:
+    """Every statistic of the report, from the studies' tidy frames (the last of :func:`sections`)."""
+    for _, part in sections(frames, s, cfg):
+        pass
+    return part
 
-    ``on_section(name, results_so_far)`` is called when the statistics of a figure are ready
-    (``"prior_sweep"``, ``"factorial"``, ``"power"``), so the figure can be drawn meanwhile.
-    """
+
+def sections(frames: dict, s: Settings, cfg) -> Iterator[tuple[str, dict]]:
+    """Every statistic of the report, section by section as each is ready: ``(name, results so far)`` for
+    ``"prior_sweep"``, ``"factorial"`` and ``"power"`` (a figure's statistics: the caller may draw it, or
+    write a table, meanwhile), then ``("all", every statistic)``. Nothing here writes or draws."""
     # the statistics stack (scipy.stats, statsmodels) is imported on use, in each section below: the
     # command's warm-up thread loads it while the engine trains, and the figure helper, which
     # imports this module through the figures, never needs it
-    on_section = on_section or (lambda name, part: None)
     R = s.n_resamples
     sweep, fact, power, rest = {}, {}, {}, {}
     # the factorial's resampling is numpy work that releases the GIL: a second thread does it while this one
-    # does the prior sweep, then power, the gate and the families. Its section is reported as soon as it is
+    # does the prior sweep, then power, the gate and the families. Its section is handed on as soon as it is
     # done and this thread is between sections (with many seeds, after the others: this thread does not sit
     # idle waiting for it); the result is the same mapping in the same order whatever the timing.
     with ThreadPoolExecutor(1, thread_name_prefix="tabsim-factorial") as side:
         factorial = side.submit(_factorial, frames["factorial"], R)
 
-        def factorial_section(wait: bool) -> None:
+        def factorial_section(wait: bool) -> list:
             if not fact and (wait or factorial.done()):
                 fact.update(factorial.result())
-                on_section("factorial", {**sweep, **fact, **power})
+                return [("factorial", {**sweep, **fact, **power})]
+            return []
 
         _prior_sweep(frames, R, cfg, sweep)
-        on_section("prior_sweep", sweep)
-        factorial_section(wait=False)
+        yield "prior_sweep", sweep
+        yield from factorial_section(wait=False)
         # power before the gate and the families: its figure, the last, is drawn while they are computed
         _power(frames, s, power)
-        on_section("power", {**sweep, **fact, **power})
-        factorial_section(wait=False)
+        yield "power", {**sweep, **fact, **power}
+        yield from factorial_section(wait=False)
         _gate_families(frames, s, R, rest)
-        factorial_section(wait=True)
-    return {**sweep, **fact, **power, **rest}
+        yield from factorial_section(wait=True)
+    yield "all", {**sweep, **fact, **power, **rest}
 
 
 def _prior_sweep(frames: dict, R: int, cfg, out: dict) -> None:

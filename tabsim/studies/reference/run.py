@@ -20,7 +20,7 @@ from tabsim.plotting.formats import figure_formats
 from tabsim.runtime import planning
 from tabsim.runtime.store import RunStore, job_key
 from tabsim.studies import factorial  # run_designs is looked up when called (tests stand in for it)
-from tabsim.studies.reference.analysis import analyze
+from tabsim.studies.reference.analysis import sections
 from tabsim.studies.reference.design import (
     ADDITIVITY_THRESHOLD,
     CI_LEVEL,
@@ -156,16 +156,14 @@ def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, pro
         data = writer.submit(_write_data, dest / "data", frames, fmt)
         early = []  # the per-seed partition, the largest table, is written as soon as it is computed
 
-        def on_section(name: str, part: dict) -> None:
-            if name == "prior_sweep":
-                early.append(writer.submit(_write_data, dest / "tables", {"partition_seeds": part["sweep_seeds"]},
-                                           "csv"))
-            if pool is not None:
-                figures(part, dest, pool, which=(name,), formats=formats)
-
         with clock.timed("statistics"):
             warm.join()
-            a = analyze(frames, s, cfg, on_section=on_section)
+            for name, a in sections(frames, s, cfg):  # a figure's statistics: drawn while the rest are computed
+                if name == "prior_sweep":
+                    early.append(writer.submit(_write_data, dest / "tables", {"partition_seeds": a["sweep_seeds"]},
+                                               "csv"))
+                if pool is not None and name != "all":
+                    figures(a, dest, pool, which=(name,), formats=formats)
             cmp = compare_with_paper(a, s)
             reasons = difference_reasons(cmp, a, s, cfg)
         t_stats = time.perf_counter() - t0
