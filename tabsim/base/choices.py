@@ -31,7 +31,7 @@ GROUP_STAGES = ("gfpo_length", "gfpo_efficiency", "cppo", "drop_all_wrong", "dro
 GROUP_SELECTING = ("gfpo_length", "gfpo_efficiency", "cppo")  # those that keep k answers a group (train.group_keep)
 TRACKERS = ("spo_stream", "value", "dcpo_sas")  # per-prompt trackers of tabsim.sim.tracker (algo.tracker; "none": no tracker)
 PROMPT_SKIPS = ("greso",)  # skipping prompts before the rollout, tabsim.sim.prompt_skip (algo.prompt_skip)
-ALLOCATIONS = ("knapsack",)  # answers per prompt at a fixed total budget, tabsim.sim.allocation (algo.allocation)
+ALLOCATIONS = ("knapsack", "uniform")  # answers per prompt at a fixed budget, tabsim.sim.allocation (algo.allocation)
 # behaviour policies and importance-sampling corrections of tabsim.sim.behaviour (algo.behaviour, algo.is_correction)
 BEHAVIOURS = ("policy", "hint", "mismatch", "stale")
 IS_CORRECTIONS = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -61,6 +61,9 @@ FLOW_METRICS += ("difficulty_tilt",)
 # of those, the ones only a sampled update records, per step (tabsim.sim.ratio_spread: the range of the token
 # log importance ratios over the step's updates)
 UPDATE_METRICS = ("log_ratio_range",)
+# effective_ratio: the share of a step's answers in groups whose rewards are not all equal (tabsim.sim.allocation)
+OPTIONAL_METRICS += ("effective_ratio",)
+UPDATE_METRICS += ("effective_ratio",)
 # the traced fields of tabsim.sim.params.Hyper, in its order (a test checks they are its fields)
 HYPER_FIELDS = ("prior_strength", "format_boost", "heterogeneity", "gamma", "fpr", "fnr", "lr", "beta", "std_eps",
                 "std_ddof", "eps_low", "eps_high", "dual_clip_c", "sapo_tau_pos", "sapo_tau_neg", "ent_coef",

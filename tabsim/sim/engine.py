@@ -132,7 +132,7 @@ def run_steps(update, task, arm, hp: Hyper, state: TrainState, sums: dict, lengt
 def diag_keys(env) -> tuple[str, ...]:
     """The per-update diagnostics of a run: :data:`DIAG_KEYS`, and ``log_ratio_range`` when ``train.metrics``
     names it (:mod:`tabsim.sim.ratio_spread`)."""
-    return DIAG_KEYS + ratio_spread.diag_keys(env)
+    return DIAG_KEYS + ratio_spread.diag_keys(env) + allocation.diag_keys(env)  # and effective_ratio
 
 
 def zero_sums(keys: tuple[str, ...] = DIAG_KEYS) -> dict:

@@ -410,8 +410,8 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
             logq_ref = logq_ref if plan.closed else ref
         context = functools.partial(estimator_context, env, task=task, idx=idx, every=plan.every, logits=state.logits,
                                     rollout=rollout, logq_old=logq_old, logp_old=logp_old, rows=rows)
-        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context, keep=keep,
-                                     alloc=alloc_mod.budgets(algo, state.allocation, idx, plan.G))
+        alloc = alloc_mod.budgets(algo, state.allocation, idx, plan.G)  # answers per prompt (None: all G)
+        adv, valid, mask = advantage(algo, plan, rewards, outcome, kl_tok, rollout, hp, context, keep, alloc)
         adv = adv if state.tracker is None else tracker_mod.advantages(state.tracker, idx, rewards, rollout)  # its baseline
         adv = behaviour_mod.weigh(adv, is_w)  # each token's policy loss times its importance weight
         if runs_at(stage, "advantage"):
@@ -427,7 +427,7 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                 batch["logq_old"] = logq_old
         active = (jnp.asarray(arm) != plan.frozen).astype(real())
         logits, opt_state, diag = apply_updates(algo, plan, grad, state, idx, batch, active, hp)
-        diag = {"reward_mean": reward_mean, "kept_frac": valid.mean(), **diag}  # clip_frac (and log_ratio_range)
+        diag = {"reward_mean": reward_mean, "kept_frac": valid.mean(), **diag, **alloc_mod.useful(env, rewards, alloc)}
         kl_state, reset = kl_schedule.advance(algo, state.kl_state, kl_tok, rollout.mask, logits, step, hp)
         opt_state = restarted(reset, optimizer(algo, hp), logits, opt_state)  # ProRL: restarts with the reference
         return dataclasses.replace(state, logits=logits, opt_state=opt_state, step=step + 1, vas=vas,
@@ -435,6 +435,6 @@ def make_update(env, algo: AlgoSpec, schedule: Schedule, arms: tuple[str, ...] =
                                    kl_state=kl_state, tracker=tracker_mod.advance(
                                        state.tracker, idx, rewards if outcome is None else outcome, hp.tracker_rho, rollout, hp),
                                    prompt_skip=skip_mod.advance(state.prompt_skip, *drawn, step, hp),
-                                   allocation=alloc_mod.advance(algo, state.allocation, *drawn, plan.G)), diag
+                                   allocation=alloc_mod.record(state.allocation, *drawn, alloc)), diag
 
     return update
