@@ -6,6 +6,8 @@ uniform allocation's budget), each ``n_x`` at most ``M`` = ``algo.allocation_max
 group statistics, the loss and the tracked history see only the allotted answers (the step's ``reward_mean`` is
 still the mean over all ``M`` answers drawn: every prompt weighted equally, as under the uniform allocation).
 
+``uniform``: every prompt gets ``n`` (the usual groups inside the ``M``-wide programme: a rule's control).
+
 ``knapsack``: Knapsack RL (arXiv 2509.25849). The value of giving ``N`` answers to a prompt of success rate ``p``
 is the chance of a nonzero GRPO gradient times an information gain,
 
@@ -45,6 +47,7 @@ import jax.numpy as jnp
 
 from tabsim.base import choices
 from tabsim.base.registry import Registry
+from tabsim.sim.envs.base import wanted
 from tabsim.sim.pytree import pytree_dataclass
 
 ALLOCATIONS = Registry("allocation", builtin=choices.ALLOCATIONS)
@@ -131,6 +134,13 @@ def knapsack(p, known, n: int, most: int):
     return jnp.where(~eff.any() & (rest > 0), none_eff, with_eff).astype(jnp.int32)
 
 
+@ALLOCATIONS.register("uniform", no_expected="it runs under the allocation's state carried from step to step")
+def uniform(p, known, n: int, most: int):
+    """``[B]`` ``n`` answers for every prompt: the usual groups, in the allocation's ``M``-wide programme (the control
+    of a rule's contrast: the same width, masking and estimate, only the rule differs)."""
+    return jnp.full(p.shape, n, jnp.int32)
+
+
 # -- the engine's side ----------------------------------------------------------------------------------
 def init(algo, env):
     """The allocation's state at the start (None: no allocation)."""
@@ -183,7 +193,9 @@ def advance(algo, state, idx, rewards, G: int):
 
 
 def record(state, idx, rewards, n):
-    """:func:`advance` with the answers allotted ``n [B]`` given."""
+    """:func:`advance` with the answers allotted ``n [B]`` given (None without an allocation)."""
+    if state is None:
+        return None
     G, L = rewards.shape[-1], WINDOW
     m = answer_mask(n, G)
     succ = (rewards > 0).astype(jnp.float32)
@@ -200,3 +212,26 @@ def record(state, idx, rewards, n):
     return AllocState(window=state.window.at[idx].set(window), held=state.held.at[idx].set(new_held),
                       seen=state.seen.at[idx].set(state.seen[idx] + n), rate=state.rate.at[idx].set(rate))
 
+
+
+USEFUL = "effective_ratio"  # the optional metric of useful() (train.metrics names it)
+
+
+def useful(env, rewards, n) -> dict:
+    """``{"effective_ratio": share}`` when ``train.metrics`` names it, else ``{}``: the share of the step's answers
+    (the allotted ones, ``n [B]``; None: all ``G`` of every group) that lie in groups whose rewards are not all equal,
+    ``sum_x n_x [group x mixed] / sum_x n_x``: Knapsack RL's effective-gradient ratio (the authors'
+    ``compute_coverage_metric``: the samples of prompts whose scores have a std above 0, over the batch's samples)."""
+    if not wanted(getattr(env, "metrics", None), USEFUL):
+        return {}
+    G = rewards.shape[-1]
+    n = jnp.full(rewards.shape[:1], G, jnp.int32) if n is None else n
+    m = answer_mask(n, G)
+    flat = jnp.where(m, rewards, -jnp.inf).max(-1) == jnp.where(m, rewards, jnp.inf).min(-1)
+    weight = n.astype(rewards.dtype)
+    return {USEFUL: (weight * (1.0 - flat)).sum() / weight.sum()}
+
+
+def diag_keys(env) -> tuple[str, ...]:
+    """The per-step diagnostics :func:`useful` adds to the engine's (none unless ``train.metrics`` names it)."""
+    return (USEFUL,) if wanted(getattr(env, "metrics", None), USEFUL) else ()

@@ -151,6 +151,25 @@ def test_advantages_over_the_allotted_answers():
     np.testing.assert_allclose(np.asarray(centred[0, :3]), [2 / 3, -1 / 3, -1 / 3], rtol=1e-6)
 
 
+# -- the effective-gradient ratio -----------------------------------------------------------------------------------
+def test_effective_ratio_by_hand():
+    class Env:
+        metrics = ("pass1", "effective_ratio")
+
+    r = jnp.asarray([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0]])
+    # allotted 2, 4, 2: group 0's [1, 0] is mixed, group 1 all right, group 2's [0, 0] all wrong: 2 / 8
+    assert float(A.useful(Env, r, jnp.asarray([2, 4, 2]))["effective_ratio"]) == pytest.approx(2 / 8)
+    # every answer (no allocation): groups 0 and 2 mixed, 8 of 12 answers
+    assert float(A.useful(Env, r, None)["effective_ratio"]) == pytest.approx(8 / 12)
+    assert A.diag_keys(Env) == ("effective_ratio",)
+
+    class Unnamed:
+        metrics = ("pass1",)
+
+    assert A.useful(Unnamed, r, None) == {} and A.diag_keys(Unnamed) == ()
+    assert "effective_ratio" in choices.OPTIONAL_METRICS and "effective_ratio" in choices.UPDATE_METRICS
+
+
 # -- the engine and the config --------------------------------------------------------------------------------------
 KNAP = {"algo": {"allocation": "knapsack", "allocation_max": 6, "filter": True},
         "train": {"steps": 1, "batch_size": 2, "group_size": 3, "seeds": 1, "metrics": ["pass1"]},
@@ -163,8 +182,10 @@ def test_one_engine_step_masks_the_unallotted_answers():
     estimates count the 3 allotted answers of each prompt."""
     from tests.core.eager_step import eager_step
 
-    env, hp, task, state, after, diag = eager_step(resolve(KNAP))
+    cfg = {**KNAP, "train": {**KNAP["train"], "metrics": ["pass1", "effective_ratio"]}}
+    env, hp, task, state, after, diag = eager_step(resolve(cfg))
     assert np.asarray(after.allocation.seen).tolist() == [3, 3]
+    assert float(diag["effective_ratio"]) in (0.0, 0.5, 1.0)
     assert np.isfinite(np.asarray(after.logits)).all()
     assert float(diag["kept_frac"]) in (0.0, 0.5, 1.0)
 
@@ -184,5 +205,6 @@ def test_refusals(change, field):
 
 
 def test_registered():
-    assert tuple(A.ALLOCATIONS) == choices.ALLOCATIONS == ("knapsack",)
-    assert "no_expected" in A.ALLOCATIONS.meta("knapsack")
+    assert tuple(A.ALLOCATIONS) == choices.ALLOCATIONS == ("knapsack", "uniform")
+    assert all("no_expected" in A.ALLOCATIONS.meta(name) for name in A.ALLOCATIONS)
+    assert np.asarray(A.uniform(jnp.asarray([0.0, 0.5, 1.0]), jnp.asarray([True] * 3), 8, 64)).tolist() == [8, 8, 8]
