@@ -41,7 +41,7 @@ def test_accepts_every_resolved_preset_and_shipped_config(validator):
 @pytest.mark.parametrize("config, where", [
     ({"algo": {"estimatr": "grpo"}}, "estimatr"),  # a misspelt field
     ({"algo": {"estimator": "dapo"}}, "dapo"),  # a preset's name where an estimator's goes
-    ({"preset": "ppo"}, "ppo"),
+    ({"preset": "trpo"}, "trpo"),  # not a preset
     ({"arms": {"arms": ["frozen", "truth"]}}, "truth"),
     ({"sweep": {"lr": []}}, "[]"),
     ({"sweep": {"lrr": [0.1, 0.2]}}, "lrr"),  # a misspelt sweep field
