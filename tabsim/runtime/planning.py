@@ -24,6 +24,7 @@ from tabsim.base import defaults
 from tabsim.runtime import device as device_mod
 from tabsim.runtime.cuts import calls, near_divisor, progress_segment
 from tabsim.runtime.executors import LocalExecutor, local_threads
+from tabsim.runtime.progress import describe_seconds  # noqa: F401 (re-exported: the estimates' wording)
 # the memory estimate, re-exported: callers read every sizing decision from this module
 from tabsim.runtime.memory import (ACCELERATOR_ANSWERS, CPU_CHUNK_BYTES, F32, MAJ_COPIES,  # noqa: F401
                                    MEMORY_FRACTION, OFFLINE_COPIES, RUNTIME_BYTES, TABLE_COPIES, available_bytes,
@@ -201,17 +202,6 @@ def steps_per_segment(cfg: Config, per: int, n_seeds: int) -> int | None:
     if ideal >= every:  # whole intervals per call: a divisor of their number, else a remainder call
         return near_divisor(steps // every, ideal // every) * every
     return near_divisor(every, ideal)
-
-
-def describe_seconds(seconds: float) -> str:
-    """``under a second``, ``about 40 s``, ``about 12 min``, ``about 3.4 h``."""
-    if seconds < 1:
-        return "under a second"  # not "about 0 s"
-    if seconds < 90:
-        return f"about {seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"about {seconds / 60:.0f} min"
-    return f"about {seconds / 3600:.1f} h"
 
 
 # ------------------------------------------------------------------------------------------------

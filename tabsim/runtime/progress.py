@@ -92,3 +92,14 @@ class StepTicks:
     def update(self, n: int = 1) -> None:
         if self.hooks is None or not self.hooks.ticked:
             self.step(n * self.steps)
+
+
+def describe_seconds(seconds: float) -> str:
+    """``under a second``, ``about 40 s``, ``about 12 min``, ``about 3.4 h``."""
+    if seconds < 1:
+        return "under a second"  # not "about 0 s"
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"

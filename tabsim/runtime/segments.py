@@ -32,7 +32,7 @@ import numpy as np
 from tabsim.files.atomic import atomic_path
 from tabsim.runtime.executors import INTERRUPTED, UNSAVED
 from tabsim.runtime.cuts import calls, progress_segment, steps_done  # noqa: F401  (re-exported: the cut's home)
-from tabsim.runtime.planning import describe_seconds
+from tabsim.runtime.progress import describe_seconds
 
 CHECKPOINT_SECONDS = 30.0  # between two checkpoints of a running chunk (at least 20x the time one takes)
 ANNOUNCE_ABOVE = 60.0  # seconds: longer runs say how long they will take
