@@ -11,7 +11,7 @@ from typing import Callable
 
 from tabsim.base import clock
 from tabsim.base.host import process_seconds
-from tabsim.config import resolve
+from tabsim.config import Config, resolve
 from tabsim.files.atomic import atomic_write_text, write_frame, write_json
 from tabsim.files.provenance import provenance
 from tabsim.base import defaults
@@ -99,8 +99,9 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
             say(f"nothing to resume: {out} already holds this reproduction, complete")
             summary = json.loads((out / "summary.json").read_text())
         else:
-            summary = _reproduce_into(store.dir, designs, s, cfg, fmt, progress, say, t0, executor=executor,
-                                      figure=figure, device=device, formats=formats)
+            job = Reproduction(designs=designs, s=s, cfg=cfg, fmt=fmt, progress=progress, say=say, t0=t0,
+                               executor=executor, device=device, formats=formats)
+            summary = _reproduce_into(store.dir, job, figure=figure)
         t_published = time.perf_counter()  # the report is written: the rest is the store's publish
     if not store.complete:
         say(f"[{time.perf_counter() - t0:5.1f}s] published {out}/")
@@ -118,9 +119,26 @@ def plan(*, scale: str = "default", seeds: int | None = None, steps: int | None 
     return planning.plan(work, executor=executor, device=device)
 
 
-def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say,
-                    t0: float, executor=None, figure: bool = True, device: str | None = None,
-                    formats=None) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Reproduction:
+    """What the body of :func:`reproduce` reads: the studies' ``designs``, the settings ``s`` and their base
+    config ``cfg``, the data format ``fmt``, whether a bar is shown (``progress``), where stage lines go
+    (``say``), the clock's start ``t0``, the ``executor`` and ``device`` the training runs on, and the
+    figures' ``formats``."""
+
+    designs: dict
+    s: Settings
+    cfg: Config
+    fmt: str
+    progress: bool
+    say: Callable[[str], None]
+    t0: float
+    executor: object = None
+    device: str | None = None
+    formats: object = None
+
+
+def _reproduce_into(dest: Path, job: Reproduction, figure: bool = True) -> dict:
     """The body of :func:`reproduce`: train, analyse and write everything into ``dest`` (a staging folder)."""
     # the figures are drawn by a process pool whose fork server loads matplotlib while the engine trains;
     # this process loads the statistics stack meanwhile (XLA releases the GIL while it computes). Without
@@ -128,8 +146,7 @@ def _reproduce_into(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progr
     with (open_figures((FIGURE_MODULE,)) if figure else LocalFigures()) as pool:
         warm = warm_up("tabsim.stats", draw=figure and isinstance(pool, LocalFigures),
                        also=(provenance,))  # its git state and versions, asked once training ends
-        return _train_and_report(dest, designs, s, cfg, fmt, progress, say, t0, executor, warm,
-                                 pool if figure else None, device=device, formats=formats)
+        return _train_and_report(dest, job, warm, pool if figure else None)
 
 
 def _write_data(folder: Path, frames: dict, fmt: str) -> None:
@@ -138,13 +155,13 @@ def _write_data(folder: Path, frames: dict, fmt: str) -> None:
         write_frame(folder / f"{name}.{fmt}", fr)
 
 
-def _train_and_report(dest: Path, designs: dict, s: Settings, cfg, fmt: str, progress: bool, say, t0: float,
-                      executor, warm, pool, device: str | None = None, formats=None) -> dict:
+def _train_and_report(dest: Path, job: Reproduction, warm, pool) -> dict:
     """Train, analyse, write; ``pool`` draws the figures (None: no figure)."""
+    designs, s, cfg, fmt, say, t0, formats = job.designs, job.s, job.cfg, job.fmt, job.say, job.t0, job.formats
     say(f"[{time.perf_counter() - t0:5.1f}s] tabsim reproduce: 5 studies, preset {s.preset}, scale {s.scale}")
     with clock.timed("training"):
-        results = factorial.run_designs(list(designs.values()), progress=progress, desc="training (compile + run)",
-                                        executor=executor, device=device)
+        results = factorial.run_designs(list(designs.values()), progress=job.progress,
+                                        desc="training (compile + run)", executor=job.executor, device=job.device)
     frames = {name: r.frame for name, r in zip(designs, results)}
     t_train = time.perf_counter() - t0
     say(f"[{t_train:5.1f}s] trained {results[0].provenance['n_units_job']} seed x condition units in "
