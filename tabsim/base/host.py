@@ -14,17 +14,21 @@ def cpu_count() -> int:
 
 
 def stopped(pid: int) -> bool:
-    """Whether process ``pid`` is stopped (``SIGSTOP``, a debugger); False where that cannot be read."""
+    """Whether process ``pid`` is stopped (``SIGSTOP``, a debugger: psutil's ``stopped`` or ``tracing-stop``
+    status); False for a process that is gone, or whose status cannot be read."""
+    import psutil  # lazy: a command's start-up imports this module; only a watcher of a process asks
+
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-    except (OSError, IndexError):
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
         return False
 
 
 def process_seconds() -> float | None:
     """Seconds since this process started (Linux ``/proc``: the interpreter's start-up and imports counted,
-    as ``time`` counts them), or None where that cannot be read."""
+    as ``time`` counts them), or None where that cannot be read. Read from ``/proc/uptime``, not from
+    ``psutil.Process().create_time()``: psutil adds the start to the boot time in whole seconds, which
+    puts it up to a second off."""
     try:
         with open("/proc/self/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()

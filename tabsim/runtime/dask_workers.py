@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Callable
 
+import psutil
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from tabsim.base import defaults
@@ -109,11 +110,7 @@ def pin_process(cores) -> None:
     pool to these cores: two workers on a 2-core machine each get one core instead of both fighting for
     two (results are the same bits: the thread count does not change XLA CPU's arithmetic).
     """
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:  # pragma: no cover - not Linux
-        tids = [0]
-    for tid in tids:
+    for tid in [t.id for t in psutil.Process().threads()]:
         try:
             os.sched_setaffinity(tid, cores)
         except (AttributeError, OSError):  # a thread that ended meanwhile; not Linux

@@ -141,3 +141,22 @@ def test_the_writers_log_is_closed_when_the_process_exits():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+def test_stopped_tells_a_stopped_process_from_a_running_or_gone_one():
+    """What the writer's watcher reads (tabsim.base.host.stopped): True only while the process is stopped."""
+    from tabsim.base.host import stopped
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not stopped(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitpid(child.pid, os.WUNTRACED)  # returns once the kernel has stopped it
+        assert stopped(child.pid)
+        os.kill(child.pid, signal.SIGCONT)
+        os.waitpid(child.pid, os.WCONTINUED)
+        assert not stopped(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert not stopped(child.pid)  # gone (reaped)
