@@ -3,7 +3,10 @@
 A library call takes its options as arguments (``ts.run(device=..., precision=...)``,
 ``reproduce(..., formats=...)``); an argument left out falls back to the value a command gives for
 its own duration (:func:`given`, the commands' ``--device``, ``--precision``, ``--pdf`` and
-``--compile-cache``), then to the variable below, then to the built-in default.
+``--compile-cache``), then to the variable below, then to the built-in default. The device is resolved so
+once, where a run starts (:func:`device_choice`: ``ts.run``, ``ts.run_factorial``, ``reproduce``, the
+commands), into a :class:`DeviceChoice` handed down as an argument; the planner and the compute stage read
+neither the command's options nor the environment.
 
 =============================  ==========================================================  ===============
 variable                       what it sets                                                default
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import os
 from pathlib import Path
 
@@ -69,6 +73,27 @@ def _env(name: str) -> str:
 def device(choice: str | None = None) -> str:
     """``choice``, else the command's ``--device``, else ``$TABSIM_DEVICE``, else ``auto`` (unchecked)."""
     return choice or _GIVEN.get().get("device") or _env(DEVICE) or "auto"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceChoice:
+    """A device option resolved once, where a run starts (:func:`device_choice`), and passed down as an
+    argument: ``name`` (``auto``, ``cpu`` or ``gpu``; checked by :func:`tabsim.runtime.device.check_choice`)
+    and ``process``: whether it is the process's own choice (a command's ``--device`` or ``$TABSIM_DEVICE``,
+    not a library call's argument), so that a CPU choice keeps JAX from starting an accelerator at all."""
+
+    name: str = "auto"
+    process: bool = False
+
+
+def device_choice(argument: "str | DeviceChoice | None" = None) -> DeviceChoice:
+    """The device option of a run, resolved: ``argument`` (a :class:`DeviceChoice` is already resolved), else
+    the command's ``--device``, else ``$TABSIM_DEVICE``, else ``auto``. The entry points (``ts.run``,
+    ``ts.run_factorial``, ``reproduce``, the commands) call this once; the runtime below them reads neither
+    the command's options nor the environment."""
+    if isinstance(argument, DeviceChoice):
+        return argument
+    return DeviceChoice(device(argument), device_is_the_process_default(argument))
 
 
 def device_setting() -> str | None:

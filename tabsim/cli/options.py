@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from tabsim.base.host import cpu_count
-from tabsim.base.defaults import compilation_cache, given
+from tabsim.base.defaults import compilation_cache, device_choice, given
 from tabsim.files.overlap import OverlapError, check_apart
 from tabsim.runtime.executors import ExecutorError, check_address
 from tabsim.runtime.manifest import ManifestError, check_file
@@ -184,20 +184,26 @@ class DeviceUnavailable(click.ClickException):
     exit_code = 2
 
 
-def _device(ctx, param, value: str) -> str:
-    # passed as device= where the command computes (ts.run, run_designs; the default of the audit's
-    # calibration); checked now, so that a device that is not there is refused before anything is written
+def _device(ctx, param, value: str | None) -> str | None:
+    # resolved here, at the edge: the option, else the user's $TABSIM_DEVICE, else auto; kept as the command's
+    # own choice (a CPU one starts no accelerator, device.pick) and passed as device= where the command
+    # computes (ts.run, run_designs, reproduce; the default of the prereg, claims and audit runs). Checked
+    # now, so that a device that is not there is refused before anything is written
     if ctx.resilient_parsing:
         return value
-    give(ctx, device=value)
     # lazy: the module is light, but checking a device loads JAX, which `--help` never does
-    from tabsim.runtime.device import DeviceError, check_startable
+    from tabsim.runtime.device import DeviceError, check_choice, check_startable
 
+    name = device_choice(value).name
     try:
-        with given(device=value):  # the command's own choice: a CPU one starts no accelerator (device.pick)
-            check_startable(value)
+        if value is None:  # the environment's: a bad one is named as the variable
+            name = check_choice(name, what="$TABSIM_DEVICE")
+        give(ctx, device=name)
+        with given(device=name):
+            check_startable(device_choice())
     except DeviceError as err:
-        raise DeviceUnavailable(str(err)) from None
+        raise DeviceUnavailable(str(err) if value is not None or "TABSIM_DEVICE" in str(err)
+                                else f"$TABSIM_DEVICE={name}: {err}") from None
     return value
 
 
@@ -216,8 +222,8 @@ def executor_options(fn):
                       expose_value=False, callback=_precision,
                       help="Floating type of the computed programs: float64 runs each in double precision "
                            "(its cost: docs/performance.md); every matrix product is at full precision either way.")(fn)
-    fn = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"], case_sensitive=False), default="auto",
-                      show_default=True, expose_value=False, callback=_device,
+    fn = click.option("--device", type=click.Choice(["auto", "cpu", "gpu"], case_sensitive=False), default=None,
+                      show_default="$TABSIM_DEVICE, else auto", expose_value=False, callback=_device,
                       help="Where the programs compute: the CPU, a GPU, or auto (a GPU only for a study large "
                            "enough to repay its start-up and compile time; the reference study stays on the CPU).")(fn)
     fn = click.option("--scheduler", metavar="tcp://HOST:PORT", default=None,

@@ -220,6 +220,7 @@ def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, ex
     """Print the groups of ``cfg`` (one compiled program each), their conditions, the estimate and each
     group's run plan (chunks, executor, device, memory: :class:`tabsim.runtime.planning.RunPlan`)."""
     # lazy: these load the engine (JAX)
+    from tabsim.base.defaults import device_choice
     from tabsim.runtime.planning import describe_seconds
     from tabsim.runtime.run import plan_of
 
@@ -228,7 +229,8 @@ def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, ex
     n_cond = sum(len(c.grid()) for _, c in rows)
     seconds = estimate_seconds(cfg)
     compiling, programs = compile_estimate(cfg)
-    plans = [plan_of(c, device=device) for _, c in rows]
+    choice = device_choice(device)  # once, for every group's plan
+    plans = [plan_of(c, device=choice) for _, c in rows]
     if as_json:  # estimate_seconds: compilation and training; each apart too
         emit({"command": command, "dry_run": True, "conditions": n_cond,
               "estimate_seconds": round(seconds + compiling, 3), "training_seconds": round(seconds, 3),

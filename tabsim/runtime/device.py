@@ -13,17 +13,21 @@ token or a policy-table entry of one update, :func:`tabsim.runtime.planning.run_
 and 6.4e8 on 2. The reference study (7.7e7 units) and ``--seeds 1024`` (4.8e9) stay on the CPU of a
 16-core machine; a 4096-seed grid of 1024 prompts (8e9-1.5e10) goes to the GPU.
 
-The choice is made where a run starts (:func:`tabsim.runtime.run.run`'s ``device=``, the commands'
-``--device``), and a device that is not there is a :class:`DeviceError` naming what is. Nothing here
-loads JAX at import (the commands' option parsing imports this module).
+The option is resolved once where a run starts (an argument, else the command's ``--device``, else
+``$TABSIM_DEVICE``, else ``auto``: :func:`tabsim.base.defaults.device_choice`) and arrives here as an
+argument; this module reads neither the command's options nor the environment for it. The planner
+(:func:`tabsim.runtime.planning.plan`) picks the device with it (:func:`pick`, :func:`pool`) and the plan
+carries the device to the compute stage, which does not come back here. A device that is not there is a
+:class:`DeviceError` naming what is. Nothing here loads JAX at import (the commands' option parsing
+imports this module).
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 
 from tabsim.base.host import cpu_count
 from tabsim.base import defaults
+from tabsim.base.defaults import DeviceChoice
 
 CHOICES = ("auto", "cpu", "gpu")
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -44,6 +48,15 @@ def check_choice(choice: str | None, what: str = "device") -> str | None:
     if text not in CHOICES:
         raise DeviceError(f"{what}: {choice!r} is not a device; allowed: {', '.join(CHOICES)}")
     return text
+
+
+def resolved(choice: "DeviceChoice | str | None") -> DeviceChoice:
+    """``choice`` as a checked :class:`DeviceChoice`: a resolved one as it is, a name (an argument of the
+    caller's own) as that name, ``None`` as ``auto``. Never the command's option or the environment: those
+    are resolved by the entry point (:func:`tabsim.base.defaults.device_choice`)."""
+    if isinstance(choice, DeviceChoice):
+        return DeviceChoice(check_choice(choice.name), choice.process)
+    return DeviceChoice(check_choice(choice) or "auto")
 
 
 def gpu_threshold(cores: int | None = None) -> float:
@@ -110,16 +123,15 @@ def _started() -> None:
         raise _start_failure(err) from None
 
 
-def pick(choice: str | None, work: float | None = None):
-    """The device for a run of ``work`` units (a ``jax.Device``). ``choice`` ``None`` is the default
-    (a command's ``--device``, else ``$TABSIM_DEVICE``: :func:`tabsim.base.defaults.device`), else ``auto``:
-    a GPU when ``work`` is above :func:`gpu_threshold` and there is one, else the CPU (also when ``work``
-    is unknown).
+def pick(choice: "DeviceChoice | str | None", work: float | None = None):
+    """The device for a run of ``work`` units (a ``jax.Device``), by ``choice`` (:func:`resolved`; ``None``:
+    ``auto``): ``auto`` is a GPU when ``work`` is above :func:`gpu_threshold` and there is one, else the CPU
+    (also when ``work`` is unknown).
 
-    Where the choice is the process's own (a command's, or the environment's) and lands on the CPU, JAX
-    starts no accelerator backend at all (:func:`use_cpu_only_if_unstarted`)."""
-    process = defaults.device_is_the_process_default(choice)
-    choice = check_choice(defaults.device(choice))
+    Where the choice is the process's own (``choice.process``: a command's, or the environment's) and lands
+    on the CPU, JAX starts no accelerator backend at all (:func:`use_cpu_only_if_unstarted`)."""
+    choice = resolved(choice)
+    process, choice = choice.process, choice.name
     wants_gpu = choice == "gpu" or (choice == "auto" and work is not None and work > gpu_threshold())
     if wants_gpu:
         _started()
@@ -141,34 +153,13 @@ def pick(choice: str | None, work: float | None = None):
     return cpus[0]
 
 
-def check_startable(choice: str) -> None:
+def check_startable(choice: "DeviceChoice | str") -> None:
     """What a command checks as it parses ``--device``, before it writes anything: an explicit device
     is there, and JAX can start the platforms the user named in ``JAX_PLATFORMS``."""
-    if choice in ("cpu", "gpu"):
+    if resolved(choice).name in ("cpu", "gpu"):
         pick(choice)
     elif defaults.jax_platforms():
         _started()
-
-
-@contextlib.contextmanager
-def using(device):
-    """Run the block with ``device`` as JAX's default device (``None``, or the device JAX would use
-    anyway: nothing changes).
-
-    The setting is process-wide for the block (the chunks of a run compute in threads, which a
-    thread-local context would not reach) and restored afterwards."""
-    import jax  # lazy: as above
-
-    if device is None or device == (jax.config.jax_default_device or jax.devices()[0]):
-        yield device
-        return
-
-    before = jax.config.jax_default_device
-    jax.config.update("jax_default_device", device)
-    try:
-        yield device
-    finally:
-        jax.config.update("jax_default_device", before)
 
 
 def pool(device) -> tuple:
@@ -194,15 +185,15 @@ def name(device) -> str:
 
 def describe(device=None, choice: str | None = None, devices=None) -> dict:
     """What provenance records of the device a run used (``None``: JAX's default device), of the choice
-    it was picked by (``choice``, else the command's or the environment's, else None), and of every device
-    its chunks were computed on (``devices``, default the one device), as ``devices``."""
+    it was picked by (``choice``: the plan's ``device_choice``; None: not known), and of every device its
+    chunks were computed on (``devices``, default the one device), as ``devices``."""
     import jax  # lazy: as above
 
     dev = device if device is not None else (jax.config.jax_default_device or jax.devices()[0])
     if isinstance(dev, str):  # a platform name given to JAX itself
         dev = jax.devices(dev)[0]
     return {"device": name(dev), "device_kind": dev.device_kind,
-            "device_choice": choice or defaults.device_setting(),
+            "device_choice": choice,
             "devices": [name(d) for d in (devices or (dev,))]}
 
 

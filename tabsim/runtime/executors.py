@@ -174,6 +174,28 @@ class LocalExecutor:
         yield from _threaded_map(fn, chunks, min(self.threads, len(chunks)), self.devices)
 
 
+@contextlib.contextmanager
+def using(device):
+    """Run the block with ``device`` (the plan's, :attr:`tabsim.runtime.planning.RunPlan.device`) as JAX's
+    default device (``None``, or the device JAX would use anyway: nothing changes).
+
+    The setting is process-wide for the block (the chunks of a run compute in threads, which a
+    thread-local context would not reach) and restored afterwards. The compute stage places its chunks
+    here; which device it is was decided by the plan (:func:`tabsim.runtime.device.pick`)."""
+    import jax  # lazy: the CLI's option parsing imports this module
+
+    if device is None or device == (jax.config.jax_default_device or jax.devices()[0]):
+        yield device
+        return
+
+    before = jax.config.jax_default_device
+    jax.config.update("jax_default_device", device)
+    try:
+        yield device
+    finally:
+        jax.config.update("jax_default_device", before)
+
+
 def placed(device):
     """JAX's default device is ``device`` in this thread for the block (``None``: unchanged)."""
     if device is None:

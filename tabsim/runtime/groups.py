@@ -24,6 +24,7 @@ from typing import Callable
 
 import pandas as pd
 
+from tabsim.base import defaults
 from tabsim.config import Config
 from tabsim.runtime import run as run_mod
 from tabsim.runtime import trackers
@@ -66,6 +67,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
       run_name: the tracker's name for the run.
       announce: called with one line as each group starts (the command line's phase lines).
     """
+    device = defaults.device_choice(device)  # resolved once: every group's run takes the same value
     p = config if isinstance(config, Plan) else plan(config, **overrides)
     with trackers.session(tracker, tracker_dir, run_name=run_name, terms=run_mod.TERM_ARMS) as track:
         if p is None:

@@ -17,10 +17,10 @@ import math
 import numpy as np
 
 from tabsim.base import precision as precision_mod
+from tabsim.base.defaults import DeviceChoice
 from tabsim.config import Config
 from tabsim.config.static import algo_spec, expected, make_env, schedule
 from tabsim.sim.expected import CHUNK_BYTES, expected_bytes
-from tabsim.base import defaults
 from tabsim.runtime import device as device_mod
 from tabsim.runtime.cuts import calls, near_divisor, progress_segment
 from tabsim.runtime.executors import LocalExecutor, local_threads
@@ -298,25 +298,27 @@ def executor_threads(executor) -> int:
     return max(1, int(getattr(executor, "threads", 1) or 1))
 
 
-def plan(work: Work, *, executor=None, device: str | None = None, progress: bool | None = None,
+def plan(work: Work, *, executor=None, device: DeviceChoice | str | None = None, progress: bool | None = None,
          watched: bool = False) -> RunPlan:
     """The plan of a job's ``work`` (:class:`Work`, data only), its chunks included.
 
-    The device is picked first (:func:`tabsim.runtime.device.pick`, from the work of every program together),
+    ``device`` is the run's device option as its entry point resolved it (:func:`tabsim.base.defaults.device_choice`;
+    a name is the caller's own argument, ``None`` is ``auto``): it is not looked up here. The device is picked
+    first (:func:`tabsim.runtime.device.pick`, from the work of every program together),
     then each program's chunk size: a grid's conditions per chunk (:func:`conditions_per_chunk`; the expected
     flow's from its enumeration's tables), a unit job's units per chunk (:func:`units_per_chunk`), refused when
     a chunk cannot fit. ``progress`` is the caller's; ``watched``: someone watches the process (a terminal, a
     notebook). A watched grid of a few long chunks is cut into about 20 calls a chunk
     (:func:`tabsim.runtime.cuts.progress_segment`), so that its bar moves step by step (the same bits).
     """
-    choice = device_mod.check_choice(defaults.device(device))
+    choice = device_mod.resolved(device)
     if work.grid:
         cfg, n_cond, n_seeds = work.configs[0], work.conditions, len(work.seeds)
         total = run_work(cfg, n_cond, n_seeds)
     else:
         n_seeds, counts = 1, [work.units_of(g).size for g in range(len(work.configs))]
         total = float(sum(run_work(c, n, 1) for c, n in zip(work.configs, counts)))
-    dev = device_mod.pick(device, total)  # chosen before anything compiles, from the work of every chunk together
+    dev = device_mod.pick(choice, total)  # chosen before anything compiles, from the work of every chunk together
     segment = None
     if work.grid:
         if expected(cfg):  # the flow's memory is the enumeration's tables, not the sampled engine's batches
@@ -348,5 +350,5 @@ def plan(work: Work, *, executor=None, device: str | None = None, progress: bool
         parts = unit_chunks(work, sizes)
     return RunPlan(conditions=work.conditions, seeds=n_seeds, per_chunk=size, chunks=n_chunks, segment=segment,
                    executor=executor, threads=executor_threads(executor) if executor is not None else 1, device=dev,
-                   device_choice=choice, chunk_bytes=chunk_bytes, work=total, programs=len(work.configs),
+                   device_choice=choice.name, chunk_bytes=chunk_bytes, work=total, programs=len(work.configs),
                    shown=bool(shown), grid=work.grid, devices=spread(executor, n_chunks), parts=tuple(parts))

@@ -37,7 +37,7 @@ from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.planning import Work
 from tabsim.runtime.programs import (call_program, check_dynamics, compiled_segments,  # noqa: F401 (re-exported)
                                      compiled_train, compiled_units, run_chunk)
-from tabsim.runtime.executors import Executor, LocalExecutor
+from tabsim.runtime.executors import Executor, LocalExecutor, using
 from tabsim.runtime.loading import read_prompts, read_run_folder
 from tabsim.runtime.prompts import check_prompt_history, prompt_frame, run_columns, split_prompts
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
@@ -145,8 +145,9 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
         resumes where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
       desc: progress bar label.
       device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (:mod:`tabsim.runtime.device`: a GPU only for a run large
-        enough to pay for its fixed cost); default the user's (:func:`tabsim.base.defaults.device`), else ``"auto"``. A device that is
-        not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
+        enough to pay for its fixed cost); default the command's ``--device``, else ``$TABSIM_DEVICE``, else
+        ``"auto"``, resolved here once (:func:`tabsim.base.defaults.device_choice`) and passed down to the plan.
+        A device that is not there is a :class:`tabsim.runtime.device.DeviceError` naming what is.
       precision: ``"float32"`` or ``"float64"`` (default the user's, :func:`tabsim.base.defaults.precision`:
         a command's ``--precision``, ``$TABSIM_PRECISION``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim.base.precision`; its cost: docs/performance.md).
         Every matrix product is at full precision either way.
@@ -155,6 +156,7 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
     t0 = time.perf_counter()
     _apply_default_cache()  # where a run starts, in the caller's thread (its command's --compile-cache)
     precision = precision_mod.chosen(defaults.precision(precision))
+    device = defaults.device_choice(device)  # the entry point resolves the option; the runtime below takes it
     cfg = _resolved(config, overrides)
     if (note := expected_note(cfg)) is not None:
         warnings.warn(note, ExpectedFlowNote, stacklevel=_caller_level())
@@ -199,12 +201,14 @@ def run_seeds(cfg: Config) -> list[int]:
     return [cfg.train.seed] if expected(cfg) else list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
 
 
-def plan_of(config: Config | dict | None = None, *, executor: Executor | None = None, device: str | None = None,
-            progress: bool | None = None, build: bool = False, precision: str = precision_mod.DEFAULT,
-            **overrides) -> planning.RunPlan:
+def plan_of(config: Config | dict | None = None, *, executor: Executor | None = None,
+            device: defaults.DeviceChoice | str | None = None, progress: bool | None = None, build: bool = False,
+            precision: str = precision_mod.DEFAULT, **overrides) -> planning.RunPlan:
     """The :class:`tabsim.runtime.planning.RunPlan` of ``run(config, ...)``: its chunks, segment length,
     executor, device, memory and work, decided before anything compiles (``build``: the program is then
-    built and validated, as a run does)."""
+    built and validated, as a run does). ``device`` as :func:`run` takes it (resolved here when it is not
+    resolved already)."""
+    device = defaults.device_choice(device)
     cfg = _resolved(config, overrides)
     n_cond, n_seeds = len(cfg.grid()), len(run_seeds(cfg))
     check_prompt_history(cfg, n_cond, n_seeds)  # train.prompt_metrics: its frame must fit beside the chunks
@@ -221,8 +225,9 @@ def compute(plan: planning.RunPlan, job: str, *, store=None, progress=None, fn=N
     """The compute stage of every runner: each chunk of ``plan`` computed by ``fn`` (default
     :func:`run_chunk`) on the plan's executor and device, in chunk order; with a store (``store`` or the
     enclosing one) and the ``job`` key, finished chunks are kept and a resumed job reuses them
-    (:func:`tabsim.runtime.store.execute`). ``progress``: an object with ``update(n)``."""
-    with device_mod.using(plan.device):
+    (:func:`tabsim.runtime.store.execute`). ``progress``: an object with ``update(n)``. Everything it needs
+    was decided by the plan: it neither plans nor picks a device."""
+    with using(plan.device):
         return execute(fn or run_chunk, [c for _, c in plan.parts], executor=plan.executor, store=store, job=job,
                        progress=progress)
 

@@ -34,7 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tabsim.base import clock
+from tabsim.base import clock, defaults
 from tabsim.config import Config
 from tabsim.files.provenance import provenance
 from tabsim.runtime import device as device_mod
@@ -54,7 +54,8 @@ from tabsim.studies.results import DesignResult, design_frame, frames_by_design
 
 def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, progress: bool | None = None,
                 units_per_chunk: int | None = None, skip_frozen: bool = True,
-                desc: str = "tabsim factorial", store=None, device: str | None = None) -> list[DesignResult]:
+                desc: str = "tabsim factorial", store=None,
+                device: defaults.DeviceChoice | str | None = None) -> list[DesignResult]:
     """Run several designs as one packed job: shared units run once, each program compiles once.
 
     Args:
@@ -68,8 +69,9 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
       desc: progress bar label.
       store: a :class:`tabsim.runtime.store.RunStore` keeping each finished chunk, so an interrupted job resumes
         where it stopped (default: the store of an enclosing ``with RunStore(...)``, if any).
-      device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (default ``$TABSIM_DEVICE``, else ``"auto"``), as in
-        :func:`tabsim.runtime.run.run`: chosen from the work of every chunk together.
+      device: ``"cpu"``, ``"gpu"`` or ``"auto"`` (default the command's ``--device``, else ``$TABSIM_DEVICE``,
+        else ``"auto"``; resolved here once, :func:`tabsim.base.defaults.device_choice`), as in
+        :func:`tabsim.runtime.run.run`: chosen by the plan from the work of every chunk together.
 
     Returns:
       One :class:`DesignResult` per design, in order.
@@ -80,7 +82,8 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     if units_per_chunk is not None and (not isinstance(units_per_chunk, int) or units_per_chunk < 1):
         raise ValueError(f"units_per_chunk must be an int >= 1, got {units_per_chunk!r}")
     work, index = plan_units(designs, skip_frozen=skip_frozen, units_per_chunk=units_per_chunk)
-    plan = planning.plan(work, executor=executor, device=device, progress=progress)  # decided once
+    plan = planning.plan(work, executor=executor, device=defaults.device_choice(device),
+                         progress=progress)  # decided once
     dev, show, n_units, planned = plan.device, plan.shown, plan.conditions, plan.parts
     chunks = [c for _, c in planned]
     job = job_key("designs", [(c.config, c.hypers, c.seeds, c.n_real) for c in chunks])
@@ -96,7 +99,7 @@ def run_designs(designs: Sequence[Design], *, executor: Executor | None = None, 
     for d, per in zip(designs, index):
         frame = design_frame(d, per, outputs, skip_frozen)
         prov = provenance(design=d.name, seeds=list(d.seeds), wall_seconds_job=wall, n_units_job=n_units,
-                          n_chunks_job=len(planned), n_programs_job=len(work.configs), **device_mod.describe(dev, devices=plan.used_devices),
+                          n_chunks_job=len(planned), n_programs_job=len(work.configs), **device_mod.describe(dev, plan.device_choice, plan.used_devices),
                           plan=plan.as_dict(),
                           config_hashes=sorted({program_config(d, s).digest() for s in static_combos(d)}))
         conf = {"base": d.base, "factors": [dataclasses.asdict(f) for f in d.factors], "seeds": list(d.seeds),

@@ -85,6 +85,7 @@ def reproduce(out: str | Path, *, scale: str = "default", seeds: int | None = No
         raise ValueError(f"precision: {defaults.precision(precision)!r}: the reference study's packed job computes in "
                          "float32 only; allowed: float32")
     formats = figure_formats(formats)  # checked before anything is written
+    device = defaults.device_choice(device)  # resolved once here; the packed job's plan takes it as it is
     s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, n_resamples=n_resamples, overrides=overrides)
     out = Path(out)
     say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
@@ -116,7 +117,7 @@ def plan(*, scale: str = "default", seeds: int | None = None, steps: int | None 
     s = settings(scale=scale, seeds=seeds, steps=steps, preset=preset, overrides=overrides)
     designs = list(build_designs(s).values())
     work, _ = factorial.plan_units(designs)
-    return planning.plan(work, executor=executor, device=device)
+    return planning.plan(work, executor=executor, device=defaults.device_choice(device))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +135,7 @@ class Reproduction:
     say: Callable[[str], None]
     t0: float
     executor: object = None
-    device: str | None = None
+    device: defaults.DeviceChoice | None = None
     formats: object = None
 
 
