@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from tabsim.base.host import cpu_count
-from tabsim.base.defaults import compilation_cache, device_choice, given
+from tabsim.base.defaults import compilation_cache, device_choice, given, precision as user_precision
 from tabsim.files.overlap import OverlapError, check_apart
 from tabsim.runtime.executors import ExecutorError, check_address
 from tabsim.runtime.manifest import ManifestError, check_file
@@ -207,10 +207,23 @@ def _device(ctx, param, value: str | None) -> str | None:
     return value
 
 
-def _precision(ctx, param, value: str) -> str:
-    # passed as precision= where the command computes; each program is traced and run in it
+PRECISIONS = ("float32", "float64")
+
+
+class UserDefaultError(click.ClickException):
+    """A user default (an environment variable) that is not a value its option takes: one line, exit code 2."""
+
+    exit_code = 2
+
+
+def _precision(ctx, param, value: str | None) -> str | None:
+    # resolved here, at the edge: the option, else the user's $TABSIM_PRECISION, else float32; passed as
+    # precision= where the command computes; each program is traced and run in it
     if not ctx.resilient_parsing:
-        give(ctx, precision=value)
+        name = value or user_precision()
+        if name not in PRECISIONS:  # the environment's (the option's choices are checked by click)
+            raise UserDefaultError(f"$TABSIM_PRECISION: {name!r} is not a precision; allowed: {', '.join(PRECISIONS)}")
+        give(ctx, precision=name)
     return value
 
 
@@ -218,7 +231,8 @@ def executor_options(fn):
     """Add ``--executor``, ``--workers``, ``--scheduler``, ``--device`` and ``--precision`` to a click command
     (run with its options as the library's defaults: :func:`with_options`)."""
     fn = with_options(fn)
-    fn = click.option("--precision", type=click.Choice(["float32", "float64"]), default="float32", show_default=True,
+    fn = click.option("--precision", type=click.Choice(PRECISIONS), default=None,
+                      show_default="$TABSIM_PRECISION, else float32",
                       expose_value=False, callback=_precision,
                       help="Floating type of the computed programs: float64 runs each in double precision "
                            "(its cost: docs/performance.md); every matrix product is at full precision either way.")(fn)

@@ -105,3 +105,27 @@ def test_the_commands_take_tabsim_device_when_device_is_not_given(tmp_path, monk
     r = CliRunner().invoke(main, ["run", "--dry-run", str(tmp_path / "c.toml")])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
     assert "$TABSIM_DEVICE: 'tpu' is not a device; allowed: auto, cpu, gpu" in r.output
+
+
+def test_a_commands_device_and_precision_are_its_option_else_the_users_variable(monkeypatch):
+    import click
+
+    from tabsim.cli.options import chosen, executor_options
+
+    @click.command()
+    @executor_options
+    def probe(executor, workers, scheduler):
+        # what the command hands on as arguments, and the defaults of the calls it makes
+        click.echo(f"{chosen('device')} {chosen('precision')} {device_choice()} {defaults.precision()}")
+
+    monkeypatch.setenv(defaults.DEVICE, "cpu")
+    monkeypatch.setenv(defaults.PRECISION, "float64")
+    r = CliRunner().invoke(probe, [])
+    assert r.exit_code == 0 and r.output.split(" ", 2)[:2] == ["cpu", "float64"], r.output
+    assert "DeviceChoice(name='cpu', process=True) float64" in r.output
+    r = CliRunner().invoke(probe, ["--device", "auto", "--precision", "float32"])
+    assert r.output.startswith("auto float32 ") and r.output.strip().endswith("float32"), r.output
+    monkeypatch.setenv(defaults.PRECISION, "f16")
+    r = CliRunner().invoke(probe, [])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "$TABSIM_PRECISION: 'f16' is not a precision; allowed: float32, float64" in r.output
