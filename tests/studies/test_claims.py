@@ -20,6 +20,8 @@ from tabsim.cli import main
 from tabsim.prereg import claims
 from tabsim.prereg.errors import PreregError
 
+from reduced_runs import reduced_ids, run_reduced
+
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "preregistration" / "claims"
 PAGE = REPO / "docs" / "claims.md"
@@ -202,25 +204,18 @@ def test_every_reduced_plan_is_the_design_at_its_small_size():
         assert doc["hypotheses"] == full["hypotheses"] and doc["analysis"] == full["analysis"]
 
 
-def _check_reduced(out: Path, ids: list[str]) -> None:
-    table = pd.read_csv(out / "summary.csv")
-    studies = claims.load_claims(ROOT, ids)
-    assert table["claim"].str.split(":").str[0].tolist() == ids
-    assert set(table["verdict"]) <= set(claims.CLAIM_VERDICTS) and set(table["run"]) == {"reduced"}
-    for c in studies:
-        assert (out / f"{c.id}.png").stat().st_size > 0
-        assert (out / c.id / "run" / "status.json").is_file()
-        # one interval per region of the claim, as the plan's hypotheses give them
-        row = table[table["claim"].str.startswith(c.id + ":")].iloc[0]
-        assert row["tabsim_estimate"].count("[") == len(c.bearing)
-
-
 def test_every_reduced_version_runs(tmp_path):
-    """`tabsim claims run --quick`: every study's reduced version in one command (one process, so studies
-    whose static cells coincide share their compiled programs): a verdict, a summary row and a figure each."""
-    r = CliRunner().invoke(main, ["claims", "--root", str(ROOT), "run", "--quick", "-q", "--out", str(tmp_path)])
-    assert r.exit_code == 0, r.output
-    _check_reduced(tmp_path, [c.id for c in claims.load_claims(ROOT)])
+    """`tabsim claims run --quick` of every study on the bandit, in one command (one process, so studies whose
+    static cells coincide share their compiled programs): a verdict, a summary row and a figure each. The tree
+    studies run in tests/studies/test_claims_reduced_tree.py, so the suite's two workers share the work."""
+    run_reduced(tmp_path, reduced_ids(tree=False))
+
+
+def test_the_two_reduced_commands_cover_every_study():
+    """Between them, the bandit and the tree commands run each study once."""
+    bandit, tree = reduced_ids(tree=False), reduced_ids(tree=True)
+    assert bandit and tree and not set(bandit) & set(tree)
+    assert sorted(bandit + tree) == sorted(c.id for c in claims.load_claims(ROOT))
 
 
 def test_docs_page_is_written_from_the_runs(tmp_path):
