@@ -34,10 +34,9 @@ answers of equal length (the bandit's one-token answers) every weight is equal a
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
-from tabsim.sim.algos.surrogates import register_surrogate
+from tabsim.sim.algos.surrogates import disco_constrained, disco_scores, register_surrogate
 
 
 def positive_weights(pos, lengths, width, lam):
@@ -62,19 +61,7 @@ def drpo(batch):
     Returns:
       ``[B, G, T]`` the batch's loss on each token.
     """
-    logp, mask, hp = batch.logp, batch.mask, batch.hp
-    n = mask.sum(-1)
-    a = batch.adv[..., 0] if batch.adv.shape[-1] == 1 else (batch.adv * mask).sum(-1) / jnp.maximum(n, 1.0)
-    s = (logp * mask).sum(-1) / jnp.maximum(n, 1.0)  # [B, G]
-    pos, neg = (a > 0) & (n > 0), (a < 0) & (n > 0)
-    n_neg = neg.sum(-1)
-    both = (pos.sum(-1) > 0) & (n_neg > 0)
-    w = positive_weights(pos, n, logp.shape[-1], hp.drpo_lambda)
-    lme = hp.disco_tau * (jax.nn.logsumexp(jnp.where(neg, s / hp.disco_tau, -jnp.inf), axis=-1, where=neg)
-                          - jnp.log(jnp.maximum(n_neg, 1)))
-    lme = jnp.where(both, lme, 0.0)
+    n, s, pos, _, both, lme = disco_scores(batch)
+    w = positive_weights(pos, n, batch.logp.shape[-1], batch.hp.drpo_lambda)
     per_group = ((w * jnp.where(pos, s, 0.0)).sum(-1) - lme) * both
-    objective = per_group.sum() / s.shape[0]
-    kl = ((batch.logp_old - logp) * mask).sum() / jnp.maximum(mask.sum(), 1.0)
-    c = jax.lax.stop_gradient(jnp.maximum(hp.disco_beta * (kl - hp.disco_delta), 0.0))
-    return jnp.broadcast_to(-objective + c * kl, logp.shape)
+    return disco_constrained(batch, per_group)

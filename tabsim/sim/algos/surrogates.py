@@ -235,6 +235,15 @@ def disco(batch):
     Returns:
       ``[B, G, T]`` the batch's loss on each token.
     """
+    n, s, pos, n_pos, both, lme = disco_scores(batch)
+    per_group = (jnp.where(pos, s, 0.0).sum(-1) / jnp.maximum(n_pos, 1) - lme) * both
+    return disco_constrained(batch, per_group)
+
+
+def disco_scores(batch):
+    """What DisCO-style objectives share: each answer's token count ``n`` and mean token log-probability ``s``
+    (``[B, G]``), the positives (``A > 0``) and their count, the groups holding positives and negatives, and the
+    negatives' ``tau log mean exp(s / tau)`` (0 in the other groups)."""
     logp, mask, hp = batch.logp, batch.mask, batch.hp
     n = mask.sum(-1)
     a = batch.adv[..., 0] if batch.adv.shape[-1] == 1 else (batch.adv * mask).sum(-1) / jnp.maximum(n, 1.0)
@@ -244,9 +253,14 @@ def disco(batch):
     both = (n_pos > 0) & (n_neg > 0)
     lme = hp.disco_tau * (jax.nn.logsumexp(jnp.where(neg, s / hp.disco_tau, -jnp.inf), axis=-1, where=neg)
                           - jnp.log(jnp.maximum(n_neg, 1)))
-    lme = jnp.where(both, lme, 0.0)
-    per_group = (jnp.where(pos, s, 0.0).sum(-1) / jnp.maximum(n_pos, 1) - lme) * both
-    objective = per_group.sum() / s.shape[0]
+    return n, s, pos, n_pos, both, jnp.where(both, lme, 0.0)
+
+
+def disco_constrained(batch, per_group):
+    """DisCO's loss on every token from the groups' objectives ``[B]``: ``-J + c KL``, ``J`` their mean over the
+    batch's groups, ``c = sg(max(beta (KL - delta), 0))``."""
+    logp, mask, hp = batch.logp, batch.mask, batch.hp
+    objective = per_group.sum() / per_group.shape[0]
     kl = ((batch.logp_old - logp) * mask).sum() / jnp.maximum(mask.sum(), 1.0)
     c = jax.lax.stop_gradient(jnp.maximum(hp.disco_beta * (kl - hp.disco_delta), 0.0))
     return jnp.broadcast_to(-objective + c * kl, logp.shape)
