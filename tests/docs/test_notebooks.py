@@ -32,6 +32,18 @@ BUILD = Path(os.environ.get("TABSIM_NOTEBOOK_BUILD", NOTEBOOKS.parent / "build" 
 CELL_TIMEOUT = 120  # seconds per cell
 
 
+def execute_notebook(nb, tmp_path):
+    """Run ``nb`` top to bottom in a kernel of its own (:func:`notebook_client`), then shut the kernel down: a
+    client given its kernel manager does not own the kernel and leaves it running (nbclient's ``owns_km``), so
+    without this every notebook's kernel lived, with its half a gigabyte, until the test process ended."""
+    client = notebook_client(nb, tmp_path)
+    try:
+        client.execute()
+    finally:
+        if client.km.has_kernel:
+            client.km.shutdown_kernel(now=True)
+
+
 def notebook_client(nb, tmp_path):
     """A client whose kernel talks over Unix sockets in a folder of its own, not TCP ports.
 
@@ -69,11 +81,10 @@ def test_notebook_executes(path, tmp_path, monkeypatch, optimized_xla, notebook_
     # the kernel inherits the environment: keep the figures headless and any cache in the tmp folder
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("TABSIM_CACHE", str(notebook_cache))
-    client = notebook_client(nb, tmp_path)
     t0 = time.perf_counter()
     failure = None
     try:
-        client.execute()
+        execute_notebook(nb, tmp_path)
     except nbclient.exceptions.CellExecutionError as err:
         failure = _strip_ansi(str(err))
     if failure is not None:  # outside the except block: report the cell's traceback, not ours
@@ -169,7 +180,7 @@ print("SLIDER_TIMES " + _json.dumps(_times))
     nb.cells.append(nbformat.v4.new_code_cell(probe))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("TABSIM_CACHE", str(notebook_cache))
-    notebook_client(nb, tmp_path).execute()
+    execute_notebook(nb, tmp_path)
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     times = json.loads(text.split("SLIDER_TIMES ", 1)[1])
     print(f"{stem}: " + ", ".join(f"{n}={v}: {t:.2f} s" for n, v, _, t in times))
