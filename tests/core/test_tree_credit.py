@@ -207,8 +207,8 @@ def test_tempo_has_no_expected_flow():
 @pytest.mark.parametrize("name", ["tempo", "gigpo"])
 def test_a_stage_ranking_answers_by_advantage_is_refused(name):
     """CPPO keeps the answers of largest |A|, one number per answer: with per-token advantages on a tree the update
-    is refused in one line when it is built (before: a JAX top_k error on the [B, G, T] advantages). On a bandit the
-    advantages are per answer and the stage runs; gfpo_length acts before the advantages and runs."""
+    is refused in one line when the config is validated (before: a JAX top_k error on the [B, G, T] advantages). On
+    a bandit the advantages are per answer and the stage runs; gfpo_length acts before the advantages and runs."""
     from tabsim.config import resolve
     from tabsim.config.static import make_env, schedule
     from tabsim.runtime.run import algo_spec
@@ -221,8 +221,8 @@ def test_a_stage_ranking_answers_by_advantage_is_refused(name):
                        "train": {"batch_size": 2, "group_size": 6, "group_stage": stage, "group_keep": 4}})
         return make_update(make_env(cfg), algo_spec(cfg), schedule(cfg), tuple(cfg.arms.arms))
 
-    with pytest.raises(ValueError, match=rf"^train.group_stage: 'cppo' ranks answers by one advantage each, and "
-                                         rf"algo.estimator = '{name}' gives every token its own"):
+    with pytest.raises(ValueError, match=rf"(?m)^\s*train.group_stage: 'cppo' ranks answers by one advantage each, "
+                                         rf"and algo.estimator = '{name}' gives every token its own"):
         build("tree", "cppo")
     build("bandit", "cppo")
     build("tree", "gfpo_length")
