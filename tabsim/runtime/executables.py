@@ -4,7 +4,10 @@ JAX's compilation cache (:mod:`tabsim.runtime.cache`) saves the XLA compilation,
 traces and lowers a program to find its cache key: 0.5-2 s of Python per training program on a 2-core
 machine, on the critical path of every command. This store keeps each program traced and lowered, once
 per configuration shape, serialised with :func:`jax.export` (StableHLO in a flatbuffer: data, never a
-pickle; nothing read from the store runs as Python). A later process reads the entry, lowers a
+pickle; nothing read from the store runs as Python). The structure of its arguments and results is JAX's
+own serialisation of the program's pytrees: tabsim's dataclasses (:func:`tabsim.sim.pytree.pytree_dataclass`)
+and optax's optimizer states are registered with :mod:`jax.export` by name, and reading a structure back
+only looks a name up among those registered classes (nothing is imported by name). A later process reads the entry, lowers a
 one-call wrapper around it (about 0.1 s) and JAX's compilation cache skips the compile. The first
 process runs the same wrapper, so every process runs the same compiled program; its results are the
 same bits as the program run through ``jax.jit`` (``tests/runtime/test_executables.py``).
@@ -17,14 +20,16 @@ program depends on:
 * the program's own XLA options (its ``xla_options`` attribute), given to the compiler as its ``jit`` would;
 * what decides the bits of a result (:func:`tabsim.runtime.executors.numerics`: ``XLA_FLAGS``, JAX's
   numeric settings such as the matmul precision, the versions of jax, jaxlib and tabsim, and a digest of
-  tabsim's sources, so any edit of tabsim's code is a new key);
+  tabsim's sources, so any edit of tabsim's code is a new key), and optax's version (its optimizers are
+  traced into the programs);
 * the device: its platform, kind and runtime version.
 
 An entry is used only when it is a regular file (opened without blocking, so a FIFO never stalls a
 run) of at most :data:`MAX_ENTRY_BYTES`, belongs to this user and nobody else can write it, and its
 recorded key equals the key of the call, its payload its digest, and the exported program's arguments
-those of the call. Anything else (another config's entry under this name, a damaged or truncated file,
-an entry of an older format, a pickle) is refused without a word (counted in ``stats["refused"]``):
+(structure, shapes and dtypes) those of the call. Anything else (another config's entry under this name, a damaged or truncated file,
+an entry of an older format, a pickle, a structure naming a class not registered in this process) is
+refused without a word (counted in ``stats["refused"]``):
 the program is traced again and the entry replaced. A program that uses a component registered from
 outside tabsim (a user's estimator or environment) is never kept: its code is in no key
 (:func:`outside_code`).
@@ -46,6 +51,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import optax
 from jax import export
 
 from tabsim.base import clock
@@ -55,22 +61,28 @@ from tabsim.files.atomic import atomic_write_bytes
 from tabsim.files.safeload import LoadError, read_regular
 from tabsim.runtime.cache import OFF
 from tabsim.runtime.executors import numerics
-from tabsim.runtime.pytrees import describe, rebuild
+from tabsim.sim.pytree import serialisable
 
 ENV = defaults.EXECUTABLE_CACHE
 FOLDER = "tabsim-programs"
 SUFFIX = ".jaxexport"
 MAGIC = b"tabsim exported program\n"
-FORMAT = 2  # bump when the entry layout or the key changes
+FORMAT = 3  # bump when the entry layout or the key changes
 MAX_ENTRIES = 200
 MAX_ENTRY_BYTES = 64 << 20  # a training program is 30-300 KB
 MAX_HEADER_BYTES = 1 << 20
 
-_LOADED: dict = {}  # (fingerprint, device id) -> _Program, for the life of the process
+_LOADED: dict = {}  # (fingerprint, device id) -> the compiled program, for the life of the process
 _KEYS: dict = {}  # program key -> its fingerprints in this process (one per argument signature)
 _LOCKS: dict = {}
 _LOCK = threading.Lock()
 stats = {"loaded": 0, "compiled": 0, "saved": 0, "refused": 0}  # this process (for tests and benchmarks)
+
+# the optimizer states in a program's carry (tabsim.sim.update.optimizer: Adam's moments, SGD's empty state);
+# tabsim's own dataclasses are registered where they are made (tabsim.sim.pytree.pytree_dataclass)
+OPTIMIZER_STATES = (optax.ScaleByAdamState, optax.EmptyState)
+for _state in OPTIMIZER_STATES:
+    serialisable(_state)
 
 
 def folder() -> Path | None:
@@ -112,8 +124,8 @@ def key_text(key, args: tuple, xla_options: dict | None = None) -> str:
     dev = _device(leaves)
     avals = tuple(_aval_text(x) for x in leaves)
     opts = sorted((xla_options or {}).items())
-    return repr((FORMAT, key, str(tree), avals, opts, repr(sorted(numerics().items())), _platform(dev),
-                 dev.device_kind, dev.client.platform_version))
+    return repr((FORMAT, key, str(tree), avals, opts, repr(sorted(numerics().items())), optax.__version__,
+                 _platform(dev), dev.device_kind, dev.client.platform_version))
 
 
 _AVALS: dict = {}  # (dtype, shape, x64) -> the abstract value's text of a NumPy array of that dtype and shape
@@ -134,19 +146,6 @@ def _aval_text(x) -> str:
 def fingerprint(key, args: tuple, xla_options: dict | None = None) -> str:
     """The entry name of program ``key`` called with ``args``: a SHA-256 of :func:`key_text`."""
     return hashlib.sha256(key_text(key, args, xla_options).encode()).hexdigest()
-
-
-class _Program:
-    """A compiled program and how to call it: through the flat exported wrapper (``out_tree`` set) or
-    directly (``out_tree`` None)."""
-
-    def __init__(self, compiled, out_tree=None):
-        self.compiled, self.out_tree = compiled, out_tree
-
-    def __call__(self, args: tuple):
-        if self.out_tree is None:
-            return self.compiled(*args)
-        return self.out_tree.unflatten(self.compiled(*jax.tree_util.tree_leaves(args)))
 
 
 def run(key, program, *args):
@@ -170,7 +169,7 @@ def run(key, program, *args):
             if prog is None:
                 with clock.timed("compile"):  # tracing or loading, and compiling (or JAX's cache answering)
                     prog = _LOADED[slot] = _prepare(text, fp, program, args, keep=not outside_code(key))
-    return prog(args)
+    return prog(*args)
 
 
 def count(key) -> int:
@@ -178,30 +177,28 @@ def count(key) -> int:
     return len(_KEYS.get(key, ()))
 
 
-def _prepare(text: str, fp: str, program, args: tuple, keep: bool = True) -> _Program:
+def _prepare(text: str, fp: str, program, args: tuple, keep: bool = True):
     """``program`` compiled for ``args``: from the store's entry when it holds a good one, else traced
     (and its entry written)."""
     where = folder() if keep else None
-    leaves = jax.tree_util.tree_leaves(args)
     opts = options(program)
     if where is not None:
         path = where / f"{fp}{SUFFIX}"
-        found = _load(path, text, leaves)
-        if found is not None:
+        exp = _load(path, text, args)
+        if exp is not None:
             try:
-                prog = _Program(_compile(found[0], leaves, opts), found[1])
+                compiled = _compile(exp, args, opts)
                 stats["loaded"] += 1
-                return prog
+                return compiled
             except Exception:  # noqa: BLE001  (refused by the compiler: trace it again and replace it)
                 stats["refused"] += 1
-        traced = _export(program, args)
-        if traced is not None:
-            exp, out_tree = traced
+        exp = _export(program, args)
+        if exp is not None:
             stats["compiled"] += 1
-            _save(path, text, exp, out_tree)
-            return _Program(_compile(exp, leaves, opts), out_tree)
+            _save(path, text, exp)
+            return _compile(exp, args, opts)
     stats["compiled"] += 1
-    return _Program(program.trace(*args).lower().compile())
+    return program.trace(*args).lower().compile()
 
 
 def outside_code(key) -> list[str]:
@@ -217,29 +214,20 @@ def outside_code(key) -> list[str]:
     return []
 
 
-def _compile(exp, leaves: list, opts: dict | None):
+def _compile(exp, args: tuple, opts: dict | None):
     """The exported program ``exp`` compiled as a top-level program with ``opts`` (as its ``jit`` would
     compile it; JAX's compilation cache answers for a program it compiled before)."""
-    return jax.jit(exp.call).trace(*leaves).lower().compile(compiler_options=opts)
+    return jax.jit(exp.call).trace(*args).lower().compile(compiler_options=opts)
 
 
 def _export(program, args: tuple):
-    """``(exported, out_tree)``: ``program`` traced for ``args`` and exported with flat arguments and
-    results (their structure is tabsim's to keep), or ``None`` where it cannot be exported."""
-    leaves, in_tree = jax.tree_util.tree_flatten(args)
+    """``program`` traced for ``args`` and exported (its own function, compiled later with its options), or
+    ``None`` where it cannot be exported."""
     fun = getattr(program, "__wrapped__", program)
-    box = {}
-
-    def flat(*xs):
-        out, box["out_tree"] = jax.tree_util.tree_flatten(fun(*in_tree.unflatten(xs)))
-        return tuple(out)
-
-    flat.__name__ = flat.__qualname__ = getattr(fun, "__name__", "program")
     try:
-        exp = export.export(jax.jit(flat), platforms=(_platform(_device(leaves)),))(*leaves)
+        return export.export(jax.jit(fun), platforms=(_platform(_device(jax.tree_util.tree_leaves(args))),))(*args)
     except Exception:  # noqa: BLE001  (a program JAX cannot export: it is compiled in each process)
         return None
-    return exp, box["out_tree"]
 
 
 def _refuse():
@@ -247,9 +235,9 @@ def _refuse():
     return None
 
 
-def _load(path: Path, text: str, leaves: list):
-    """``(exported, out_tree)`` from the entry at ``path`` when it passes every check (see the module),
-    else ``None``; reading it never blocks and runs nothing from it."""
+def _load(path: Path, text: str, args: tuple):
+    """The exported program in the entry at ``path`` when it passes every check (see the module), else
+    ``None``; reading it never blocks and runs nothing from it."""
     if not os.path.lexists(path):
         return None
     try:
@@ -268,18 +256,17 @@ def _load(path: Path, text: str, leaves: list):
         if (not isinstance(header, dict) or header.get("format") != FORMAT or header.get("key") != text
                 or header.get("payload_sha256") != hashlib.sha256(payload).hexdigest()):
             return _refuse()
-        out_tree = rebuild(header.get("out_tree"))
-        exp = export.deserialize(bytearray(payload))
+        exp = export.deserialize(bytearray(payload))  # a class name not registered here: ValueError
     except Exception:  # noqa: BLE001  (not UTF-8, malformed or nested too deep, a payload JAX cannot read)
         return _refuse()
-    if (out_tree is None or str(out_tree) != header.get("out_tree_text")
-            or out_tree.num_leaves != len(exp.out_avals) or not _same_avals(exp.in_avals, leaves)):
+    leaves, tree = jax.tree_util.tree_flatten((args, {}))  # an exported program's arguments: (args, kwargs)
+    if exp.in_tree != tree or not _same_avals(exp.in_avals, leaves):
         return _refuse()
     try:
         os.utime(path)  # least recently used are removed first
     except OSError:
         pass
-    return exp, out_tree
+    return exp
 
 
 def _same_avals(avals, leaves: list) -> bool:
@@ -287,15 +274,13 @@ def _same_avals(avals, leaves: list) -> bool:
         tuple(a.shape) == tuple(jax.typeof(x).shape) and a.dtype == jax.typeof(x).dtype for a, x in zip(avals, leaves))
 
 
-def _save(path: Path, text: str, exp, out_tree) -> None:
+def _save(path: Path, text: str, exp) -> None:
     """Write the entry (header with the key, then the serialised program) atomically, private to the
-    user; an out tree the store cannot record, or any failure (read-only folder, full disk), skips it."""
-    desc = describe(out_tree)
-    if desc is None or rebuild(desc) != out_tree:
-        return
+    user; a structure with a class not registered with :mod:`jax.export`, or any failure (read-only folder,
+    full disk), skips it."""
     try:
         payload = bytes(exp.serialize())
-        header = json.dumps({"format": FORMAT, "key": text, "out_tree": desc, "out_tree_text": str(out_tree),
+        header = json.dumps({"format": FORMAT, "key": text,
                              "payload_sha256": hashlib.sha256(payload).hexdigest()}).encode()
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write_bytes(path, MAGIC + len(header).to_bytes(8, "little") + header + payload)

@@ -1,5 +1,6 @@
 """What tabsim reads from its cache folder: the XLA option answers (tabsim.base.xla, kept by tabsim.runtime.cache),
-the structure of a stored program's results (tabsim.runtime.pytrees), and the notes the cache prints.
+the structure of a stored program's results (jax.export's serialisation of tabsim's pytrees), and the
+notes the cache prints.
 
 Everything read from the folder must be a small regular file, opened without blocking: anything else
 counts as no answer, never as an error or a wait. A hang is caught by a guard thread (a FIFO opened for
@@ -16,7 +17,7 @@ import warnings
 import pytest
 
 from tabsim.base import xla
-from tabsim.sim.pytree import pytree_dataclass
+from tabsim.sim.pytree import pytree_dataclass, serialisable
 from tabsim.cli.phases import Phases
 from tabsim.runtime import cache
 
@@ -129,32 +130,55 @@ class Carry:
 
 
 Pair = collections.namedtuple("Pair", "first second")
-Empty = collections.namedtuple("Empty", "")
+serialisable(Pair)
 
 
-def test_result_structures_round_trip_through_json():
+def _exported(value):
+    """A program returning ``value``'s structure, exported, serialised and read back by jax.export."""
     import jax
+    import jax.numpy as jnp
+    from jax import export
 
-    from tabsim.runtime.pytrees import describe, rebuild
-
-    value = (Carry(state=Pair(1, Empty()), sums={"a": 2, "b": None}), [3, (4,)], None)
-    tree = jax.tree_util.tree_structure(value)
-    desc = json.loads(json.dumps(describe(tree)))
-    assert rebuild(desc) == tree
+    leaves, tree = jax.tree_util.tree_flatten(value)
+    exp = export.export(jax.jit(lambda x: tree.unflatten([x + i for i in range(len(leaves))])))(jnp.zeros(2))
+    return tree, bytearray(exp.serialize())
 
 
-def test_a_structure_naming_an_unloaded_or_changed_class_is_refused():
-    import jax
+def test_result_structures_round_trip_through_jax_export():
+    """tabsim's dataclasses, named tuples registered by tabsim and the state of every optimizer tabsim offers
+    (optax's, in the programs' carry) are written by jax.export's own serialisation and read back as the
+    same structure."""
+    import types
 
-    from tabsim.runtime.pytrees import describe, rebuild
+    import jax.numpy as jnp
+    from jax import export
 
-    desc = describe(jax.tree_util.tree_structure(Carry(state=1, sums=2)))
-    unloaded = json.loads(json.dumps(desc).replace(__name__, "tabsim_no_such_module"))
-    assert rebuild(unloaded) is None
-    assert rebuild(json.loads(json.dumps(desc).replace('"sums"', '"other"'))) is None
-    assert rebuild(["dataclass", "os", "system", [], []]) is None  # a function, not a class
-    assert rebuild(["namedtuple", "builtins", "object", [], []]) is None
-    deep = "*"
-    for _ in range(100_000):
-        deep = ["tuple", [deep]]
-    assert rebuild(deep) is None and rebuild({"tuple": 1}) is None and rebuild(["dict", ["a"], []]) is None
+    import tabsim.runtime.executables  # noqa: F401  (registers optax's states)
+    from tabsim.base.choices import OPTIMIZERS
+    from tabsim.sim.params import Hyper
+    from tabsim.sim.update import optimizer
+
+    states = [optimizer(types.SimpleNamespace(optimizer=name), Hyper()).init(jnp.zeros(3)) for name in OPTIMIZERS]
+    value = (Carry(state=Pair(1, states), sums={"a": 2, "b": None}), [3, (4,)], None, Hyper())
+    tree, data = _exported(value)
+    assert export.deserialize(data).out_tree == tree
+
+
+def test_a_structure_naming_an_unregistered_or_changed_class_is_refused_and_nothing_is_imported():
+    import sys
+
+    import pytest
+    from jax import export
+
+    name = f"{__name__}.Carry".encode()
+    _, data = _exported(Carry(state=1, sums=2))
+    assert data.count(name) == 1
+    fake = b"this." + b"x" * (len(name) - 5)  # the module `this` prints a poem when imported
+    imported = "this" in sys.modules
+    with pytest.raises(ValueError, match="unregistered"):
+        export.deserialize(bytearray(bytes(data).replace(name, fake)))
+    assert ("this" in sys.modules) == imported
+    fields = b"state,sums"
+    assert bytes(data).count(fields) == 1
+    with pytest.raises(ValueError, match="fields"):
+        export.deserialize(bytearray(bytes(data).replace(fields, b"state,suns")))

@@ -22,6 +22,7 @@ import pytest
 import tabsim as ts
 from tabsim.runtime import run as api
 from tabsim.runtime import executables, executors, planning
+from tabsim.sim.pytree import pytree_dataclass
 
 CFG = {"preset": "paper", "task": {"n_prompts": 12}, "train": {"steps": 6, "seeds": 3, "eval_every": 3, "batch_size": 4},
        "sweep": {"prior_strength": [0.2, 0.5, 0.8]}}
@@ -248,6 +249,46 @@ def test_an_entry_that_is_not_a_small_regular_file_is_refused_without_blocking(t
     assert not worker.is_alive(), f"a {kind} in place of an entry blocked the run"
     out, n = result["out"]
     assert same_tree(out, ref) and n["refused"] == 1 and n["loaded"] == 0
+
+
+@pytree_dataclass
+class _Out:
+    y: object
+    z: object
+
+
+def test_an_entry_whose_structure_names_a_class_not_registered_is_refused_and_nothing_is_imported(tmp_path, store):
+    """The results' structure is jax.export's own (a tabsim dataclass by its registered name). An entry whose
+    structure names another class (here a module that prints a poem when imported), its digest recomputed, is
+    refused: nothing is imported, the program is traced again and its results keep their class."""
+    import hashlib
+
+    import jax.numpy as jnp
+
+    program = jax.jit(lambda x: _Out(y=x * 2.0, z=(x + 1.0, None)))
+    args = (jnp.arange(3.0, dtype=jnp.float32),)
+    ref = jax.device_get(program(*args))
+    key = ("unregistered-class-test",)
+    out, n = store(key, program, *args)
+    assert isinstance(out, _Out) and same_tree(out, ref) and n == counts(compiled=1, saved=1)
+    out, n = store(key, program, *args)
+    assert isinstance(out, _Out) and same_tree(out, ref) and n == counts(loaded=1)
+    entry = entry_of(tmp_path)
+    data = entry.read_bytes()
+    start = len(executables.MAGIC) + 8
+    size = int.from_bytes(data[len(executables.MAGIC):start], "little")
+    header, payload = json.loads(data[start:start + size]), data[start + size:]
+    name = f"{__name__}._Out".encode()
+    assert payload.count(name) == 1
+    payload = payload.replace(name, b"this." + b"x" * (len(name) - 5))
+    header["payload_sha256"] = hashlib.sha256(payload).hexdigest()
+    head = json.dumps(header).encode()
+    entry.write_bytes(executables.MAGIC + len(head).to_bytes(8, "little") + head + payload)
+    entry.chmod(0o600)
+    imported = "this" in sys.modules
+    out, n = store(key, program, *args)
+    assert ("this" in sys.modules) == imported
+    assert isinstance(out, _Out) and same_tree(out, ref) and n == counts(refused=1, compiled=1, saved=1)
 
 
 CONFIGS = {"grpo": {"preset": "grpo"}, "dr_grpo": {"preset": "dr_grpo"}}
