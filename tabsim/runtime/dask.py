@@ -19,7 +19,8 @@ What the Dask path guarantees:
   started with other flags, other versions) fails the task with a message saying so, so a
   distributed run gives the frame of a local run byte for byte or none at all.
 * **Chunks stream back.** :meth:`DaskExecutor.imap_unordered` yields each chunk as it finishes
-  (``distributed.as_completed``) and keeps only a window of chunks in flight, so the run store saves
+  (distributed's ``client.get_executor()``, waited on with ``concurrent.futures.wait``) and keeps only a
+  window of chunks in flight, so the run store saves
   every finished chunk at once: a crash of the client loses at most the chunks in flight, and
   ``--resume`` continues from the rest.
 * **Lost workers cost only their chunks.** A worker that dies is restarted by its nanny and the
@@ -33,19 +34,20 @@ Command-line use: ``--executor dask --workers N`` or ``--executor dask --schedul
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
 import importlib.util
+import itertools
 import logging
 import os
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 try:
     import dask
-    from distributed import Client, KilledWorker, LocalCluster, as_completed
+    from distributed import Client, KilledWorker, LocalCluster
     from distributed.comm.core import CommClosedError
     from distributed.diagnostics.plugin import WorkerPlugin  # noqa: F401  (checked here: the workers' side uses it)
 except ModuleNotFoundError as _missing:  # an extra since tabsim 0.1: say which
@@ -62,7 +64,8 @@ from tabsim.base import defaults
 from tabsim.runtime.dask_workers import (TabsimCoresPlugin, TabsimWorkerPlugin, core_groups, pin_process,  # noqa: F401
                                          prepare_worker, run_task)
 from tabsim.runtime.executors import ExecutorError, check_address, default_compilation_cache, numerics
-from tabsim.runtime.health import PROBE_SECONDS, SCHEDULER_SECONDS, LostWorkers, probe_scheduler, within
+from tabsim.runtime.health import (CHECK_SECONDS, PROBE_SECONDS, SCHEDULER_SECONDS, LostWorkers, probe_scheduler,
+                                  within)
 
 # ------------------------------------------------------------------------------------------------
 # The Dask executor
@@ -324,57 +327,48 @@ class DaskExecutor:
     def imap_unordered(self, fn: Callable, items: Iterable) -> Iterator[tuple[int, object]]:
         """Yield ``(position, fn(item))`` as chunks finish anywhere on the cluster.
 
-        At most ``in_flight`` chunks are submitted ahead; when the caller stops iterating (an error, an
+        Chunks go through distributed's :class:`concurrent.futures.Executor` (``client.get_executor``);
+        at most ``in_flight`` are submitted ahead, and when the caller stops iterating (an error, an
         interrupt) the chunks still queued are cancelled.
         """
         self.start()
         window = self.in_flight or max(16, 8 * self.threads)
         tag = f"tabsim-{getattr(fn, '__name__', type(fn).__name__)}-{uuid.uuid4().hex[:8]}"
+        pool = self.client.get_executor(retries=self.retries, pure=False)
         todo = iter(enumerate(items))
-        pending: dict = {}
-        done = as_completed(with_results=True)
+        pending: dict = {}  # future -> position
 
-        def submit() -> bool:
-            nxt = next(todo, None)
-            if nxt is None:
-                return False
-            pos, item = nxt
-            fut = self.client.submit(run_task, fn, item, self._numerics, self.compile_cache, key=f"{tag}-{pos}",
-                                     retries=self.retries, pure=False)
-            pending[fut.key] = (pos, fut)
-            done.add(fut)
-            return True
+        def submit() -> None:
+            for pos, item in itertools.islice(todo, 1):
+                pending[pool.submit(run_task, fn, item, self._numerics, self.compile_cache, key=f"{tag}-{pos}")] = pos
 
         for _ in range(window):
-            if not submit():
-                break
+            submit()
         lost = LostWorkers(self)
         try:
-            try:
-                while not done.is_empty():
-                    if not done.has_ready():
-                        time.sleep(0.02)
-                        lost.check()
-                        continue
-                    fut, out = next(done)
-                    pos, _ = pending.pop(fut.key)
-                    if fut.status != "finished":  # cancelled: the scheduler went away (its error is no chunk)
-                        raise ExecutorError(f"dask: chunk {pos} was cancelled ({type(out).__name__}): the scheduler "
-                                            "or its cluster went away during the run; finished chunks are kept: "
-                                            "rerun the same command with --resume to continue")
+            while pending:
+                done, _ = cf.wait(pending, timeout=CHECK_SECONDS, return_when=cf.FIRST_COMPLETED)
+                if not done:
+                    lost.check()
+                for fut in done:
+                    pos = pending.pop(fut)
+                    if fut.cancelled():  # the scheduler went away (its error is no chunk)
+                        raise ExecutorError(f"dask: chunk {pos} was cancelled: the scheduler or its cluster went away "
+                                            "during the run; finished chunks are kept: rerun the same command with "
+                                            "--resume to continue")
+                    try:
+                        out = fut.result()
+                    except KilledWorker as err:
+                        raise ExecutorError(f"a chunk was lost with every worker that ran it ({err}); a worker that "
+                                            "runs out of memory is killed: use smaller chunks (train.chunk_conditions) "
+                                            "or workers with more memory") from None
                     submit()
-                    fut.release()
                     lost.progress()
                     yield pos, out
-            except KilledWorker as err:
-                raise ExecutorError(f"a chunk was lost with every worker that ran it ({err}); a worker that runs out "
-                                    "of memory is killed: use smaller chunks (train.chunk_conditions) or workers "
-                                    "with more memory") from None
         finally:
-            left = [f for _, f in pending.values()]
-            if left and self.client is not None and not self._unanswered:
+            if pending and self.client is not None and not self._unanswered:
                 with contextlib.suppress(Exception):
-                    self.ask(self.client.cancel, left)
+                    self.ask(pool.shutdown, False)  # cancels the chunks not yet finished
 
     def map(self, fn: Callable, items: Iterable) -> Iterator:
         """``fn(item)`` for every item, in order (chunks still run in parallel)."""
