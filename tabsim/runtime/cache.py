@@ -33,8 +33,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import filelock  # noqa: F401  (JAX's bounded compilation cache locks its entries with it)
-
 from tabsim.base import xla
 from tabsim.base import defaults
 
@@ -97,8 +95,10 @@ def _add_missing_atimes(path: Path) -> None:
     """Give every program in ``path`` the last-use record that JAX's bounded cache reads.
 
     A folder written without a size bound (an older tabsim, or JAX configured by hand) has programs
-    without one, and JAX then fails to write any new program there (a warning per program). Their
-    record is set to the program file's modification time."""
+    without one, and JAX then fails to write any new program there (silently: its warning is silenced
+    above), because it reads every program's record before each write (``jax/_src/lru_cache.py``, in jax
+    0.10.2 and on JAX's main branch, 0.11.1.dev). Their record is set to the program file's modification
+    time."""
     try:
         for entry in path.glob(f"*{CACHE_SUFFIX}"):
             atime = path / (entry.name.removesuffix(CACHE_SUFFIX) + ATIME_SUFFIX)
@@ -120,7 +120,9 @@ def disable_compilation_cache() -> None:
 
 
 def _reset_jax_cache() -> None:
-    """JAX opens its cache once, on the first compilation; a later change of folder needs a reset."""
+    """JAX opens its cache once, on the first compilation, and a later ``jax_compilation_cache_dir`` does
+    not reopen it (no update hook, in jax 0.10.2 and on JAX's main branch): a later folder, or none, needs
+    a reset."""
     try:
         # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
         from jax.experimental.compilation_cache import compilation_cache

@@ -122,6 +122,61 @@ def test_an_unusable_compilation_cache_is_one_tabsim_line(tmp_path, monkeypatch,
     assert "Warning" not in err and ".py:" not in err
 
 
+# -- JAX's compilation cache as tabsim sets it -------------------------------------------------------
+_JAX_CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+                       "jax_persistent_cache_min_entry_size_bytes", "jax_compilation_cache_max_size")
+
+
+@pytest.fixture
+def jax_cache(monkeypatch):
+    """JAX's cache settings of this process, restored (and its cache reopened) after the test."""
+    import jax
+
+    before = {name: getattr(jax.config, name) for name in _JAX_CACHE_SETTINGS}
+    monkeypatch.setattr(cache, "_applied", False)
+    yield
+    for name, value in before.items():
+        jax.config.update(name, value)
+    cache._reset_jax_cache()
+
+
+def _compile_new_program(scale: float) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    jax.jit(lambda x: x * scale + 0.5).lower(jnp.ones(3)).compile()
+
+
+def _programs(folder) -> set[str]:
+    return {p.name for p in folder.glob(f"*{cache.CACHE_SUFFIX}")}
+
+
+def test_a_folder_with_a_program_written_without_a_size_bound_keeps_new_programs(tmp_path, jax_cache):
+    """JAX's bounded cache reads every program's last-use record before it writes one: a program written
+    without a size bound (no record) made every later write fail (silently: the warning is silenced)."""
+    (tmp_path / f"jit_old-0123{cache.CACHE_SUFFIX}").write_bytes(b"an older program")
+    cache.enable_compilation_cache(tmp_path)
+    _compile_new_program(3.0)
+    assert len(_programs(tmp_path)) > 1
+
+
+def test_a_folder_given_after_programs_were_compiled_is_the_one_used(tmp_path, jax_cache):
+    """JAX opens its cache once, on the first compilation: a folder (or none) given later applies to the
+    programs compiled after it, not to the first folder."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    cache.enable_compilation_cache(first)
+    _compile_new_program(5.0)
+    kept = _programs(first)
+    assert kept
+    cache.enable_compilation_cache(second)
+    _compile_new_program(7.0)
+    assert _programs(first) == kept and _programs(second)
+    in_second = _programs(second)
+    cache.disable_compilation_cache()
+    _compile_new_program(11.0)
+    assert _programs(first) == kept and _programs(second) == in_second
+
+
 # -- the structure of a stored program's results ------------------------------------------------
 @pytree_dataclass
 class Carry:
