@@ -2,15 +2,11 @@
 (:func:`probe_scheduler`), does a connection finish in time (:func:`within`), and do the workers keep dying
 before they finish a chunk (:class:`LostWorkers`).
 
-distributed's own settings do not cover these cases (measured with distributed 2026.11):
-``Client(address, timeout="2s")`` waited more than 40 s at an HTTP server and at a listener that never
-speaks, raised numpy's ``MemoryError`` ("Unable to allocate 2.82 EiB") at a service that sends other
-bytes, and an ``AssertionError`` after 10 s at a short frame that is not a handshake (the timeout covers
-the connection, not the greeting); a scheduler stopped with SIGSTOP left ``nthreads``,
-``scheduler_info`` and ``get_events`` waiting for more than 20 s (they take no timeout); and
-``distributed.scheduler.allowed-failures = 1`` never ended a run whose workers die as they start (21
-workers lost in 90 s, no task failed): the scheduler gives tasks only to a worker that has finished
-starting, so such a worker is never charged with one."""
+distributed's own settings do not replace them (measured, distributed 2026.11): ``Client(timeout="2s")``
+waited over 40 s at an HTTP server or a silent listener and raised numpy's ``MemoryError`` at another
+protocol's bytes; a SIGSTOPped scheduler's ``nthreads``, ``scheduler_info``, ``get_events`` waited over 20 s;
+``allowed-failures = 1`` never ended a run whose workers die as they start (21 lost in 90 s): a worker gets
+tasks only once it has started, so it is never charged with one."""
 from __future__ import annotations
 
 import socket
