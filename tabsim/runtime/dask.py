@@ -20,9 +20,8 @@ What the Dask path guarantees:
   distributed run gives the frame of a local run byte for byte or none at all.
 * **Chunks stream back.** :meth:`DaskExecutor.imap_unordered` yields each chunk as it finishes
   (distributed's ``client.get_executor()``, waited on with ``concurrent.futures.wait``) and keeps only a
-  window of chunks in flight, so the run store saves
-  every finished chunk at once: a crash of the client loses at most the chunks in flight, and
-  ``--resume`` continues from the rest.
+  window of chunks in flight, so the run store saves every finished chunk at once: a crash of the
+  client loses at most the chunks in flight, and ``--resume`` continues from the rest.
 * **Lost workers cost only their chunks.** A worker that dies is restarted by its nanny and the
   scheduler gives its chunks to a live worker; a chunk that raises is retried (``retries``).
 * **One compilation per program and process, one cache for all.** Workers keep compiled programs
