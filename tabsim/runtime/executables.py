@@ -4,13 +4,13 @@ JAX's compilation cache (:mod:`tabsim.runtime.cache`) saves the XLA compilation,
 traces and lowers a program to find its cache key: 0.5-2 s of Python per training program on a 2-core
 machine, on the critical path of every command. This store keeps each program traced and lowered, once
 per configuration shape, serialised with :func:`jax.export` (StableHLO in a flatbuffer: data, never a
-pickle; nothing read from the store runs as Python). The structure of its arguments and results is JAX's
-own serialisation of the program's pytrees: tabsim's dataclasses (:func:`tabsim.sim.pytree.pytree_dataclass`)
-and optax's optimizer states are registered with :mod:`jax.export` by name, and reading a structure back
-only looks a name up among those registered classes (nothing is imported by name). A later process reads the entry, lowers a
-one-call wrapper around it (about 0.1 s) and JAX's compilation cache skips the compile. The first
-process runs the same wrapper, so every process runs the same compiled program; its results are the
-same bits as the program run through ``jax.jit`` (``tests/runtime/test_executables.py``).
+pickle; nothing read from the store runs as Python). The structure of its arguments and results is in
+JAX's own serialisation: tabsim's dataclasses (:func:`tabsim.sim.pytree.pytree_dataclass`) and optax's
+optimizer states are registered with :mod:`jax.export` by name, and reading a structure back only looks
+a name up among the registered classes (nothing is imported by name). A later process reads the entry,
+lowers a one-call wrapper around it (about 0.1 s) and JAX's compilation cache skips the compile. The
+first process runs the same wrapper, so every process runs the same compiled program; its results are
+the same bits as the program run through ``jax.jit`` (``tests/runtime/test_executables.py``).
 
 An entry is named after a SHA-256 of its key, and holds the key itself, which says everything the
 program depends on:
@@ -25,13 +25,14 @@ program depends on:
 * the device: its platform, kind and runtime version.
 
 An entry is used only when it is a regular file (opened without blocking, so a FIFO never stalls a
-run) of at most :data:`MAX_ENTRY_BYTES`, belongs to this user and nobody else can write it, and its
-recorded key equals the key of the call, its payload its digest, and the exported program's arguments
-(structure, shapes and dtypes) those of the call. Anything else (another config's entry under this name, a damaged or truncated file,
+run) of at most :data:`MAX_ENTRY_BYTES`, belongs to this user and nobody else can write it, its recorded
+key equals the key of the call and its payload its digest; the exported program's arguments (structure,
+shapes and dtypes) must be those of the call (checked by :meth:`jax.export.Exported.call` when the program
+is compiled for it). Anything else (another config's entry under this name, a damaged or truncated file,
 an entry of an older format, a pickle, a structure naming a class not registered in this process) is
-refused without a word (counted in ``stats["refused"]``):
-the program is traced again and the entry replaced. A program that uses a component registered from
-outside tabsim (a user's estimator or environment) is never kept: its code is in no key
+refused without a word (counted in ``stats["refused"]``): the program is traced again and the entry
+replaced. A program that uses a component registered from outside tabsim (a user's estimator or
+environment) is never kept: its code is in no key
 (:func:`outside_code`).
 
 **On by default** wherever the compilation cache is on; entries live in ``tabsim-programs/`` inside
@@ -184,13 +185,13 @@ def _prepare(text: str, fp: str, program, args: tuple, keep: bool = True):
     opts = options(program)
     if where is not None:
         path = where / f"{fp}{SUFFIX}"
-        exp = _load(path, text, args)
+        exp = _load(path, text)
         if exp is not None:
             try:
                 compiled = _compile(exp, args, opts)
                 stats["loaded"] += 1
                 return compiled
-            except Exception:  # noqa: BLE001  (refused by the compiler: trace it again and replace it)
+            except Exception:  # noqa: BLE001  (other arguments, or refused by the compiler: trace it again)
                 stats["refused"] += 1
         exp = _export(program, args)
         if exp is not None:
@@ -235,7 +236,7 @@ def _refuse():
     return None
 
 
-def _load(path: Path, text: str, args: tuple):
+def _load(path: Path, text: str):
     """The exported program in the entry at ``path`` when it passes every check (see the module), else
     ``None``; reading it never blocks and runs nothing from it."""
     if not os.path.lexists(path):
@@ -259,19 +260,11 @@ def _load(path: Path, text: str, args: tuple):
         exp = export.deserialize(bytearray(payload))  # a class name not registered here: ValueError
     except Exception:  # noqa: BLE001  (not UTF-8, malformed or nested too deep, a payload JAX cannot read)
         return _refuse()
-    leaves, tree = jax.tree_util.tree_flatten((args, {}))  # an exported program's arguments: (args, kwargs)
-    if exp.in_tree != tree or not _same_avals(exp.in_avals, leaves):
-        return _refuse()
     try:
         os.utime(path)  # least recently used are removed first
     except OSError:
         pass
     return exp
-
-
-def _same_avals(avals, leaves: list) -> bool:
-    return len(avals) == len(leaves) and all(
-        tuple(a.shape) == tuple(jax.typeof(x).shape) and a.dtype == jax.typeof(x).dtype for a, x in zip(avals, leaves))
 
 
 def _save(path: Path, text: str, exp) -> None:

@@ -291,6 +291,29 @@ def test_an_entry_whose_structure_names_a_class_not_registered_is_refused_and_no
     assert isinstance(out, _Out) and same_tree(out, ref) and n == counts(refused=1, compiled=1, saved=1)
 
 
+def test_an_entry_for_other_arguments_under_the_calls_key_is_refused(tmp_path, store):
+    """An entry whose header names the call's key but whose program takes other shapes: refused when the
+    program is compiled for the call (jax.export checks the arguments), traced again and replaced."""
+    import hashlib
+
+    program, args = small_program()
+    other = (args[0][:3], args[1])
+    key = ("other-arguments-test",)
+    store(key, program, *other)
+    (entry,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    data = entry.read_bytes()
+    start = len(executables.MAGIC) + 8
+    size = int.from_bytes(data[len(executables.MAGIC):start], "little")
+    header, payload = json.loads(data[start:start + size]), data[start + size:]
+    header["key"] = executables.key_text(key, args, executables.options(program))
+    head = json.dumps(header).encode()
+    target = tmp_path / f"{hashlib.sha256(header['key'].encode()).hexdigest()}{executables.SUFFIX}"
+    target.write_bytes(executables.MAGIC + len(head).to_bytes(8, "little") + head + payload)
+    target.chmod(0o600)
+    out, n = store(key, program, *args)
+    assert same_tree(out, jax.device_get(program(*args))) and n == counts(refused=1, compiled=1, saved=1)
+
+
 CONFIGS = {"grpo": {"preset": "grpo"}, "dr_grpo": {"preset": "dr_grpo"}}
 
 
