@@ -177,7 +177,7 @@ def command(steps: int, kinds: list, repeats: int) -> None:
 def import_seconds(module: str) -> float:
     """CPU seconds of importing ``module`` in a fresh process that has already loaded tabsim's own stack (the
     fixed cost a tracker adds to a run, whatever its size)."""
-    code = (f"import time, pandas, numpy, jax, tabsim.runtime.groups; c = time.process_time(); import {module}; "
+    code = (f"import time, pandas, numpy, jax, tabsim.runtime.run; c = time.process_time(); import {module}; "
             "print(time.process_time() - c)")
     return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
 

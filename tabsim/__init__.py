@@ -17,7 +17,7 @@ _EXPORTS = {
     "Executor": "runtime.executors", "LocalExecutor": "runtime.executors",
     "DaskExecutor": "runtime.dask",
     "Result": "runtime.run", "compiled_train": "runtime.run", "make_env": "runtime.run",
-    "run": "runtime.groups", "expected_crossover": "runtime.run",
+    "run": "runtime.run", "expected_crossover": "runtime.run",
     "enable_compilation_cache": "runtime.cache", "disable_compilation_cache": "runtime.cache",
     "ARMS": "sim.arms",
     "Config": "config", "ConfigError": "config", "load_config": "config",

@@ -149,11 +149,11 @@ def parse_vary(specs, option: str = "--vary") -> dict:
     """Every ``--vary`` into ``{field: levels}``; a field given twice is refused. A numeric field may be named
     bare or dotted (``lr``, ``algo.lr``); a static field (``task.n_prompts``, ``algo.estimator``, ``preset``)
     takes names as well as numbers: its levels run as groups of one compiled program each
-    (:mod:`tabsim.runtime.groups`). Levels are ``v1,v2,...``, ``range(start,stop[,step])`` or, for a field of
+    (:mod:`tabsim.runtime.sweeps`). Levels are ``v1,v2,...``, ``range(start,stop[,step])`` or, for a field of
     named choices, ``glob(PATTERN)``. An unknown field is refused as unknown, the closest name suggested."""
     # lazy: `tabsim run --help` loads no config schema (pydantic)
     from tabsim.config.models import traced_name
-    from tabsim.runtime.grouping import NOT_SWEPT, static_name
+    from tabsim.runtime.sweeps import NOT_SWEPT, static_name
 
     sweep: dict = {}
     for spec in specs:

@@ -87,7 +87,7 @@ def _run_and_write(cfg, out: Path, fmt: str, quiet: bool, *, overwrite: bool = F
         # lazy: `tabsim run --help` and `tabsim sweep --help` load no JAX
         from tabsim.files.atomic import write_json
         from tabsim.files.provenance import provenance
-        from tabsim.runtime.groups import run
+        from tabsim.runtime.run import run
         from tabsim.runtime.run import TERM_ARMS, ExpectedFlowNote, expected_note
         from tabsim.runtime.trackers import TrackerError, open_trackers
 

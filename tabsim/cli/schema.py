@@ -45,7 +45,7 @@ def sweep_schema(defs: dict, sections: dict) -> dict:
     # lazy: the config's models, as in config_schema (`tabsim config --help` loads none)
     from tabsim.base.choices import TREE_FIELDS
     from tabsim.config import SWEEPABLE
-    from tabsim.runtime.grouping import NOT_SWEPT
+    from tabsim.runtime.sweeps import NOT_SWEPT
 
     flat: dict = {"preset": _levels({"enum": list(PRESETS)})}
     tables: dict = {}

@@ -60,7 +60,7 @@ def _allowed_keys() -> dict[str, list[str]]:
 
 def _static_sweep(name: str) -> bool:
     # lazy: `tabsim run --help` loads no config schema (pydantic)
-    from tabsim.runtime.grouping import static_name
+    from tabsim.runtime.sweeps import static_name
 
     return static_name(name) is not None
 
@@ -185,14 +185,14 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
     """The validated config of ``data`` (a file's mapping) with the command-line options on top.
 
     Order: preset < file < ``--set`` < ``--preset``, ``--seeds``, ``--steps``, ``--vary``, ``--arms``.
-    A sweep that varies static fields gives a :class:`tabsim.runtime.groups.Plan` (its groups' configs)
+    A sweep that varies static fields gives a :class:`tabsim.runtime.sweeps.Sweep` (its groups' configs)
     instead of a config. Raises :class:`tabsim.config.ConfigError` for a bad value; a malformed option is a
     usage error.
     """
     # lazy: `tabsim run --help` loads no config schema (and validation no JAX: the engine loads after it)
     from tabsim.config import deep_merge, resolve
     from tabsim.config.validate import canonical_sweep
-    from tabsim.runtime.grouping import plan
+    from tabsim.runtime.sweeps import split
 
     check_preset(preset)
     more_sets, more_vary = split_overrides(overrides, multirun=multirun, command=command)
@@ -222,13 +222,13 @@ def build_config(data: dict, *, preset=None, vary=(), arms=None, sets=(), seeds=
     for where in (data, over):
         if isinstance(where.get("sweep"), dict):
             where["sweep"] = dict(sorted(canonical_sweep(where["sweep"]).items()))
-    grouped = plan(deep_merge(data, {}), **over)  # a sweep of static fields: groups of one program each
+    grouped = split(deep_merge(data, {}), **over)  # a sweep of static fields: groups of one program each
     cfg = grouped if grouped is not None else resolve(deep_merge(data, {}), **over)
     every = _default_eval_every(cfg, data, over)
     if every is None:
         return cfg
     over["train"] = {**over.get("train", {}), "eval_every": every}
-    grouped = plan(deep_merge(data, {}), **over)
+    grouped = split(deep_merge(data, {}), **over)
     return grouped if grouped is not None else resolve(deep_merge(data, {}), **over)
 
 

@@ -2,7 +2,8 @@
 
 The plan of a job (:class:`RunPlan`: its chunks, segment length, executor, device, memory and work)
 is made here once, before anything compiles, by :func:`plan` from the job's work stated as data
-(:class:`Work`: ``ts.run``'s grid of conditions x seeds, or a factorial job's units: unit ``i`` trains
+(:class:`Work`: ``ts.run``'s grid of conditions x seeds, one group of conditions per compiled program
+when a sweep varies static fields, or a factorial job's units: unit ``i`` trains
 ``hypers[pair[i]]`` with ``seeds[i]`` on program ``program[pair[i]]``), cut into the one chunk type
 (:class:`Chunk`, self-contained and picklable, computed by :func:`tabsim.runtime.programs.run_chunk`
 here or on a Dask worker), and passed down. How large a chunk may be is :mod:`tabsim.runtime.memory`'s
@@ -47,6 +48,7 @@ class Chunk:
       seeds: the seed ids: every seed of each condition (``grid``), else one per unit.
       n_real: conditions (``grid``) or units that count; the rest pad the chunk to the program's fixed size.
       index: the chunk's position in its job.
+      program: the index of its program (the job's ``configs``; the same as ``config``'s static structure).
       grid: every condition with every seed (``ts.run``'s program, ``[C, S, A, E]`` out), else one seed per
         unit (``[n_real, A, E]`` out).
       shared: (``grid``) the fields equal in every condition of the run, held as scalars by the program.
@@ -63,6 +65,7 @@ class Chunk:
     shared: tuple = ()
     segment: int | None = None
     precision: str = precision_mod.DEFAULT
+    program: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,14 +74,17 @@ class Work:
 
     Attributes:
       configs: each program's resolved :class:`Config`, in order.
-      hypers: grid: one Hyper value mapping per condition; units: one per distinct (program, values) pair.
+      hypers: grid: one Hyper value mapping per condition, program by program; units: one per distinct
+        (program, values) pair.
       seeds: grid: the seeds every condition trains; units: one seed per unit.
-      grid: a ``ts.run`` grid (one program) rather than a list of units.
+      grid: a ``ts.run`` grid (every condition with every seed) rather than a list of units.
       pair: units: the index into ``hypers`` of each unit.
-      program: units: the index into ``configs`` of each entry of ``hypers``.
+      program: the index into ``configs`` of each entry of ``hypers``.
       requested: units per chunk asked for (None: the planner's choice; a grid reads
         ``train.chunk_conditions``).
       precision: the precision every chunk runs in.
+      program_seeds: grid: each program's seeds where they differ (a sweep of ``train.dynamics``: the
+        expected flow has one); empty: every program trains ``seeds``.
     """
 
     configs: tuple
@@ -89,12 +95,27 @@ class Work:
     program: tuple = ()
     requested: int | None = None
     precision: str = precision_mod.DEFAULT
+    program_seeds: tuple = ()
 
     @classmethod
     def of_grid(cls, cfg: Config, values: list[dict], seeds: list[int],
                 precision: str = precision_mod.DEFAULT) -> "Work":
         """``ts.run``'s work: every condition's ``values`` with every one of ``seeds`` on ``cfg``'s program."""
-        return cls(configs=(cfg,), hypers=tuple(values), seeds=tuple(seeds), grid=True, precision=precision)
+        return cls.of_groups([cfg], [values], [seeds], precision)
+
+    @classmethod
+    def of_groups(cls, configs: list[Config], values: list[list[dict]], seeds: list[list[int]],
+                  precision: str = precision_mod.DEFAULT) -> "Work":
+        """A sweep's work: on each of ``configs``' programs, every condition of its ``values`` with every one of
+        its ``seeds``."""
+        same = all(list(s) == list(seeds[0]) for s in seeds)
+        return cls(configs=tuple(configs), hypers=tuple(v for vs in values for v in vs), seeds=tuple(seeds[0]),
+                   grid=True, program=tuple(g for g, vs in enumerate(values) for _ in vs), precision=precision,
+                   program_seeds=() if same else tuple(tuple(s) for s in seeds))
+
+    def seeds_of(self, g: int) -> tuple:
+        """A grid's seeds of program ``g``."""
+        return self.program_seeds[g] if self.program_seeds else self.seeds
 
     @property
     def conditions(self) -> int:
@@ -102,22 +123,26 @@ class Work:
         return len(self.hypers) if self.grid else len(self.seeds)
 
     def units_of(self, g: int) -> np.ndarray:
-        """The ids of program ``g``'s units, in order."""
+        """The ids of program ``g``'s units (grid: its conditions), in order."""
+        if self.grid:
+            return np.flatnonzero(np.asarray(self.program, dtype=np.int64) == g)
         unit_program = np.asarray(self.program, dtype=np.int64)[np.asarray(self.pair, dtype=np.int64)]
         return np.flatnonzero(unit_program == g)
 
 
-def grid_chunks(work: Work, per: int, n_chunks: int, segment: int | None) -> list[tuple]:
-    """A grid's conditions in ``n_chunks`` chunks of ``per`` (the last padded with copies of the last
-    condition: chunks of equal size reuse one compilation), as ``(condition ids, Chunk)`` pairs."""
-    values = list(work.hypers)
+def grid_chunks(work: Work, g: int, per: int, n_chunks: int, segment: int | None, first: int = 0) -> list[tuple]:
+    """Program ``g``'s conditions in ``n_chunks`` chunks of ``per`` (the last padded with copies of the last
+    condition: chunks of equal size reuse one compilation), as ``(condition ids, Chunk)`` pairs, the chunks
+    numbered from ``first``."""
+    ids = work.units_of(g).tolist()
+    values = [work.hypers[i] for i in ids]
     padded = values + [values[-1]] * (n_chunks * per - len(values))
     shared = tuple(k for k in values[0] if all(v[k] == values[0][k] for v in values))  # equal in every condition
-    conf = work.configs[0].model_dump(mode="json")
-    return [(list(range(i * per, min((i + 1) * per, len(values)))),
-             Chunk(config=conf, hypers=tuple(padded[i * per:(i + 1) * per]), seeds=work.seeds,
-                   n_real=min(per, len(values) - i * per), index=i, grid=True, shared=shared, segment=segment,
-                   precision=work.precision))
+    conf = work.configs[g].model_dump(mode="json")
+    return [(ids[i * per:(i + 1) * per],
+             Chunk(config=conf, hypers=tuple(padded[i * per:(i + 1) * per]), seeds=work.seeds_of(g),
+                   n_real=min(per, len(values) - i * per), index=first + i, grid=True, shared=shared,
+                   segment=segment, precision=work.precision, program=g))
             for i in range(n_chunks)]
 
 
@@ -136,7 +161,7 @@ def unit_chunks(work: Work, sizes: list[int]) -> list[tuple]:
             padded = np.concatenate([part, np.repeat(part[-1:], u - part.size)])
             chunks.append((part.tolist(), Chunk(config=conf, hypers=tuple(hypers[pair[padded]]),
                                                 seeds=tuple(seeds[padded]), n_real=part.size, index=len(chunks),
-                                                precision=work.precision)))
+                                                precision=work.precision, program=g)))
     return chunks
 
 
@@ -218,7 +243,9 @@ class RunPlan:
     ``device`` (a ``jax.Device``, picked by ``device_choice`` from ``work``), and the chunks are computed on
     ``devices`` (``device`` alone, or the local devices of its platform that the executor spreads them
     over, :meth:`LocalExecutor.used`); ``chunk_bytes`` is the estimated peak of one chunk's arrays
-    (:func:`estimate_bytes`); ``shown``: a progress bar is drawn.
+    (:func:`estimate_bytes`); ``shown``: a progress bar is drawn. A grid of several programs (a sweep over
+    static fields) sizes each program's chunks apart: ``sizes`` holds each one's ``(per_chunk, chunks,
+    segment)``, ``per_chunk`` is the largest and ``segment`` theirs when they share one; each chunk carries its own.
     """
 
     conditions: int
@@ -237,6 +264,7 @@ class RunPlan:
     grid: bool = True  # ts.run's conditions x seeds; False: a packed job's condition x seed units
     devices: tuple = dataclasses.field(default=(), repr=False)  # empty: ``device`` alone
     parts: tuple = dataclasses.field(default=(), repr=False)  # ``(ids, Chunk)`` pairs, in order
+    sizes: tuple = ()  # a grid of several programs: each one's (per_chunk, chunks, segment), in program order
 
     @property
     def kind(self) -> str:
@@ -259,7 +287,9 @@ class RunPlan:
                 "executor": self.executor_kind, "threads": self.threads,
                 "device": None if dev is None else f"{dev.platform}:{dev.id}", "device_choice": self.device_choice,
                 "chunk_bytes": self.chunk_bytes, "work_units": self.work,
-                "devices": [device_mod.name(d) for d in self.used_devices]}
+                "devices": [device_mod.name(d) for d in self.used_devices],
+                **({"programs_chunks": [{"per_chunk": u, "chunks": n, "segment_steps": seg} for u, n, seg in self.sizes]}
+                   if self.sizes else {})}
 
     @property
     def used_devices(self) -> tuple:
@@ -272,10 +302,14 @@ class RunPlan:
         if not self.grid:
             head = (f"{self.chunks} chunk(s) of up to {self.per_chunk} condition x seed units ({self.conditions} units "
                     f"in all, {self.programs} compiled program(s))")
+        elif self.sizes:
+            head = (f"{self.chunks} chunk(s) of up to {self.per_chunk} condition(s) x {self.seeds} seed(s) "
+                    f"({self.conditions} condition(s) in all, {self.programs} compiled programs)")
         else:
             head = (f"{self.chunks} chunk(s) of {self.per_chunk} condition(s) x {self.seeds} seed(s) "
                     f"({self.conditions} condition(s) in all)")
-        seg = f"in calls of {self.segment} steps" if self.segment else "in one call each"
+        seg = (f"in calls of {self.segment} steps" if self.segment
+               else "some in calls of fewer steps" if any(s for _, _, s in self.sizes) else "in one call each")
         return [f"chunks: {head}, {seg}",
                 f"executor: {d['executor']}, {self.threads} chunk(s) at a time",
                 f"device: {d['device']} (--device {self.device_choice}; {self.work:.3g} units of work)"
@@ -312,43 +346,49 @@ def plan(work: Work, *, executor=None, device: DeviceChoice | str | None = None,
     (:func:`tabsim.runtime.cuts.progress_segment`), so that its bar moves step by step (the same bits).
     """
     choice = device_mod.resolved(device)
-    if work.grid:
-        cfg, n_cond, n_seeds = work.configs[0], work.conditions, len(work.seeds)
-        total = run_work(cfg, n_cond, n_seeds)
-    else:
-        n_seeds, counts = 1, [work.units_of(g).size for g in range(len(work.configs))]
-        total = float(sum(run_work(c, n, 1) for c, n in zip(work.configs, counts)))
+    counts = [work.units_of(g).size for g in range(len(work.configs))]
+    seeds = [len(work.seeds_of(g)) if work.grid else 1 for g in range(len(work.configs))]
+    total = float(sum(run_work(c, n, k) for c, n, k in zip(work.configs, counts, seeds)))
     dev = device_mod.pick(choice, total)  # chosen before anything compiles, from the work of every chunk together
-    segment = None
     if work.grid:
-        if expected(cfg):  # the flow's memory is the enumeration's tables, not the sampled engine's batches
-            size = max(1, min(n_cond, CHUNK_BYTES // expected_bytes(make_env(cfg), algo_spec(cfg), schedule(cfg),
-                                                                    cfg.arms.arms)))
-        else:
-            size = conditions_per_chunk(cfg, n_cond, n_seeds, executor, device=dev)
-        n_chunks = math.ceil(n_cond / size)
-        segment = steps_per_segment(cfg, size, n_seeds)
-        chunk_bytes = estimate_bytes(cfg, size, n_seeds)
+        sizes = [_grid_size(c, n, k, executor, dev) for c, n, k in zip(work.configs, counts, seeds)]
+        segments = [steps_per_segment(c, u, k) for c, u, k in zip(work.configs, sizes, seeds)]
+        chunk_bytes = max(estimate_bytes(c, u, k) for c, u, k in zip(work.configs, sizes, seeds))
     else:
         sizes = [units_per_chunk(c, n, executor, work.requested, dev) for c, n in zip(work.configs, counts)]
-        size = max(sizes, default=0)
-        n_chunks = sum(math.ceil(n / u) for n, u in zip(counts, sizes))
+        segments = [None] * len(sizes)
         chunk_bytes = max((estimate_bytes(c, u, 1) for c, u in zip(work.configs, sizes)), default=0)
+    n_of = [math.ceil(n / u) for n, u in zip(counts, sizes)]
+    n_chunks = sum(n_of)
     if executor is None and n_chunks:
         executor = local_executor(chunk_bytes, device_mod.pool(dev))
     if work.grid:
-        steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
-        n_calls = len(calls(steps, ev, segment)) if segment else 1
-        shown = progress if progress is not None else (n_chunks * n_calls > 1 or watched)
-        if (segment is None and shown and (progress or watched) and not expected(cfg) and n_chunks < 8
-                and isinstance(executor, LocalExecutor)
-                and steps * step_units(cfg, size, n_seeds)[0] > 2 * SEGMENT_UNITS):
-            segment = progress_segment(steps, ev)  # a bar that would jump from 0 to its end: about 20 calls a chunk
-        parts = grid_chunks(work, size, n_chunks, segment)
+        n_calls = sum(n * (len(calls(c.train.steps, c.train.eval_every or c.train.steps, seg)) if seg else 1)
+                      for c, n, seg in zip(work.configs, n_of, segments))
+        shown = progress if progress is not None else (n_calls > 1 or watched)
+        for g, (cfg, size) in enumerate(zip(work.configs, sizes)):
+            steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
+            if (segments[g] is None and shown and (progress or watched) and not expected(cfg) and n_chunks < 8
+                    and isinstance(executor, LocalExecutor)
+                    and steps * step_units(cfg, size, seeds[g])[0] > 2 * SEGMENT_UNITS):
+                segments[g] = progress_segment(steps, ev)  # a bar that would jump from 0 to its end: ~20 calls a chunk
+        parts = [part for g in range(len(work.configs))
+                 for part in grid_chunks(work, g, sizes[g], n_of[g], segments[g], first=sum(n_of[:g]))]
     else:
         shown = progress if progress is not None else n_chunks > 1
         parts = unit_chunks(work, sizes)
-    return RunPlan(conditions=work.conditions, seeds=n_seeds, per_chunk=size, chunks=n_chunks, segment=segment,
-                   executor=executor, threads=executor_threads(executor) if executor is not None else 1, device=dev,
+    one = len(set(segments)) == 1
+    return RunPlan(conditions=work.conditions, seeds=seeds[0] if seeds else 1, per_chunk=max(sizes, default=0), chunks=n_chunks,
+                   segment=segments[0] if one else None, executor=executor,
+                   threads=executor_threads(executor) if executor is not None else 1, device=dev,
                    device_choice=choice.name, chunk_bytes=chunk_bytes, work=total, programs=len(work.configs),
-                   shown=bool(shown), grid=work.grid, devices=spread(executor, n_chunks), parts=tuple(parts))
+                   shown=bool(shown), grid=work.grid, devices=spread(executor, n_chunks), parts=tuple(parts),
+                   sizes=tuple(zip(sizes, n_of, segments)) if work.grid and len(sizes) > 1 else ())
+
+
+def _grid_size(cfg: Config, n_cond: int, n_seeds: int, executor, dev) -> int:
+    """Conditions per chunk of one program of a grid (each with ``n_seeds`` seeds)."""
+    if expected(cfg):  # the flow's memory is the enumeration's tables, not the sampled engine's batches
+        return max(1, min(n_cond, CHUNK_BYTES // expected_bytes(make_env(cfg), algo_spec(cfg), schedule(cfg),
+                                                                cfg.arms.arms)))
+    return conditions_per_chunk(cfg, n_cond, n_seeds, executor, device=dev)

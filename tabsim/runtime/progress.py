@@ -57,17 +57,19 @@ def watched() -> bool:
 class StepTicks:
     """A run's progress in training steps, whatever its cut (chunks, segments, chunks reused from a store).
 
-    ``update(n)`` (the run store's call) counts ``n`` whole chunks of ``steps`` steps, except where the chunks
-    are computed in segments here (``hooks``), which tick their steps as they go (:meth:`step`). The label
+    ``update(n)`` (the run store's call) counts ``n`` whole chunks of ``steps`` steps each, until chunks
+    computed here tick their own steps (:meth:`step`, setting ``live``: in segments as they go, or at their
+    end when a sweep's programs differ in steps). The label
     reads ``compiling`` until the first steps are done (the first call compiles, or loads, the program),
     and meanwhile the bar is redrawn every :data:`HEARTBEAT` seconds, so its clock shows the compilation
     going on (nothing else would be printed for seconds). :meth:`close` ends that."""
 
     HEARTBEAT = 1.0
 
-    def __init__(self, bar, steps: int, hooks, desc: str):
-        self.bar, self.steps, self.hooks, self.desc = bar, steps, hooks, desc
+    def __init__(self, bar, steps: float, desc: str):
+        self.bar, self.steps, self.desc = bar, steps, desc
         self.started = False
+        self.live = False
         self._done = threading.Event()
         if hasattr(bar, "refresh"):
             threading.Thread(target=self._beat, name="tabsim-progress", daemon=True).start()
@@ -90,7 +92,7 @@ class StepTicks:
         self.bar.update(n)
 
     def update(self, n: int = 1) -> None:
-        if self.hooks is None or not self.hooks.ticked:
+        if not self.live:
             self.step(n * self.steps)
 
 

@@ -1,8 +1,9 @@
 """``run(config) -> Result``: the engine behind a tidy-frame interface.
 
 A run goes through the pipeline every runner shares: its work (every condition of the sweep grid with
-every seed) is planned as data (:func:`tabsim.runtime.planning.plan`: chunks of equal size, one
-compilation for all of them), computed (:func:`compute`: each chunk by
+every seed; a sweep over static fields is one such grid per group, :mod:`tabsim.runtime.sweeps`) is
+planned as data in one plan (:func:`tabsim.runtime.planning.plan`: chunks of equal size per program, one
+compilation for each), computed (:func:`compute`: each chunk by
 :func:`tabsim.runtime.programs.run_chunk` through an :class:`Executor`, with a progress bar for long runs)
 and assembled into one tidy frame here. Compiled programs are cached per static configuration for the
 life of the process (:mod:`tabsim.runtime.programs`).
@@ -15,6 +16,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import jax
 import numpy as np
@@ -31,7 +33,7 @@ from tabsim.sim.params import HYPER_FIELDS, stack_hypers
 from tabsim.stats.partition_terms import TERM_ARMS
 from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
-from tabsim.runtime import planning, segments
+from tabsim.runtime import planning, segments, trackers
 from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.planning import Work
@@ -41,6 +43,8 @@ from tabsim.runtime.executors import Executor, LocalExecutor, using
 from tabsim.runtime.loading import read_prompts, read_run_folder
 from tabsim.runtime.prompts import check_prompt_history, prompt_frame, run_columns, split_prompts
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
+# the split into groups lives without JAX (a bad sweep is refused before the engine loads)
+from tabsim.runtime.sweeps import NOT_SWEPT, Group, Sweep, split, static_name  # noqa: F401 (re-exported)
 
 
 class ExpectedFlowNote(UserWarning):
@@ -128,13 +132,37 @@ def _tidy(hist: dict, grid: list[dict], seeds: list[int], arms: list[str], steps
     return pd.DataFrame(cols)
 
 
-def run(config: Config | dict | None = None, *, progress: bool | None = None, executor: Executor | None = None,
-        store=None, desc: str = "tabsim run", device: str | None = None, precision: str | None = None,
-        **overrides) -> Result:
+def _column(levels: list, n: int, value) -> pd.Series | list:
+    if all(isinstance(x, str) for x in levels):
+        return pd.Categorical([value] * n, categories=levels)
+    if all(isinstance(x, bool) for x in levels):
+        return [bool(value)] * n
+    if all(isinstance(x, int) and not isinstance(x, bool) for x in levels):
+        return pd.array([value] * n, dtype="int64")
+    return pd.array([float(value)] * n, dtype="float64")
+
+
+def group_frame(sweep: Sweep, group: Group, frame: pd.DataFrame) -> pd.DataFrame:
+    """A group's frame with a column per static field in front (strings as ordered categories)."""
+    static = pd.DataFrame({f: _column(sweep.static[f], len(frame), v) for f, v in group.values.items()},
+                          index=frame.index)
+    out = pd.concat([static, frame], axis=1)
+    return out[[c for c in sweep.factors if c in out] + [c for c in out if c not in sweep.factors]]
+
+
+def run(config: Config | Sweep | dict | None = None, *, progress: bool | None = None,
+        executor: Executor | None = None, store=None, desc: str = "tabsim run", device: str | None = None,
+        precision: str | None = None, tracker=None, tracker_dir=None, run_name: str | None = None,
+        announce: Callable[[str], None] | None = None, **overrides) -> Result:
     """Train every arm x seed x sweep condition of ``config`` and return a :class:`Result`.
 
+    A sweep that varies static fields (:mod:`tabsim.runtime.sweeps`) is one design: every group's chunks
+    are planned in one plan, computed in one pass with the same seeds, and assembled into one frame with
+    a column per static field, in group order.
+
     Args:
-      config: a :class:`Config`, or a mapping validated with :func:`tabsim.config.resolve`.
+      config: a :class:`Config`, a mapping validated with :func:`tabsim.config.resolve`, or a
+        :class:`tabsim.runtime.sweeps.Sweep`.
       progress: show a progress bar counting training steps (default: when stderr is a terminal, in a
         Jupyter kernel, or when there is more than one chunk). A shown bar cuts a run of one or a few
         chunks into segments (:func:`tabsim.runtime.segments.progress_segment`), so that it advances
@@ -151,38 +179,77 @@ def run(config: Config | dict | None = None, *, progress: bool | None = None, ex
       precision: ``"float32"`` or ``"float64"`` (default the user's, :func:`tabsim.base.defaults.precision`:
         a command's ``--precision``, ``$TABSIM_PRECISION``, else float32): float64 traces and runs the run's programs in double precision, for this run only (:mod:`tabsim.base.precision`; its cost: docs/performance.md).
         Every matrix product is at full precision either way.
+      tracker: ``"mlflow"``, ``"tensorboard"``, a list of them, or a tracker object
+        (:mod:`tabsim.runtime.trackers`): the config, then each group's per-step metrics and the partition,
+        are streamed to it once the run is computed (nothing when None).
+      tracker_dir: where named trackers write (``mlruns``/``runs`` inside it; default their own defaults).
+      run_name: the tracker's name for the run.
+      announce: called with one line saying what a sweep over static fields computes, before it compiles.
       **overrides: nested config values, e.g. ``train={"seeds": 4}``.
     """
     t0 = time.perf_counter()
     _apply_default_cache()  # where a run starts, in the caller's thread (its command's --compile-cache)
     precision = precision_mod.chosen(defaults.precision(precision))
     device = defaults.device_choice(device)  # the entry point resolves the option; the runtime below takes it
-    cfg = _resolved(config, overrides)
-    if (note := expected_note(cfg)) is not None:
+    sweep = config if isinstance(config, Sweep) else split(config, **overrides)
+    groups = sweep.groups if sweep is not None else (Group({}, _resolved(config, overrides)),)
+    for note in dict.fromkeys(n for n in (expected_note(g.config) for g in groups) if n is not None):
         warnings.warn(note, ExpectedFlowNote, stacklevel=_caller_level())
+    with trackers.session(tracker, tracker_dir, run_name=run_name, terms=TERM_ARMS) as track:
+        if track is not None:
+            track.log_config(sweep.data if sweep is not None else groups[0].config.model_dump(mode="json"))
+        plan = plan_of(sweep or groups[0].config, executor=executor, device=device, progress=progress, build=True,
+                       precision=precision)
+        tag = () if precision == precision_mod.DEFAULT else (precision,)
+        jobs = [job_key("run", g.config.digest(), u, *tag) for g, (u, _, _) in zip(groups, _sizes(plan))]
+        job = jobs[0] if sweep is None else job_key("run", sweep.digest(), [list(x) for x in _sizes(plan)], *tag)
+        if announce is not None and sweep is not None:
+            announce(f"{len(groups)} groups ({'; '.join(g.label for g in groups)}): {plan.conditions} condition(s), "
+                     f"{plan.chunks} chunk(s), one compiled program each")
+        parts = _compute([g.config for g in groups], plan, job, jobs, store, desc)
+        frames, prompts, provs = [], [], []
+        for i, g in enumerate(groups):
+            frame, per_prompt = _assemble(g.config, [out for (_, c), out in zip(plan.parts, parts) if c.program == i])
+            frames.append(frame if sweep is None else group_frame(sweep, g, frame))
+            if per_prompt is not None:  # train.prompt_metrics: the per-prompt frame, with the same static columns
+                prompts.append(per_prompt if sweep is None else group_frame(sweep, g, per_prompt))
+            provs.append({"values": g.values, "config_hash": g.config.digest(), "n_conditions": len(g.config.grid()),
+                          "n_chunks": sum(c.program == i for _, c in plan.parts)})
+            if track is not None:
+                track.log_frame(frames[-1], list(sweep.factors if sweep is not None else g.config.sweep))
+    cfg = groups[-1].config
+    seeds = [EXPECTED_SEED] if expected(cfg) else run_seeds(cfg)
+    extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
+    prov = provenance(config_hash=cfg.digest() if sweep is None else sweep.digest(), seeds=seeds,
+                      wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=plan.conditions,
+                      n_chunks=plan.chunks,
+                      **device_mod.describe(plan.device, plan.device_choice, plan.used_devices),
+                      **precision_mod.describe(precision), plan=plan.as_dict(), **extra,
+                      **({"groups": provs} if sweep is not None else {}))
+    return Result(frame=frames[0] if sweep is None else pd.concat(frames, ignore_index=True),
+                  config=groups[0].config.model_dump(mode="json") if sweep is None else sweep.data, provenance=prov,
+                  prompts=None if not prompts else prompts[0] if sweep is None else pd.concat(prompts, ignore_index=True))
+
+
+def _assemble(cfg: Config, parts: list) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """One program's chunk outputs, in order, as its tidy frame and its per-prompt frame (or None)."""
     grid = cfg.grid()
-    seeds = run_seeds(cfg)
-    values = [cfg.hyper_values(g) for g in grid]
-    plan = plan_of(cfg, executor=executor, device=device, progress=progress, build=True, precision=precision)
-    job = job_key("run", cfg.digest(), plan.per_chunk, *(() if precision == precision_mod.DEFAULT else (precision,)))
-    parts = _compute(cfg, plan, job, store, desc)
-    hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:len(values)] for k in parts[0]}
+    hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:len(grid)] for k in parts[0]}
     steps = list(range(0, cfg.train.steps + 1, cfg.train.eval_every or cfg.train.steps))
     per_prompt = split_prompts(hist)  # train.prompt_metrics: the per-prompt history, out of the means'
-    frame = _tidy(hist, grid, [EXPECTED_SEED] if expected(cfg) else seeds, list(cfg.arms.arms), steps)
-    prompts = (prompt_frame(per_prompt, grid, [EXPECTED_SEED] if expected(cfg) else seeds, list(cfg.arms.arms),
-                            steps) if per_prompt else None)
-    extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
-    prov = provenance(config_hash=cfg.digest(), seeds=[EXPECTED_SEED] if expected(cfg) else seeds,
-                      wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=len(values), n_chunks=plan.chunks,
-                      **device_mod.describe(plan.device, plan.device_choice, plan.used_devices), **precision_mod.describe(precision), plan=plan.as_dict(),
-                      **extra)
-    return Result(frame=frame, config=cfg.model_dump(mode="json"), provenance=prov, prompts=prompts)
+    seeds = [EXPECTED_SEED] if expected(cfg) else run_seeds(cfg)
+    frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
+    return frame, (prompt_frame(per_prompt, grid, seeds, list(cfg.arms.arms), steps) if per_prompt else None)
+
+
+def _sizes(plan: planning.RunPlan) -> tuple:
+    """Each program's ``(per_chunk, chunks, segment)``."""
+    return plan.sizes or ((plan.per_chunk, plan.chunks, plan.segment),)
 
 
 def _caller_level() -> int:
     """The ``stacklevel`` of the first caller outside :mod:`tabsim.runtime` (``ts.run`` is
-    :func:`tabsim.runtime.groups.run`): a warning names the user's line, not the library's."""
+    :func:`run`): a warning names the user's line, not the library's."""
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith("tabsim.runtime."):
         frame, level = frame.f_back, level + 1
@@ -201,23 +268,26 @@ def run_seeds(cfg: Config) -> list[int]:
     return [cfg.train.seed] if expected(cfg) else list(range(cfg.train.seed, cfg.train.seed + cfg.train.seeds))
 
 
-def plan_of(config: Config | dict | None = None, *, executor: Executor | None = None,
+def plan_of(config: Config | Sweep | dict | None = None, *, executor: Executor | None = None,
             device: defaults.DeviceChoice | str | None = None, progress: bool | None = None, build: bool = False,
             precision: str = precision_mod.DEFAULT, **overrides) -> planning.RunPlan:
-    """The :class:`tabsim.runtime.planning.RunPlan` of ``run(config, ...)``: its chunks, segment length,
-    executor, device, memory and work, decided before anything compiles (``build``: the program is then
-    built and validated, as a run does). ``device`` as :func:`run` takes it (resolved here when it is not
-    resolved already)."""
+    """The :class:`tabsim.runtime.planning.RunPlan` of ``run(config, ...)``: its chunks (every group's, for a
+    sweep over static fields), segment length, executor, device, memory and work, decided before anything
+    compiles (``build``: the programs are then built and validated, as a run does). ``device`` as
+    :func:`run` takes it (resolved here when it is not resolved already)."""
     device = defaults.device_choice(device)
-    cfg = _resolved(config, overrides)
-    n_cond, n_seeds = len(cfg.grid()), len(run_seeds(cfg))
-    check_prompt_history(cfg, n_cond, n_seeds)  # train.prompt_metrics: its frame must fit beside the chunks
-    if build:
-        check_dynamics(cfg)
-    work = Work.of_grid(cfg, [cfg.hyper_values(g) for g in cfg.grid()], run_seeds(cfg), precision)
+    sweep = config if isinstance(config, Sweep) else split(config, **overrides)
+    configs = [g.config for g in sweep.groups] if sweep is not None else [_resolved(config, overrides)]
+    for cfg in configs:
+        check_prompt_history(cfg, len(cfg.grid()), len(run_seeds(cfg)))  # its frame must fit beside the chunks
+        if build:
+            check_dynamics(cfg)
+    work = Work.of_groups(configs, [[cfg.hyper_values(g) for g in cfg.grid()] for cfg in configs],
+                          [run_seeds(cfg) for cfg in configs], precision)
     plan = planning.plan(work, executor=executor, device=device, progress=progress, watched=bars.watched())
     if build:
-        compiled_train(cfg)
+        for cfg in configs:
+            compiled_train(cfg)
     return plan
 
 
@@ -232,27 +302,45 @@ def compute(plan: planning.RunPlan, job: str, *, store=None, progress=None, fn=N
                        progress=progress)
 
 
-def _compute(cfg: Config, plan: planning.RunPlan, job: str, store, desc: str) -> list:
-    """:func:`compute` with ``ts.run``'s progress in training steps on a bar (a chunk in segments ticks it)."""
-    steps, ev = cfg.train.steps, cfg.train.eval_every or cfg.train.steps
-    fn = run_chunk
-    with bars.progress_bar(plan.chunks * steps, plan.shown, f"{desc}: compiling", "step") as bar:
-        ticks = bars.StepTicks(bar, steps, None, desc)
-        if plan.segment and isinstance(plan.executor, LocalExecutor):  # checkpoints, ticks and estimate here
+def _compute(configs: list, plan: planning.RunPlan, job: str, jobs: list, store, desc: str) -> list:
+    """:func:`compute` with ``ts.run``'s progress in training steps on one bar: a chunk computed here ticks
+    its own program's steps (in segments, as they go), a chunk from the store or another executor its share."""
+    steps = [c.train.steps for c in configs]
+    per = [n for _, n, _ in _sizes(plan)]
+    total = sum(s * n for s, n in zip(steps, per))
+    segmented = [bool(seg) for _, _, seg in _sizes(plan)]
+    local = isinstance(plan.executor, LocalExecutor)
+    with bars.progress_bar(total, plan.shown, f"{desc}: compiling", "step") as bar:
+        share = total // plan.chunks if plan.chunks and total % plan.chunks == 0 else total / max(plan.chunks, 1)
+        ticks = bars.StepTicks(bar, share, desc)
+        fn = run_chunk
+        if local and (any(segmented) or len(set(steps)) > 1):  # each chunk ticks its own steps
             where = store if store is not None else current_store()
-            hooks = segments.Hooks(where.dir / "chunks" / "segments" if where is not None else None, job,
-                                   tick=ticks.step, chunks=plan.chunks,
-                                   parallel=min(plan.executor.threads, plan.chunks), announce=plan.shown, desc=desc,
-                                   say=bars.write,  # above the bar
-                                   done=segments.steps_done(segments.calls(steps, ev, plan.segment), ev))
-            fn, ticks.hooks = functools.partial(run_chunk, hooks=hooks), hooks
-            fn.interruptible = True  # computed in a helper thread, so that Ctrl-C is seen at once
+            hooks = [segments.Hooks(where.dir / "chunks" / "segments" if where is not None else None, jobs[g],
+                                    tick=ticks.step, chunks=plan.chunks,
+                                    parallel=min(plan.executor.threads, plan.chunks), announce=plan.shown,
+                                    desc=desc, say=bars.write,  # above the bar
+                                    done=segments.steps_done(segments.calls(steps[g], ev, seg), ev))
+                     if seg else None
+                     for g, (c, (_, _, seg)) in enumerate(zip(configs, _sizes(plan)))
+                     for ev in [c.train.eval_every or c.train.steps]]
+            fn = functools.partial(_local_chunk, hooks=hooks, ticks=ticks, steps=steps)
+            fn.interruptible = any(segmented)  # computed in a helper thread, so that Ctrl-C is seen at once
         try:
             return compute(plan, job, store=store, progress=ticks, fn=fn)
         finally:
             ticks.close()
 
 
+def _local_chunk(chunk, *, hooks: list, ticks: bars.StepTicks, steps: list) -> dict:
+    """:func:`run_chunk` in this process, ticking ``ticks`` with the chunk's steps (by its segments' hooks,
+    or at its end)."""
+    ticks.live = True  # from now on the store's count of finished chunks is not the bar's
+    if hooks[chunk.program] is not None:
+        return run_chunk(chunk, hooks=hooks[chunk.program])
+    out = run_chunk(chunk)
+    ticks.step(steps[chunk.program])
+    return out
 
 
 def expected_crossover(config: Config | dict | None = None, *, term: str = "d_elicit", bracket=(0.3, 0.6),

@@ -54,7 +54,6 @@ class Hooks:
     def __init__(self, folder: Path | None, job: str, *, tick=None, chunks: int = 1, parallel: int = 1,
                  announce: bool = False, desc: str = "tabsim run", say=None, done: list[int] | None = None):
         self.folder, self.job, self._tick = (Path(folder) if folder else None), job, tick
-        self.ticked = False
         self.chunks, self.parallel, self.announce, self.desc = chunks, max(1, parallel), announce, desc
         self.lock = threading.Lock()
         self.announced = False
@@ -64,7 +63,6 @@ class Hooks:
         self._at = threading.local()  # calls done in the chunk this thread runs
 
     def tick(self, n: int) -> None:
-        self.ticked = True
         if self._tick is None:
             return
         if self.done is None:

@@ -23,12 +23,12 @@ TINY = ["--seeds", "1", "--steps", "2", "--arms", "frozen,true", "--set", "train
 
 def test_a_sweep_of_many_static_groups_counts_their_compilation(tmp_path, monkeypatch):
     """3,000 groups of n_prompts were "about 28 s (compilation not included)": each compiles for seconds."""
-    import tabsim.runtime.groups as groups_mod
+    import tabsim.runtime.run as run_mod
 
     def stop(*a, **k):
         raise KeyboardInterrupt  # the estimate comes before anything runs
 
-    monkeypatch.setattr(groups_mod, "run", stop)
+    monkeypatch.setattr(run_mod, "run", stop)
     n = 120
     levels = ",".join(str(16 + i) for i in range(n))
     res = CliRunner().invoke(main, ["sweep", "--vary", f"task.n_prompts={levels}", "--seeds", "2", "--steps", "10",

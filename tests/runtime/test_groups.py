@@ -8,7 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 import tabsim as ts
-from tabsim.runtime.groups import group_frame, plan
+from tabsim.config import Config
+from tabsim.runtime.run import group_frame
+from tabsim.runtime.sweeps import split
 
 # small and quick: two programs per test, a few seconds each to compile
 BASE = {"preset": "paper", "task": {"n_prompts": 8}, "arms": {"arms": ["frozen", "random", "majority", "true"]},
@@ -18,7 +20,7 @@ TRACED = {"prior_strength": [0.3, 0.6]}
 
 def one_by_one(field: str, levels: list) -> pd.DataFrame:
     """Each level run alone (``--set FIELD=LEVEL``), its column added, the frames concatenated."""
-    p = plan({**BASE, "sweep": {field: levels, **TRACED}})
+    p = split({**BASE, "sweep": {field: levels, **TRACED}})
     frames = []
     for group, level in zip(p.groups, levels):
         section, _, name = field.partition(".")
@@ -37,6 +39,61 @@ def test_a_static_sweep_is_one_frame_equal_to_its_groups_run_one_by_one(field, l
     pd.testing.assert_frame_equal(res.frame, one_by_one(field, levels), check_exact=True)
 
 
+class Counting:
+    """An executor that records the programs of the chunks it is given, call by call, and computes them here."""
+
+    def __init__(self):
+        self.calls = []
+
+    def map(self, fn, items):
+        items = list(items)
+        self.calls.append([c.program for c in items])
+        return map(fn, items)
+
+
+def test_a_static_sweep_is_planned_once_and_computed_in_one_pass():
+    """One plan holds every group's chunks, each naming its program; the executor is handed them all at once
+    (the groups were planned and mapped one after another), and the frame is the same."""
+    from tabsim.runtime.run import plan_of
+
+    cfg = {**BASE, "sweep": {"algo.estimator": ["grpo", "rloo"], **TRACED}}
+    plan = plan_of(cfg, progress=False)
+    assert plan.programs == 2 and plan.conditions == 4
+    assert [(c.program, c.index, Config.model_validate(c.config).algo.estimator) for _, c in plan.parts] == [
+        (0, 0, "grpo"), (1, 1, "rloo")]
+    ex = Counting()
+    res = ts.run(cfg, progress=False, executor=ex)
+    assert ex.calls == [[0, 1]]
+    assert res.provenance["n_chunks"] == 2 and res.provenance["plan"]["programs"] == 2
+    pd.testing.assert_frame_equal(res.frame, ts.run(cfg, progress=False).frame, check_exact=True)
+
+
+def test_an_interrupted_static_sweep_resumes_with_its_chunks(tmp_path):
+    """Chunks kept by a sweep's run store are reused when it resumes: only the missing group's chunk runs."""
+    from tabsim.runtime.store import RunStore
+
+    cfg = {**BASE, "sweep": {"algo.estimator": ["grpo", "rloo"], **TRACED}}
+    out = tmp_path / "o"
+    with pytest.raises(KeyboardInterrupt):
+        with RunStore(out, key="k") as store:
+            ts.run(cfg, progress=False, store=store, executor=Interrupting())
+    ex = Counting()
+    with RunStore(out, key="k", resume=True) as store:
+        res = ts.run(cfg, progress=False, store=store, executor=ex)
+        assert store.reused_chunks == 1
+    assert ex.calls == [[1]]
+    pd.testing.assert_frame_equal(res.frame, ts.run(cfg, progress=False).frame, check_exact=True)
+
+
+class Interrupting(Counting):
+    """Computes the first chunk it is given, then stops as Ctrl-C would."""
+
+    def map(self, fn, items):
+        items = list(items)
+        yield fn(items[0])
+        raise KeyboardInterrupt
+
+
 def test_groups_of_one_shape_share_their_seeds_randomness():
     """Estimators compile to programs of the same shapes: a seed gives every group the same task, so the
     untrained policy's evaluation (step 0) is the same bits in both groups, and training then differs."""
@@ -48,7 +105,7 @@ def test_groups_of_one_shape_share_their_seeds_randomness():
 
 
 def test_a_preset_sweep_runs_each_preset_under_the_same_overrides():
-    p = plan({**BASE, "sweep": {"preset": ["grpo", "dapo"]}})
+    p = split({**BASE, "sweep": {"preset": ["grpo", "dapo"]}})
     assert [g.config.preset for g in p.groups] == ["grpo", "dapo"]
     assert all(g.config.task.n_prompts == 8 and g.config.train.steps == 4 for g in p.groups)
     assert p.groups[1].config.algo.filter and not p.groups[0].config.algo.filter
@@ -66,7 +123,7 @@ def test_a_preset_sweep_runs_each_preset_under_the_same_overrides():
 ])
 def test_bad_static_levels_are_refused_naming_the_field(sweep, words):
     with pytest.raises(ts.ConfigError) as err:
-        plan({**BASE, "sweep": sweep})
+        split({**BASE, "sweep": sweep})
     for w in words:
         assert w in str(err.value), str(err.value)
 

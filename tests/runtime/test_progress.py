@@ -103,10 +103,20 @@ def test_the_bar_shows_its_clock_while_the_first_call_compiles(monkeypatch):
 
     monkeypatch.setattr(bars.StepTicks, "HEARTBEAT", 0.02)
     bar = Redrawn(10, "x: compiling", "step", False)
-    ticks = bars.StepTicks(bar, 10, None, "x")
+    ticks = bars.StepTicks(bar, 10, "x")
     time.sleep(0.3)
     ticks.step(5)
     n = bar.descs.count("refresh")
     time.sleep(0.1)
     ticks.close()
     assert n >= 3 and bar.descs.count("refresh") == n  # redrawn while compiling, not after the first steps
+
+
+def test_a_sweep_over_steps_counts_every_group_on_one_bar(monkeypatch):
+    """A sweep over a static field drew one bar per group; its groups are one plan now, on one bar, each
+    chunk ticking its own program's steps (40 and 20 here)."""
+    monkeypatch.setattr(bars, "_tqdm", lambda: Bar)
+    Bar.made.clear()
+    ts.run({**SMALL, "sweep": {**SMALL["sweep"], "train.steps": [40, 20]}}, progress=True)
+    (bar,) = Bar.made
+    assert bar.unit == "step" and bar.total == 60 and bar.n == 60 and sorted(bar.updates) == [20, 40]

@@ -27,7 +27,7 @@ from tabsim.prereg.runner import run_study
 from tabsim.prereg.schema import load_plan, read_document
 from tabsim.prereg.results import load_run
 from tabsim.prereg.status import DATA, RESULTS, read_status
-from tabsim.runtime.groups import run as run_config
+from tabsim.runtime.run import run as run_config
 
 QUICK_PLAN, QUICK_RUN, EXPECTED = "plan.yaml", "run", "expected.csv"
 

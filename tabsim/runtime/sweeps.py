@@ -1,5 +1,24 @@
-"""How a sweep over static fields splits into groups of one compiled shape (config work only: no JAX,
-no pandas, so a bad sweep is refused before the engine loads; :mod:`tabsim.runtime.groups` runs the groups).
+"""A sweep over any field as a design: its static fields' levels make groups of one compiled program each.
+
+A sweep's numeric fields (:data:`tabsim.config.SWEEPABLE`) are traced values of one compiled program,
+vmapped together. A static field (``task.n_prompts``, ``algo.estimator``, ``train.steps``, ``preset``,
+``task.tree.depth``, ...) fixes array shapes or the code path, so each of its levels needs a program of
+its own. :func:`split` makes such a sweep a :class:`Sweep`: one group per combination of static levels,
+each a resolved config whose sweep holds the traced fields only. :func:`tabsim.runtime.run.run` plans
+every group's chunks in one plan, computes them in one pass and assembles one frame with a column per
+varied field.
+
+Every group runs the same seeds. Where two groups' programs draw arrays of the same shapes (another
+estimator, surrogate, ratio, KL or aggregation; a preset that changes only those), a seed gives them the
+same task and the same draws, so the groups are paired as the arms are. Where a shape differs
+(``task.n_prompts``, ``task.n_answers``, ``train.group_size``, ``train.batch_size``, ``train.steps``, ...)
+the same seed addresses other draws, and the groups are independent samples.
+
+Config work only (no JAX, no pandas): a bad sweep is refused before the engine loads.
+
+    import tabsim as ts
+    res = ts.run({"preset": "paper", "sweep": {"algo.estimator": ["grpo", "rloo"], "prior_strength": [0.35, 0.8]}})
+    res.frame  # columns algo.estimator, prior_strength, seed, arm, step, pass1, ...
 """
 from __future__ import annotations
 
@@ -49,7 +68,7 @@ class Group:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class Sweep:
     """A sweep that varies static fields: the config mapping (:func:`resolved`: every field the groups share,
     its ``sweep`` every varied field, the static ones under their dotted names), the static levels, and the
     groups in sweep order."""
@@ -137,7 +156,7 @@ def _check_level(rest: dict, field: str, i: int, level) -> None:
             raise ConfigError(f"sweep.{field}[{i}]: {msg}{hint}") from None
 
 
-def plan(config: Config | dict | None = None, **overrides) -> Plan | None:
+def split(config: Config | dict | None = None, **overrides) -> Sweep | None:
     """Split a config's sweep into groups of one compiled shape; None when it varies no static field.
 
     Raises:
@@ -180,4 +199,4 @@ def plan(config: Config | dict | None = None, **overrides) -> Plan | None:
         except ConfigError as err:
             raise ConfigError(f"{err}\n  (in the sweep's group {Group(values, None).label})") from None
         groups.append(Group(values, cfg))
-    return Plan(data=resolved(groups, {n: list(v) for n, v in order}), static=static, groups=tuple(groups))
+    return Sweep(data=resolved(groups, {n: list(v) for n, v in order}), static=static, groups=tuple(groups))
