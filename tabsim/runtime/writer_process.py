@@ -9,9 +9,13 @@ sends it), and :meth:`Remote.close` waits until the object has done everything a
 
 The writer process is started with ``python -c`` and this process's ``sys.path``, not with
 :mod:`multiprocessing`, whose spawn and fork server start by importing the caller's main script again (a
-script without a ``__main__`` guard would run its work twice). One writer process serves every
-:class:`Remote` of this process: the first one starts it, the next ones reuse it (a notebook pays the
-client library's import once); it ends when this process exits (which waits for it) or dies.
+script without a ``__main__`` guard would run its work twice). Nor as a ``concurrent.futures``
+``ProcessPoolExecutor(max_workers=1)``: on Python 3.11 its worker outlived a parent killed with SIGKILL, and
+one that hung or was stopped kept the parent from exiting after ``shutdown(wait=False, cancel_futures=True)``
+(no public call ends a worker before Python 3.14's ``terminate_workers``); this writer exits at the end of
+its pipe and is killed when it stalls. One writer process serves every :class:`Remote` of this process: the
+first one starts it, the next ones reuse it (a notebook pays the client library's import once); it ends
+when this process exits (which waits for it) or dies.
 
 A writer process that dies, is stopped (``SIGSTOP``) or answers nothing for ``stall_seconds`` never hangs
 the caller: :meth:`Remote.close` ends it and raises :class:`WriterError`, one line saying what happened

@@ -160,3 +160,38 @@ def test_stopped_tells_a_stopped_process_from_a_running_or_gone_one():
         child.kill()
         child.wait()
     assert not stopped(child.pid)  # gone (reaped)
+
+
+def test_the_writer_ends_when_the_process_it_serves_is_killed(tmp_path):
+    """A process killed outright (SIGKILL, the OOM killer) leaves no writer behind: the writer reads the end of
+    its pipe and exits. (A ``ProcessPoolExecutor``'s worker outlived its killed parent: measured, Python 3.11.)"""
+    psutil = pytest.importorskip("psutil")
+    code = (f"import os, sys; sys.path[:] = {sys.path!r}\nfrom tabsim.runtime import writer_process as w\n"
+            "print(w.Remote('builtins:dict', {}).pid, flush=True)\nos.kill(os.getpid(), 9)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    writer = psutil.Process(int(done.stdout.split()[-1]))
+    try:  # polled (the writer is not this process's child): gone, or a zombie left for its new parent to reap
+        writer.wait(timeout=60)
+    except psutil.TimeoutExpired:
+        if writer.status() != psutil.STATUS_ZOMBIE:
+            writer.kill()
+            raise AssertionError("the writer outlived the process it served") from None
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_its_writer(tmp_path):
+    """The writer starts with ``python -c``: a script that builds a tracker at its top level, with no
+    ``if __name__ == "__main__"`` guard, runs once. (multiprocessing's spawn, a ``ProcessPoolExecutor``'s
+    included, imports the main script again in the child: the script's work ran twice, measured.)"""
+    log = tmp_path / "ran.txt"
+    script = tmp_path / "user_script.py"
+    script.write_text(f"import sys; sys.path[:] = {sys.path!r}\n"
+                      f"open({str(log)!r}, 'a').write('ran\\n')\n"
+                      "from tabsim.runtime import writer_process as w\n"
+                      "r = w.Remote('builtins:dict', {})\n"
+                      "r.call('pop', 'written')\n"
+                      "try:\n    r.close()\nexcept w.WriterError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pop failed: KeyError: 'written'"  # the object was built and called
+    assert log.read_text().split() == ["ran"]
