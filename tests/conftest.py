@@ -102,3 +102,32 @@ def user_xla_flags() -> str:
 def figure_helper(monkeypatch):
     """Figures drawn by the helper process, as a user's commands draw them (the suite draws in-process)."""
     monkeypatch.setenv("TABSIM_FIGURE_PROCESS", "1")
+
+
+# The longest test files first. ``--dist loadfile`` hands each worker one file at a time in collection order
+# (``--no-loadscope-reorder`` in pyproject keeps that order; xdist would otherwise put files with many tests
+# first): a long file started last would run on one worker while the other waits. Longest first keeps the two
+# workers' ends close together. The list is the files whose tests take the most time in one run (measured with
+# ``--durations``); a file missing from it keeps its place after them.
+LONGEST_FIRST = (
+    "tests/studies/test_claims_reduced_tree.py",
+    "tests/studies/test_claims.py",
+    "tests/core/test_presets.py",
+    "tests/core/test_algos.py",
+    "tests/core/test_expected.py",
+    "tests/core/test_engine.py",
+    "tests/docs/test_notebooks.py",
+    "tests/docs/test_docs.py",
+    "tests/runtime/test_dask.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    root = config.rootpath
+
+    def place(item):
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
+        return rank.get(path, len(rank))
+
+    items.sort(key=place)  # stable: the order within a file, and among the files not listed, is kept
