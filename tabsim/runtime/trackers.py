@@ -14,7 +14,7 @@ Two trackers, each written through its own client library (the ``track`` extra,
   (``tensorboard --logdir runs`` reads it).
 
 The metrics are means over seeds. Nothing is written from inside the compiled program: the tracker is fed
-from the host after the program returns (after each group of a sweep), so a run without a tracker is
+from the host after the programs return (a sweep's groups too), so a run without a tracker is
 unchanged. A tracking server is waited for at most ``timeout`` seconds per request (``--track-timeout``,
 30 s; :func:`tabsim.runtime.mlflow_io.bounded`), so a dead or silent one fails the tracker in one line
 after the results are written. MLflow is imported and written in a writer process
