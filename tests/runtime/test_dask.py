@@ -26,13 +26,14 @@ from tabsim.runtime.planning import fit_memory  # noqa: E402
 from tabsim.runtime.chunklog import saved_chunks  # noqa: E402
 from tabsim.runtime.store import MARKER, staging_path  # noqa: E402
 
-# 6 conditions in chunks of one; a chunk takes ~0.05-0.2 s, so a kill lands while chunks run
+# 6 conditions in chunks of one (~0.02-0.1 s each once compiled: the worker-kill test strikes from a watcher
+# thread as soon as a worker holds one, so the chunks need not be long)
 CONFIG = """\
 preset = "paper"
 [train]
 seeds = 4
-steps = 200
-group_size = 64
+steps = 100
+group_size = 16
 chunk_conditions = 1
 [sweep]
 prior_strength = [0.2, 0.35, 0.5, 0.65, 0.8, 0.9]
@@ -174,9 +175,18 @@ def test_core_groups_split_the_cores(cores, n, expected, monkeypatch):
     assert core_groups(n) == expected
 
 
-def test_unpinned_workers_keep_every_core(tmp_path):
+def test_unpinned_workers_keep_every_core_and_the_executor_closes_the_cluster_it_started(tmp_path):
+    """One single-worker cluster (each start is a scheduler and worker processes) for both checks."""
     with DaskExecutor(workers=1, compile_cache=tmp_path, announce=False, dashboard=False, pin=False) as ex:
+        client, cluster = ex.client, ex.cluster
+        assert len(ex.worker_pids()) == 1
         assert worker_cores(ex) == {0: {tuple(sorted(os.sched_getaffinity(0)))}}
+    assert client.status == "closed"
+    assert cluster.status.name == "closed"
+    with pytest.raises(ValueError, match="workers"):
+        DaskExecutor(workers=0)
+    with pytest.raises(ValueError, match="scheduler"):
+        DaskExecutor(scheduler="nowhere")
 
 
 def test_interrupted_then_resumed(cluster, config, local_bytes, tmp_path, monkeypatch):
@@ -276,18 +286,6 @@ def test_bad_executor_options_refused(command, args, words, tmp_path):
     for w in words:
         assert w in res.output, (w, res.output)
     assert not (tmp_path / "o").exists()
-
-
-def test_executor_closes_the_cluster_it_started(tmp_path):
-    with DaskExecutor(workers=1, compile_cache=tmp_path, announce=False, dashboard=False) as ex:
-        client, cluster = ex.client, ex.cluster
-        assert len(ex.worker_pids()) == 1
-    assert client.status == "closed"
-    assert cluster.status.name == "closed"
-    with pytest.raises(ValueError, match="workers"):
-        DaskExecutor(workers=0)
-    with pytest.raises(ValueError, match="scheduler"):
-        DaskExecutor(scheduler="nowhere")
 
 
 class _Reached(Exception):
