@@ -92,19 +92,15 @@ def enable_compilation_cache(path: str | Path) -> Path:
 
 
 def _add_missing_atimes(path: Path) -> None:
-    """Give every program in ``path`` the last-use record that JAX's bounded cache reads.
-
-    A folder written without a size bound (an older tabsim, or JAX configured by hand) has programs
-    without one, and JAX then fails to write any new program there (silently: its warning is silenced
-    above), because it reads every program's record before each write (``jax/_src/lru_cache.py``, in jax
-    0.10.2 and on JAX's main branch, 0.11.1.dev). Their record is set to the program file's modification
-    time."""
+    """Give every program in ``path`` the last-use record JAX's bounded cache reads before each write (jax
+    0.10.2 and JAX's main branch): in a folder written without a size bound JAX would write no new program
+    (silently: its warning is silenced above). The record is the program file's modification time."""
     try:
         for entry in path.glob(f"*{CACHE_SUFFIX}"):
             atime = path / (entry.name.removesuffix(CACHE_SUFFIX) + ATIME_SUFFIX)
             if not atime.exists():
                 atime.write_bytes(entry.stat().st_mtime_ns.to_bytes(8, "little"))
-    except OSError:  # a folder we cannot fix: JAX's own warning says what fails
+    except OSError:  # a folder we cannot fix: programs are compiled anew, as without a cache
         pass
 
 
@@ -120,9 +116,8 @@ def disable_compilation_cache() -> None:
 
 
 def _reset_jax_cache() -> None:
-    """JAX opens its cache once, on the first compilation, and a later ``jax_compilation_cache_dir`` does
-    not reopen it (no update hook, in jax 0.10.2 and on JAX's main branch): a later folder, or none, needs
-    a reset."""
+    """JAX opens its cache once, on the first compilation, and no setting reopens it (jax 0.10.2 and JAX's
+    main branch): a later folder, or none, needs a reset."""
     try:
         # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
         from jax.experimental.compilation_cache import compilation_cache
