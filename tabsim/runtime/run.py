@@ -202,7 +202,9 @@ def run(config: Config | Sweep | dict | None = None, *, progress: bool | None = 
                        precision=precision)
         tag = () if precision == precision_mod.DEFAULT else (precision,)
         jobs = [job_key("run", g.config.digest(), u, *tag) for g, (u, _, _) in zip(groups, _sizes(plan))]
-        job = jobs[0] if sweep is None else job_key("run", sweep.digest(), [list(x) for x in _sizes(plan)], *tag)
+        # a sweep's chunks under one job, named by its groups and their chunk sizes (not by the segments: a
+        # run cut for a watched bar resumes unwatched)
+        job = jobs[0] if sweep is None else job_key("run", sweep.digest(), [u for u, _, _ in _sizes(plan)], *tag)
         if announce is not None and sweep is not None:
             announce(f"{len(groups)} groups ({'; '.join(g.label for g in groups)}): {plan.conditions} condition(s), "
                      f"{plan.chunks} chunk(s), one compiled program each")
@@ -215,13 +217,14 @@ def run(config: Config | Sweep | dict | None = None, *, progress: bool | None = 
                 prompts.append(per_prompt if sweep is None else group_frame(sweep, g, per_prompt))
             provs.append({"values": g.values, "config_hash": g.config.digest(), "n_conditions": len(g.config.grid()),
                           "n_chunks": sum(c.program == i for _, c in plan.parts)})
-            if track is not None:
-                track.log_frame(frames[-1], list(sweep.factors if sweep is not None else g.config.sweep))
+        wall = round(time.perf_counter() - t0, 3)  # the run's own time, without the trackers' writing
+        for g, frame in zip(groups, frames) if track is not None else ():
+            track.log_frame(frame, list(sweep.factors if sweep is not None else g.config.sweep))
     cfg = groups[-1].config
     seeds = [EXPECTED_SEED] if expected(cfg) else run_seeds(cfg)
     extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
     prov = provenance(config_hash=cfg.digest() if sweep is None else sweep.digest(), seeds=seeds,
-                      wall_seconds=round(time.perf_counter() - t0, 3), n_conditions=plan.conditions,
+                      wall_seconds=wall, n_conditions=plan.conditions,
                       n_chunks=plan.chunks,
                       **device_mod.describe(plan.device, plan.device_choice, plan.used_devices),
                       **precision_mod.describe(precision), plan=plan.as_dict(), **extra,

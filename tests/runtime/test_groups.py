@@ -85,6 +85,31 @@ def test_an_interrupted_static_sweep_resumes_with_its_chunks(tmp_path):
     pd.testing.assert_frame_equal(res.frame, ts.run(cfg, progress=False).frame, check_exact=True)
 
 
+def test_a_sweep_resumes_its_chunks_whatever_their_cut_in_segments(tmp_path, monkeypatch):
+    """The cut of a chunk into segments changes no number, so a sweep interrupted while cut (a watched bar,
+    a long chunk) resumes with its kept chunks when it is not cut."""
+    import dataclasses
+
+    from tabsim.runtime import planning
+    from tabsim.runtime import run as run_mod
+    from tabsim.runtime.store import RunStore
+
+    whole = run_mod.run_chunk
+    monkeypatch.setattr(run_mod, "run_chunk", lambda c, hooks=None: whole(dataclasses.replace(c, segment=None)))
+    cfg = {**BASE, "sweep": {"algo.estimator": ["grpo", "rloo"], **TRACED}}
+    out = tmp_path / "o"
+    with monkeypatch.context() as cut:
+        cut.setattr(planning, "SEGMENT_UNITS", 100)
+        cut.setattr(planning, "SEGMENTED_ABOVE", 400)
+        assert run_mod.plan_of(cfg, progress=False).sizes[0][2]  # cut into segments
+        with pytest.raises(KeyboardInterrupt):
+            with RunStore(out, key="k") as store:
+                ts.run(cfg, progress=False, store=store, executor=Interrupting())
+    with RunStore(out, key="k", resume=True) as store:
+        ts.run(cfg, progress=False, store=store, executor=Counting())
+        assert store.reused_chunks == 1
+
+
 class Interrupting(Counting):
     """Computes the first chunk it is given, then stops as Ctrl-C would."""
 
