@@ -144,7 +144,8 @@ PHASE = "tabsim audit: calibrating"
 
 
 def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progress: bool = False,
-             executor=None, log: Callable[[str], None] | None = None) -> tuple:
+             executor=None, log: Callable[[str], None] | None = None, device=None,
+             precision: str | None = None) -> tuple:
     """Final metrics of every arm x seed x structure of ``grid`` (cached in memory and on disk).
 
     Args:
@@ -153,6 +154,7 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
       progress: show tabsim's progress bar.
       executor: where the sweep's chunks run (default in this process; see :mod:`tabsim.runtime.executors`).
       log: where each sweep, or the cache read instead, is said (one line each; default: nowhere).
+      device, precision: as :func:`tabsim.runtime.run.run` takes them.
 
     Returns:
       ``(frame, info)``: tidy frame with columns ``family, n_correct, prior_strength, format_boost,
@@ -180,7 +182,8 @@ def simulate(grid: CalibrationGrid, *, cache_dir: Optional[Path] = None, progres
         n_cond = math.prod(len(v) for v in cfg["sweep"].values())
         say(f"calibration sweep {i + 1} of {len(sweeps)}: family {name} (k = {k}), {n_cond} conditions x "
             f"{grid.seeds} seeds x {len(SIM_ARMS)} arms, {grid.steps} steps: compiling, then training")
-        fin = run(cfg, progress=progress, executor=executor, desc=f"{PHASE} {i + 1} of {len(sweeps)}").final()
+        fin = run(cfg, progress=progress, executor=executor, desc=f"{PHASE} {i + 1} of {len(sweeps)}", device=device,
+                  precision=precision).final()
         keep = ["prior_strength", "format_boost", "heterogeneity", "lr", "seed", "arm", "pass1"]
         keep += [c for c in fin.columns if c.startswith(("pass@", "maj@"))]
         fin = fin[keep].copy()

@@ -340,7 +340,8 @@ def entries_frame(entries: list[Entry], *, seed_sd: float = 0.0) -> pd.DataFrame
 def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, threshold: float = 0.60,
           calibrate: bool = True, grid: Optional[cal.CalibrationGrid] = None, cache_dir: Optional[Path] = None,
           progress: bool = False, executor=None, rule: str = "terms", dominance: float = 0.5,
-          measurements=None, null_range: bool = True, log: Callable[[str], None] | None = None) -> AuditResult:
+          measurements=None, null_range: bool = True, log: Callable[[str], None] | None = None,
+          device=None, precision: str | None = None) -> AuditResult:
     """Partition, intervals, bounds and verdicts for every entry.
 
     Args:
@@ -362,6 +363,8 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
         random-reward runs measured (:func:`tabsim.audit.measured.null_envelope`); False: the simulated
         families' reach only.
       log: where the phases are said, one line each (``tabsim audit``'s phase lines; default: nowhere).
+      device, precision: where and in what floating type the calibration sweep computes, as
+        :func:`tabsim.runtime.run.run` takes them (``tabsim audit`` passes its ``--device`` and ``--precision``).
 
     Every row also says whether its verdict is *fragile*: ``fragile`` is true when the verdict changes
     at an assumed seed sd up to 1 point away from ``seed_sd`` (quarter-point steps), and
@@ -382,7 +385,7 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
     structs = None
     if calibrate and any(e.missing for e in entries):
         structs = _calibrate(entries, grid, info, say, cache_dir=cache_dir, progress=progress, executor=executor,
-                             log=log)
+                             log=log, device=device, precision=precision)
     registry = ms.random_measurements(measurements)
     envelope = _record_measurements(registry, info, ci=ci, null_range=null_range, calibrated=structs is not None)
     reach = info["calibration"]["reach"] if structs is not None else None
@@ -405,11 +408,13 @@ def audit(entries: list[Entry], *, ci: float = 0.95, seed_sd: float = 0.0, thres
                        calibration=pd.concat(cands, ignore_index=True) if cands else pd.DataFrame(), info=info)
 
 
-def _calibrate(entries: list, grid, info: dict, say, *, cache_dir, progress, executor, log) -> list:
+def _calibrate(entries: list, grid, info: dict, say, *, cache_dir, progress, executor, log, device=None,
+               precision=None) -> list:
     """The simulated families' sweep, its structures (recorded in ``info["calibration"]`` with their reach)."""
     say(f"calibrating the missing arms of {sum(bool(e.missing) for e in entries)} entries on the simulated "
         f"families {', '.join(name for name, _ in grid.families)}")
-    frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor, log=log)
+    frame, sim_info = cal.simulate(grid, cache_dir=cache_dir, progress=progress, executor=executor, log=log,
+                                   device=device, precision=precision)
     structs = cal.structures(frame)
     reach = cal.family_reach(frame)
     info["calibration"] = {**sim_info, "grid": grid.as_dict(), "n_structures": len(structs), "reach": reach,

@@ -395,8 +395,9 @@ def _source_section(src, sub, term) -> list:
 
 def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_extra: dict | None = None,
                   overwrite: bool = False, log: Callable[[str], None] | None = None,
-                  started: float | None = None) -> Path:
+                  started: float | None = None, formats=None) -> Path:
     """Write every output into ``out_dir``, published whole (a run store: see :mod:`tabsim.runtime.store`).
+    ``formats``: the figure's file formats (default the user's, :func:`tabsim.plotting.formats.figure_formats`).
 
     A non-empty ``out_dir`` is refused unless ``overwrite`` (the old contents stay until the new audit
     is published). Inside an open store's staging folder the files are written there directly.
@@ -404,7 +405,8 @@ def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_
     provenance's ``wall_seconds`` counts from (``tabsim audit`` gives its process's start; None: not recorded).
     """
     out = Path(out_dir)
-    kw = dict(files=files, command=command, provenance_extra=provenance_extra, log=log, started=started)
+    kw = dict(files=files, command=command, provenance_extra=provenance_extra, log=log, started=started,
+              formats=formats)
     if writing_into(out):
         _write_files(res, out, **kw)
         return out
@@ -414,7 +416,7 @@ def write_outputs(res: AuditResult, out_dir, *, files, command: str, provenance_
 
 
 def _write_files(res: AuditResult, folder: Path, *, files, command: str, provenance_extra: dict | None,
-                 log: Callable[[str], None] | None = None, started: float | None = None) -> None:
+                 log: Callable[[str], None] | None = None, started: float | None = None, formats=None) -> None:
     write_frame(folder / "audit.csv", csv_safe(res.audit))
     write_frame(folder / "terms.csv", csv_safe(res.terms))
     write_frame(folder / "entries.csv", csv_safe(res.entries))
@@ -423,7 +425,7 @@ def _write_files(res: AuditResult, folder: Path, *, files, command: str, provena
     if log is not None:
         many = len(res.audit) > MAX_MODEL_ROWS
         log("drawing the figure (terms.png)" + (f": {figure_note(len(res.audit))}" if many else ""))
-    save_figure(plot_terms(res), folder / "terms")
+    save_figure(plot_terms(res), folder / "terms", formats)
     # written last: its wall time covers every other file
     wall = {} if started is None else {"wall_seconds": round(time.perf_counter() - started, 3)}
     write_json(folder / "provenance.json", provenance(

@@ -1,12 +1,14 @@
 """The user's defaults: every environment variable tabsim reads, read here and nowhere else, never written.
 
 A library call takes its options as arguments (``ts.run(device=..., precision=...)``,
-``reproduce(..., formats=...)``); an argument left out falls back to the value a command gives for
-its own duration (:func:`given`, the commands' ``--device``, ``--precision``, ``--pdf`` and
-``--compile-cache``), then to the variable below, then to the built-in default. The device is resolved so
-once, where a run starts (:func:`device_choice`: ``ts.run``, ``ts.run_factorial``, ``reproduce``, the
-commands), into a :class:`DeviceChoice` handed down as an argument; the planner and the compute stage read
-neither the command's options nor the environment.
+``reproduce(..., formats=...)``); an argument left out falls back to the variable below, then to the
+built-in default. A command parses its options (``--device``, ``--precision``, ``--pdf``,
+``--compile-cache``) and resolves each once, at the command, through the functions here (its option, else
+the variable, else the default), then passes the value as an argument to the calls that use it: nothing
+below the commands reads a command's options from a context. The device is resolved so once, where a run
+starts (:func:`device_choice`: ``ts.run``, ``ts.run_factorial``, ``reproduce``; a command builds its
+``DeviceChoice(name, process=True)`` itself), into a :class:`DeviceChoice` handed down as an argument; the
+planner and the compute stage read neither the command's options nor the environment.
 
 =============================  ==========================================================  ===============
 variable                       what it sets                                                default
@@ -41,7 +43,6 @@ still imports, with a DeprecationWarning.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import os
 from pathlib import Path
@@ -51,79 +52,52 @@ COMPILATION_CACHE, CACHE, THREADS = "TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", 
 EXECUTABLE_CACHE = "TABSIM_EXECUTABLE_CACHE"
 OFF = ("0", "off", "no", "false", "none")
 
-# what the running command gave (its options), for this thread and the calls it makes; never process-wide
-_GIVEN: contextvars.ContextVar[dict] = contextvars.ContextVar("tabsim_given", default={})
-
-
-@contextlib.contextmanager
-def given(**options):
-    """Within the block, ``options`` (``device``, ``precision``, ``figure_formats``, ``compilation_cache``;
-    None: not given) are the defaults of the calls that leave them out; restored afterwards."""
-    token = _GIVEN.set({**_GIVEN.get(), **{k: v for k, v in options.items() if v is not None}})
-    try:
-        yield
-    finally:
-        _GIVEN.reset(token)
-
-
 def _env(name: str) -> str:
     return os.environ.get(name, "").strip()
 
 
 def device(choice: str | None = None) -> str:
-    """``choice``, else the command's ``--device``, else ``$TABSIM_DEVICE``, else ``auto`` (unchecked)."""
-    return choice or _GIVEN.get().get("device") or _env(DEVICE) or "auto"
+    """``choice``, else ``$TABSIM_DEVICE``, else ``auto`` (unchecked)."""
+    return choice or _env(DEVICE) or "auto"
 
 
 @dataclasses.dataclass(frozen=True)
 class DeviceChoice:
     """A device option resolved once, where a run starts (:func:`device_choice`), and passed down as an
     argument: ``name`` (``auto``, ``cpu`` or ``gpu``; checked by :func:`tabsim.runtime.device.check_choice`)
-    and ``process``: whether it is the process's own choice (a command's ``--device`` or ``$TABSIM_DEVICE``,
-    not a library call's argument), so that a CPU choice keeps JAX from starting an accelerator at all."""
+    and ``process``: whether it is the process's own choice (a command's ``--device``, which the command
+    passes as ``DeviceChoice(name, process=True)``, or ``$TABSIM_DEVICE``; not a library call's argument), so
+    that a CPU choice keeps JAX from starting an accelerator at all."""
 
     name: str = "auto"
     process: bool = False
 
 
 def device_choice(argument: "str | DeviceChoice | None" = None) -> DeviceChoice:
-    """The device option of a run, resolved: ``argument`` (a :class:`DeviceChoice` is already resolved), else
-    the command's ``--device``, else ``$TABSIM_DEVICE``, else ``auto``. The entry points (``ts.run``,
-    ``ts.run_factorial``, ``reproduce``, the commands) call this once; the runtime below them reads neither
-    the command's options nor the environment."""
+    """The device option of a run, resolved: ``argument`` (a :class:`DeviceChoice` is already resolved: a
+    command's ``--device`` arrives so), else ``$TABSIM_DEVICE`` (the process's own choice), else ``auto``.
+    The entry points (``ts.run``, ``ts.run_factorial``, ``reproduce``) call this once; the runtime below
+    them reads neither the command's options nor the environment."""
     if isinstance(argument, DeviceChoice):
         return argument
-    return DeviceChoice(device(argument), device_is_the_process_default(argument))
-
-
-def device_setting() -> str | None:
-    """The device the user or the command set (None: neither), as provenance records it."""
-    return _GIVEN.get().get("device") or _env(DEVICE) or None
-
-
-def device_is_the_process_default(choice: str | None) -> bool:
-    """Whether the device comes from the command or ``$TABSIM_DEVICE`` (the process's own choice: a CPU
-    choice then keeps JAX from starting an accelerator at all), rather than from a library call."""
-    return "device" in _GIVEN.get() or (choice is None and bool(_env(DEVICE)))
+    return DeviceChoice(device(argument), argument is None and bool(_env(DEVICE)))
 
 
 def precision(value: str | None = None) -> str:
-    """``value``, else the command's ``--precision``, else ``$TABSIM_PRECISION``, else ``float32`` (unchecked)."""
-    return value or _GIVEN.get().get("precision") or _env(PRECISION) or "float32"
+    """``value``, else ``$TABSIM_PRECISION``, else ``float32`` (unchecked)."""
+    return value or _env(PRECISION) or "float32"
 
 
 def figure_formats() -> list[str]:
-    """The command's figure formats (``--pdf``), else ``$TABSIM_FIGURE_FORMATS`` split at commas, else PNG."""
-    given_formats = _GIVEN.get().get("figure_formats")
-    if given_formats:
-        return list(given_formats)
+    """``$TABSIM_FIGURE_FORMATS`` split at commas, else PNG (unchecked: :mod:`tabsim.plotting.formats`)."""
     return [f for f in _env(FIGURE_FORMATS).split(",") if f.strip()] or ["png"]
 
 
 def compilation_cache_setting() -> str:
-    """The command's ``--compile-cache`` (a folder, or ``0`` for none), else ``$TABSIM_COMPILATION_CACHE``
-    (``""``: not set)."""
-    return str(_GIVEN.get().get("compilation_cache") or _env(COMPILATION_CACHE))
+    """``$TABSIM_COMPILATION_CACHE`` (a folder, or ``0`` for none; ``""``: not set). A command's
+    ``--compile-cache``/``--no-compile-cache`` is applied by the command itself
+    (:func:`tabsim.runtime.cache.enable_compilation_cache`)."""
+    return _env(COMPILATION_CACHE)
 
 
 def compilation_cache() -> Path | None:

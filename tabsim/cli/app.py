@@ -116,14 +116,10 @@ def main(compile_cache, no_compile_cache):
             path = cache.check_folder(compile_cache)
         except ValueError as e:
             fail(f"--compile-cache: {e}")
-        # the command's default (read when its run starts; Dask workers are given the folder)
+        # applied by the command before it compiles (tabsim.cli.options.open_executor), given to Dask workers
         give(click.get_current_context(), compilation_cache=str(path))
-        if cache.applied():  # a run of this process set its cache already (tabsim called from Python): now
-            cache.enable_compilation_cache(path)
     elif no_compile_cache:
         give(click.get_current_context(), compilation_cache="0")
-        if cache.applied():
-            cache.disable_compilation_cache()
 
 
 _SIGNALLED: list[int] = []  # the signals that interrupted the command (SIGINT, SIGTERM)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option
-from tabsim.cli.options import check_options, check_out, executor_options, open_executor, output_options
+from tabsim.cli.options import check_options, check_out, chosen, executor_options, open_executor, output_options
 from tabsim.cli.phases import Phases
 from tabsim.base.defaults import cache_home
 
@@ -88,10 +88,12 @@ def command(files, out, seed_sd, ci, threshold, dominance, rule, families, no_ca
                 emit({"command": "tabsim audit", "out": str(out), "complete": True, "resumed_nothing": True})
             return
         res = audit(entries, ci=ci, seed_sd=seed_sd, threshold=threshold, calibrate=not no_calibration, grid=grid,
-                    cache_dir=cache, progress=not quiet, executor=ex, rule=rule, dominance=dominance, log=say)
+                    cache_dir=cache, progress=not quiet, executor=ex, rule=rule, dominance=dominance, log=say,
+                    device=chosen("device"), precision=chosen("precision"))
         say("writing the tables and report.md")
         # provenance's wall time is the command's, from the process's start to its last file
-        write_outputs(res, store.dir, files=inputs, command=cmd, log=say, started=say.t0)
+        write_outputs(res, store.dir, files=inputs, command=cmd, log=say, started=say.t0,
+                      formats=chosen("figure_formats"))
     _summary(res, out, inputs, say, quiet=quiet, as_json=as_json)
 
 

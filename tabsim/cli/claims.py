@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option, say as tell
-from tabsim.cli.options import executor_options, guarded, open_executor, output_options
+from tabsim.cli.options import chosen, executor_options, guarded, open_executor, output_options
 from tabsim.cli.phases import Phases
 from tabsim.prereg.errors import PreregError
 
@@ -91,8 +91,9 @@ def run_cmd(root, ids, quick, out, key, public_key, quiet, overwrite, resume, ex
                                                        (("private key (--key)", key), ("public key", public_key)) if k]
         with guarded(out, reads=reads), open_executor(executor, workers, scheduler, quiet=quiet) as ex:
             runs = [claims.run_claim(c, quick=quick, out=out, resume=resume, overwrite=overwrite, key=key,
-                                     public_key=public_key, executor=ex, log=say) for c in studies]
-            claims.write_summary(out, runs)
+                                     public_key=public_key, executor=ex, log=say, device=chosen("device"),
+                                     precision=chosen("precision")) for c in studies]
+            claims.write_summary(out, runs, formats=chosen("figure_formats"))
     except PreregError as err:
         _fail(err)
     for r in runs:

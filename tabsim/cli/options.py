@@ -4,7 +4,6 @@ for Ctrl-C."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -12,7 +11,8 @@ from pathlib import Path
 import click
 
 from tabsim.base.host import cpu_count
-from tabsim.base.defaults import compilation_cache, device_choice, given, precision as user_precision
+from tabsim.base.defaults import (DeviceChoice, compilation_cache, device_choice, figure_formats as user_formats,
+                                  precision as user_precision)
 from tabsim.files.overlap import OverlapError, check_apart
 from tabsim.runtime.executors import ExecutorError, check_address
 from tabsim.runtime.manifest import ManifestError, check_file
@@ -26,25 +26,12 @@ def fail(msg: str):
     raise click.ClickException(msg)
 
 
-GIVEN = ("device", "precision", "figure_formats", "compilation_cache")  # the options a command hands on
-
-
 def give(ctx: click.Context, **options) -> None:
-    """Keep a command's options (:data:`GIVEN`) in its context: :func:`chosen` reads them for the library
-    calls that take them as arguments, and :func:`with_options` makes them the defaults of the calls that
-    do not (never ``os.environ``)."""
+    """Keep a command's parsed options (``device``, ``precision``, ``figure_formats``, ``compilation_cache``)
+    in its click context, each resolved at the command (the option, else the user's variable:
+    :mod:`tabsim.base.defaults`), for :func:`chosen`: the command passes them as arguments to the calls that
+    use them (never ``os.environ``, never a context the library reads)."""
     ctx.meta.update({f"tabsim.{k}": v for k, v in options.items()})
-
-
-def with_options(fn):
-    """``fn`` (a command) run with its options as the library's defaults (:func:`tabsim.base.defaults.given`),
-    for the command's duration only."""
-    @functools.wraps(fn)
-    def command(*args, **kwargs):
-        with given(**{k: chosen(k) for k in GIVEN}):
-            return fn(*args, **kwargs)
-
-    return command
 
 
 def chosen(name: str):
@@ -54,9 +41,16 @@ def chosen(name: str):
 
 
 def _figure_formats(ctx, param, pdf: bool) -> None:
-    # passed to the figures as an argument (chosen("figure_formats")); without --pdf the user's default holds
-    if not ctx.resilient_parsing and pdf:
-        give(ctx, figure_formats=("png", "pdf"))
+    # resolved here, at the edge: --pdf, else the user's $TABSIM_FIGURE_FORMATS, else PNG; checked now (a bad
+    # variable is refused before anything runs) and passed to the figures as an argument (chosen("figure_formats"))
+    if ctx.resilient_parsing:
+        return
+    from tabsim.plotting.formats import figure_formats  # light: the ground floor only, no matplotlib
+
+    try:
+        give(ctx, figure_formats=("png", "pdf") if pdf else figure_formats(user_formats()))
+    except ValueError as err:
+        raise UserDefaultError(f"$TABSIM_FIGURE_FORMATS: {err}") from None
 
 
 def output_options(fn):
@@ -77,7 +71,23 @@ class OverlappingOutput(click.ClickException):
     exit_code = 2
 
 
-def _compile_cache() -> Path | None:
+def _use_compile_cache() -> Path | bool | None:
+    """Apply the command's ``--compile-cache DIR`` (JAX's compilation cache in ``DIR``) or ``--no-compile-cache``
+    (none) to this process, passing the folder as an argument; the folder, ``False`` (none) or ``None``
+    (neither given: the user's default applies when a run builds its first program,
+    :func:`tabsim.runtime.cache.apply_default`)."""
+    value = chosen("compilation_cache")
+    if value is None:
+        return None
+    from tabsim.runtime import cache  # lazy: JAX loads when the command computes, not for its --help
+
+    if value == "0":
+        cache.disable_compilation_cache()
+        return False
+    return cache.enable_compilation_cache(value)
+
+
+def compile_cache_folder() -> Path | None:
     """The compiled programs' folder this command reads (None: off), ``--compile-cache`` first."""
     value = chosen("compilation_cache")
     if value is not None:
@@ -98,7 +108,7 @@ def check_out(out, reads=()) -> None:
         raise click.UsageError(f"--out {shown}: not an output folder; give the name of a folder to publish into "
                                "(created if missing), e.g. --out results/run1")
     try:
-        check_apart(out, [*reads, ("compilation cache it reads and writes", _compile_cache())])
+        check_apart(out, [*reads, ("compilation cache it reads and writes", compile_cache_folder())])
     except OverlapError as err:
         raise OverlappingOutput(str(err)) from None
     check_inputs(reads)
@@ -198,9 +208,9 @@ def _device(ctx, param, value: str | None) -> str | None:
     try:
         if value is None:  # the environment's: a bad one is named as the variable
             name = check_choice(name, what="$TABSIM_DEVICE")
-        give(ctx, device=name)
-        with given(device=name):
-            check_startable(device_choice())
+        choice = DeviceChoice(name, process=True)  # the process's own: a CPU one starts no accelerator
+        give(ctx, device=choice)
+        check_startable(choice)
     except DeviceError as err:
         raise DeviceUnavailable(str(err) if value is not None or "TABSIM_DEVICE" in str(err)
                                 else f"$TABSIM_DEVICE={name}: {err}") from None
@@ -229,8 +239,7 @@ def _precision(ctx, param, value: str | None) -> str | None:
 
 def executor_options(fn):
     """Add ``--executor``, ``--workers``, ``--scheduler``, ``--device`` and ``--precision`` to a click command
-    (run with its options as the library's defaults: :func:`with_options`)."""
-    fn = with_options(fn)
+    (the command passes ``chosen("device")`` and ``chosen("precision")`` to the calls that compute)."""
     fn = click.option("--precision", type=click.Choice(PRECISIONS), default=None,
                       show_default="$TABSIM_PRECISION, else float32",
                       expose_value=False, callback=_precision,
@@ -313,12 +322,14 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
     A scheduler address is connected to at once (a wrong address fails before anything is written); a
     local cluster starts when the first chunk is about to run (an output folder that is refused costs no
     cluster start). An :class:`ExecutorError`, or a run refused because a chunk cannot fit a worker
-    (:func:`cap_chunk`), becomes a one-line :class:`click.ClickException`.
+    (:func:`cap_chunk`), becomes a one-line :class:`click.ClickException`. The command's ``--compile-cache``
+    or ``--no-compile-cache`` is applied here, before anything compiles, and given to the Dask workers.
     """
     # lazy: every command imports this module; its `--help` loads no JAX or pyarrow
     from tabsim.config import ConfigError
 
     check_options(executor, workers, scheduler)
+    folder = _use_compile_cache()
     if executor != "dask":
         yield None
         return
@@ -328,7 +339,8 @@ def open_executor(executor: str, workers: int | None = None, scheduler: str | No
         raise MissingExtra(f"--executor dask: {err}") from None
 
     timeout = {"timeout": chosen("dask_timeout")} if chosen("dask_timeout") else {}  # else the library's
-    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet, oversubscribe=_oversubscribed(), **timeout)
+    ex = DaskExecutor(workers, scheduler=scheduler, announce=not quiet, oversubscribe=_oversubscribed(),
+                      compile_cache=folder, **timeout)
     try:
         if scheduler is not None:
             ex.start()

@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from tabsim.cli.jsonout import emit, json_option
-from tabsim.cli.options import check_options, check_out, executor_options, guarded, open_executor, output_options
+from tabsim.cli.options import (check_options, check_out, chosen, executor_options, guarded, open_executor,
+                                output_options)
 from tabsim.cli.phases import Phases
 from tabsim.prereg.errors import PreregError
 
@@ -262,7 +263,7 @@ def run_cmd(file, out, exploratory, key, public_key, allow_code_change, quiet, a
             # results.json's wall time is the command's, from the process's start
             res = run_study(file, out, confirmatory=not exploratory, overwrite=overwrite, progress=not quiet,
                             resume=resume, executor=ex, key=key, public_key=public_key,
-                            allow_code_change=allow_code_change, log=say, started=say.t0)
+                            allow_code_change=allow_code_change, log=say, started=say.t0, device=chosen("device"))
     except (PreregError, ConfigError) as err:
         _fail(err)
     if not quiet:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from tabsim.cli.completion import complete_field
+from tabsim.cli.options import compile_cache_folder
 from tabsim.cli.levels import is_sweep, parse_value, parse_vary, unknown_field, usage  # noqa: F401 (usage: for the other commands)
 from tabsim.config.presets import PRESETS
 
@@ -294,7 +295,6 @@ def announce_estimate(cfg, command: str, quiet: bool) -> float:
     estimate in seconds."""
     # lazy: the planner loads the config schema
     from tabsim.base.host import cpu_count
-    from tabsim.base.defaults import compilation_cache
     from tabsim.runtime.planning import describe_seconds
 
     training = estimate_seconds(cfg)
@@ -307,7 +307,7 @@ def announce_estimate(cfg, command: str, quiet: bool) -> float:
     cfg = cfg.groups[0].config if hasattr(cfg, "groups") else cfg
     seeds = "the expected flow" if cfg.train.dynamics == "expected" else f"{cfg.train.seeds} seeds"
     runs = n_cond * (1 if cfg.train.dynamics == "expected" else cfg.train.seeds) * len(cfg.arms.arms)
-    cached = " (less for programs already in the compilation cache)" if compilation_cache() is not None else ""
+    cached = " (less for programs already in the compilation cache)" if compile_cache_folder() is not None else ""
     click.echo(f"{command}: {n_cond} condition(s){groups} x {seeds} x {len(cfg.arms.arms)} arm(s) = {runs} training runs "
                f"of {cfg.train.steps} steps; {describe_seconds(seconds)} on {cpu_count()} core(s), including "
                f"{describe_seconds(compiling)} of compilation for {programs} program{'s' * (programs != 1)}{cached} "

@@ -29,7 +29,7 @@ atexit.register(os._exit, 0)
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                    "JE_ARROW_MALLOC_CONF": "background_thread:false", "MPLBACKEND": "Agg"}
 
-from tabsim.base import defaults  # noqa: E402  (the ground floor: os, contextvars and pathlib only)
+from tabsim.base import defaults  # noqa: E402  (the ground floor: os, dataclasses and pathlib only)
 
 defaults.set_in_this_process(SINGLE_THREADED)  # this module runs only in the fork server (see above)
 # a worker that cannot start (its working folder was removed) ends with status 1, and the command draws

@@ -7,8 +7,8 @@ FIGURE_FORMATS = ("png", "pdf", "svg")
 
 
 def figure_formats(formats=None) -> tuple[str, ...]:
-    """``formats`` checked, or the user's default (:func:`tabsim.base.defaults.figure_formats`: a command's
-    ``--pdf``, ``$TABSIM_FIGURE_FORMATS``), else PNG only."""
+    """``formats`` checked, or the user's default (:func:`tabsim.base.defaults.figure_formats`:
+    ``$TABSIM_FIGURE_FORMATS``), else PNG only. A command passes its ``--pdf`` here as ``formats``."""
     if formats is None:
         formats = defaults.figure_formats()
     elif isinstance(formats, str):

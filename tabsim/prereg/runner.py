@@ -49,13 +49,14 @@ def _describe(plan: Plan) -> str:
     return f"{cells} cell{'s' * (cells != 1)} x {d.seeds} seeds{n_arms}, {d.steps} steps"
 
 
-def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd.DataFrame, list[dict]]:
+def run_design(plan: Plan, *, progress: bool = False, executor=None, device=None) -> tuple[pd.DataFrame, list[dict]]:
     """Train every cell of the design into one tidy frame.
 
     Uses the factorial runner (:func:`tabsim.studies.factorial.run_factorial`: one compiled program per
     static combination, traced factors and seeds vmapped). The arm factor is not a runner factor: every arm
     of the design runs (the partition needs them all) and the factor column copies ``arm``.
-    ``executor`` is where the chunks run (default in this process; see :mod:`tabsim.runtime.executors`).
+    ``executor`` is where the chunks run (default in this process; see :mod:`tabsim.runtime.executors`);
+    ``device`` where they compute (:func:`tabsim.studies.factorial.run_designs`).
 
     Returns:
       ``(frame, runs)``: one row per cell x seed x arm x eval step, with a column per design factor;
@@ -67,7 +68,7 @@ def run_design(plan: Plan, *, progress: bool = False, executor=None) -> tuple[pd
     factors = [Factor(f.name, f.field, tuple(f.levels),
                       labels=tuple(f.labels) if any(isinstance(x, list) for x in f.levels) else None)
                for f in plan.design.factors if f is not arm_factor]
-    res = run_factorial(base, factors, progress=progress, name=plan.title, executor=executor)
+    res = run_factorial(base, factors, progress=progress, name=plan.title, executor=executor, device=device)
     frame = res.frame.copy()
     runs = [{"runner": "tabsim.studies.factorial.run_factorial", "config": res.config, "provenance": res.provenance}]
     frame["arm"] = frame["arm"].astype(str)
@@ -80,7 +81,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
               progress: bool = False, write_report: bool = True, resume: bool = False,
               key: str | Path | None = None, public_key: str | None = None,
               allow_code_change: bool = False, executor=None, log: Callable[[str], None] | None = None,
-              started: float | None = None) -> dict:
+              started: float | None = None, device=None) -> dict:
     """Run the study of the plan at ``path`` into ``out`` and (by default) write its report.
 
     Args:
@@ -102,6 +103,8 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
       log: where the phases are said, one line each (``tabsim prereg run``'s phase lines; default: nowhere).
       started: the ``time.perf_counter()`` reading ``results.json``'s ``wall_seconds`` counts from (default:
         this call; ``tabsim prereg run`` gives its process's start, :func:`tabsim.base.host.started_at`).
+      device: where the training computes (``"cpu"``, ``"gpu"``, ``"auto"`` or a resolved
+        :class:`tabsim.base.defaults.DeviceChoice`; default ``$TABSIM_DEVICE``, else ``"auto"``).
 
     The run is built in a staging folder beside ``out`` and published whole at the end.
 
@@ -144,7 +147,7 @@ def run_study(path: str | Path, out: str | Path, *, confirmatory: bool = True, o
         if store.complete:
             return json.loads((out / RESULTS).read_text())
         results = _run_into(store.dir, path, plan, doc, sha, record, confirmatory=confirmatory, progress=progress,
-                            checks=checks, private=private, executor=executor, say=say, t0=t0)
+                            checks=checks, private=private, executor=executor, say=say, t0=t0, device=device)
         if write_report:
             say("writing report.md and report.json")
             report.write_report(store.dir, public_key=pin)
@@ -181,7 +184,8 @@ def integrity_record(path: Path, doc: dict, sha: str, record: dict, *, confirmat
 
 
 def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confirmatory: bool,
-              progress: bool, checks: dict, private=None, executor=None, say=None, t0: float | None = None) -> dict:
+              progress: bool, checks: dict, private=None, executor=None, say=None, t0: float | None = None,
+              device=None) -> dict:
     """Run the design and write data, results and status into ``out`` (the run's staging folder).
 
     ``say``: the phase lines; ``t0``: the ``time.perf_counter()`` reading ``wall_seconds`` counts from."""
@@ -197,7 +201,7 @@ def _run_into(out: Path, path: Path, plan, doc, sha: str, record: dict, *, confi
     try:
         say(f"{_describe(plan)}: compiling, then training (the bar counts chunks)")
         t_train = time.perf_counter()
-        frame, runs = run_design(plan, progress=progress, executor=executor)
+        frame, runs = run_design(plan, progress=progress, executor=executor, device=device)
         t_train = time.perf_counter() - t_train
         say(f"trained in {t_train:.1f} s; writing the data, then the statistics of "
             f"{count(len(plan.hypotheses), 'hypothesis')} and {count(len(plan.exploratory), 'exploratory analysis')}")

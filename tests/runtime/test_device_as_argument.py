@@ -1,4 +1,4 @@
-"""The device option is resolved once where a run starts (an argument, else the command's ``--device``, else
+"""The device option is resolved once where a run starts (an argument, a command's ``--device`` among them, else
 ``$TABSIM_DEVICE``, else ``auto``: tabsim.base.defaults.device_choice) and travels down as an argument: the
 planner and the device module read neither the command's options nor the environment, and the compute stage
 takes the plan's device without planning or picking again."""
@@ -23,7 +23,7 @@ from tabsim.runtime.run import plan_of
 PACKAGE = Path(__file__).resolve().parents[2] / "tabsim"
 # the runtime below the entry points: the plan, the device choice, the executors and what computes a chunk
 BELOW = ("planning.py", "device.py", "executors.py", "programs.py", "store.py", "segments.py", "memory.py")
-OPTION_READS = {"device", "device_choice", "device_setting", "device_is_the_process_default", "given", "_GIVEN"}
+OPTION_READS = {"device", "device_choice"}
 TINY = {"task": {"n_prompts": 4}, "train": {"steps": 2, "batch_size": 2, "seeds": 1, "eval_every": 2}}
 TINY_TOML = '[task]\nn_prompts = 4\n[train]\nsteps = 2\nbatch_size = 2\nseeds = 1\neval_every = 2\n'
 
@@ -35,7 +35,7 @@ def _no_device_default(monkeypatch):
 
 def _option_reads(path: Path) -> list[str]:
     """``file:line`` of each use of a device option reader of tabsim.base.defaults (``defaults.device(...)``,
-    ``from tabsim.base.defaults import given``, ...)."""
+    ``from tabsim.base.defaults import device_choice``, ...)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Attribute) and node.attr in OPTION_READS and getattr(node.value, "id", "") == "defaults":
@@ -57,26 +57,23 @@ def _work():
     return planning.Work.of_grid(cfg, [cfg.hyper_values(g) for g in cfg.grid()], [0], "float32")
 
 
-def test_the_plan_takes_its_device_as_an_argument_whatever_the_command_and_the_environment_say(monkeypatch):
+def test_the_plan_takes_its_device_as_an_argument_whatever_the_environment_says(monkeypatch):
     monkeypatch.setenv(defaults.DEVICE, "gpu")
-    with defaults.given(device="gpu"):
-        for arg, choice in ((None, "auto"), ("cpu", "cpu"), (DeviceChoice("cpu", True), "cpu")):
-            plan = planning.plan(_work(), device=arg, progress=False)
-            assert plan.device.platform == "cpu" and plan.device_choice == choice, arg
-            assert device_mod.pick(arg, 1e3).platform == "cpu"
-        # provenance records the choice it is given, not the command's or the environment's
-        assert device_mod.describe(plan.device)["device_choice"] is None
-        assert device_mod.describe(plan.device, "cpu")["device_choice"] == "cpu"
+    for arg, choice in ((None, "auto"), ("cpu", "cpu"), (DeviceChoice("cpu", True), "cpu")):
+        plan = planning.plan(_work(), device=arg, progress=False)
+        assert plan.device.platform == "cpu" and plan.device_choice == choice, arg
+        assert device_mod.pick(arg, 1e3).platform == "cpu"
+    # provenance records the choice it is given, not the environment's
+    assert device_mod.describe(plan.device)["device_choice"] is None
+    assert device_mod.describe(plan.device, "cpu")["device_choice"] == "cpu"
 
 
-def test_the_entry_point_resolves_argument_then_command_then_environment_then_auto(monkeypatch):
+def test_the_entry_point_resolves_argument_then_environment_then_auto(monkeypatch):
     assert device_choice() == DeviceChoice("auto", False)
     monkeypatch.setenv(defaults.DEVICE, "cpu")
     assert device_choice() == DeviceChoice("cpu", True)  # the process's own: a CPU choice starts no accelerator
     assert device_choice("gpu") == DeviceChoice("gpu", False)  # an argument wins, and is the caller's
-    with defaults.given(device="auto"):
-        assert device_choice() == DeviceChoice("auto", True) and device_choice("cpu").name == "cpu"
-    resolved = DeviceChoice("gpu", True)
+    resolved = DeviceChoice("gpu", True)  # a command's --device arrives so
     assert device_choice(resolved) is resolved  # a resolved value passes through every entry point unchanged
     assert plan_of(TINY).device_choice == "cpu"  # ts.run's plan: $TABSIM_DEVICE, read at the entry point
 
@@ -115,16 +112,15 @@ def test_a_commands_device_and_precision_are_its_option_else_the_users_variable(
     @click.command()
     @executor_options
     def probe(executor, workers, scheduler):
-        # what the command hands on as arguments, and the defaults of the calls it makes
-        click.echo(f"{chosen('device')} {chosen('precision')} {device_choice()} {defaults.precision()}")
+        # what the command hands on as arguments: its option, else the user's variable, resolved at the command
+        click.echo(f"{chosen('device')} {chosen('precision')}")
 
     monkeypatch.setenv(defaults.DEVICE, "cpu")
     monkeypatch.setenv(defaults.PRECISION, "float64")
     r = CliRunner().invoke(probe, [])
-    assert r.exit_code == 0 and r.output.split(" ", 2)[:2] == ["cpu", "float64"], r.output
-    assert "DeviceChoice(name='cpu', process=True) float64" in r.output
+    assert r.exit_code == 0 and r.output.strip() == "DeviceChoice(name='cpu', process=True) float64", r.output
     r = CliRunner().invoke(probe, ["--device", "auto", "--precision", "float32"])
-    assert r.output.startswith("auto float32 ") and r.output.strip().endswith("float32"), r.output
+    assert r.output.strip() == "DeviceChoice(name='auto', process=True) float32", r.output  # the process's own
     monkeypatch.setenv(defaults.PRECISION, "f16")
     r = CliRunner().invoke(probe, [])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output

@@ -55,8 +55,10 @@ def quick_document(claim: Claim) -> dict:
     return doc
 
 
-def expected_flow(claim: Claim, plan_path: Path, *, executor=None) -> Optional[pd.DataFrame]:
-    """The exact expected flow of every static cell of the plan (``claim.expected``), one frame; None without one."""
+def expected_flow(claim: Claim, plan_path: Path, *, executor=None, device=None,
+                  precision: str | None = None) -> Optional[pd.DataFrame]:
+    """The exact expected flow of every static cell of the plan (``claim.expected``), one frame; None without one.
+    ``device``, ``precision``: as :func:`tabsim.runtime.run.run` takes them."""
     if claim.expected is None:
         return None
     plan, _ = load_plan(plan_path)
@@ -75,7 +77,7 @@ def expected_flow(claim: Claim, plan_path: Path, *, executor=None) -> Optional[p
         for name, level in zip(names, levels):
             section, _, key = name.partition(".")
             cfg[section] = {**cfg.get(section, {}), key: level}
-        frame = run_config(cfg, progress=False, executor=executor).final()
+        frame = run_config(cfg, progress=False, executor=executor, device=device, precision=precision).final()
         for name, level in zip(names, levels):
             frame[name.partition(".")[2]] = level
         frames.append(frame)
@@ -84,11 +86,12 @@ def expected_flow(claim: Claim, plan_path: Path, *, executor=None) -> Optional[p
 
 def run_claim(claim: Claim, *, quick: bool = False, out: Path | None = None, resume: bool = False,
               overwrite: bool = False, key=None, public_key=None, executor=None, progress: bool = False,
-              log: Callable[[str], None] | None = None) -> ClaimRun:
+              log: Callable[[str], None] | None = None, device=None, precision: str | None = None) -> ClaimRun:
     """Run one claim study (full: confirmatory into ``<claim>/results``; quick: reduced into ``out/<ID>``).
 
     A full run's expected flow is written beside the plan (``expected.csv``, stamped with the plan's SHA-256)
-    and reused while the plan is unchanged.
+    and reused while the plan is unchanged. ``device``: where the study and the flow compute; ``precision``:
+    the flow's floating type (the study's packed job computes in float32).
     """
     say = log or (lambda msg: None)
     if quick:
@@ -99,20 +102,22 @@ def run_claim(claim: Claim, *, quick: bool = False, out: Path | None = None, res
         folder = where / QUICK_RUN
         say(f"{claim.id}: reduced run ({claim.quick.seeds} seeds, {claim.quick.steps} steps) into {folder}")
         results = run_study(plan_path, folder, confirmatory=False, overwrite=True, executor=executor,
-                            progress=progress)
+                            progress=progress, device=device)
         flow_path = None
     else:
         plan_path, folder = claim.plan_path, claim.results_dir
         say(f"{claim.id}: confirmatory run of {plan_path} into {folder}")
         results = run_study(plan_path, folder, confirmatory=True, resume=resume, overwrite=overwrite, key=key,
-                            public_key=public_key, executor=executor, progress=progress)
+                            public_key=public_key, executor=executor, progress=progress, device=device)
         flow_path = claim.folder / EXPECTED
     # the exact flow belongs to the study's record; a reduced run only checks the pipeline
-    flow = None if quick else _flow(claim, plan_path, flow_path, executor=executor, say=say)
+    flow = None if quick else _flow(claim, plan_path, flow_path, executor=executor, say=say, device=device,
+                                    precision=precision)
     return ClaimRun(claim, results, folder, claim_verdict(claim, results["analysis"]), flow, quick)
 
 
-def _flow(claim: Claim, plan_path: Path, flow_path: Path, *, executor, say) -> Optional[pd.DataFrame]:
+def _flow(claim: Claim, plan_path: Path, flow_path: Path, *, executor, say, device=None,
+          precision=None) -> Optional[pd.DataFrame]:
     if claim.expected is None:
         return None
     stamp = file_sha256(plan_path)
@@ -121,7 +126,7 @@ def _flow(claim: Claim, plan_path: Path, flow_path: Path, *, executor, say) -> O
         if "plan_sha256" in kept and (kept["plan_sha256"] == stamp).all():
             return kept
     say(f"{claim.id}: the exact expected flow")
-    flow = expected_flow(claim, plan_path, executor=executor)
+    flow = expected_flow(claim, plan_path, executor=executor, device=device, precision=precision)
     flow["plan_sha256"] = stamp
     atomic_write_text(flow_path, flow.to_csv(index=False))
     return flow

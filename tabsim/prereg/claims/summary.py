@@ -51,24 +51,26 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return head + "".join("| " + " | ".join(_cell(x) for x in row) + " |\n" for row in frame.itertuples(index=False))
 
 
-def write_summary(out: str | Path, runs: list[ClaimRun]) -> list[Path]:
-    """Write ``summary.csv`` and ``summary.md`` (atomically) and a figure per claim, ``<ID>.png``."""
+def write_summary(out: str | Path, runs: list[ClaimRun], formats=None) -> list[Path]:
+    """Write ``summary.csv`` and ``summary.md`` (atomically) and a figure per claim, ``<ID>.png`` (in
+    ``formats``: default the user's, :func:`tabsim.plotting.formats.figure_formats`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table = summary_table(runs)
     paths = [atomic_write_text(out / SUMMARY_CSV, table.to_csv(index=False)),
              atomic_write_text(out / SUMMARY_MD, markdown_table(table))]
     for run in runs:
-        paths += claim_figure(run, out / run.claim.id)
+        paths += claim_figure(run, out / run.claim.id, formats)
     return paths
 
 
-def claim_figure(run: ClaimRun, stem: Path) -> list[Path]:
-    """The claim's figure: the final metric against its region factor, one line per arm (mean +/- 1 s.e.)."""
+def claim_figure(run: ClaimRun, stem: Path, formats=None) -> list[Path]:
+    """The claim's figure: the final metric against its region factor, one line per arm (mean +/- 1 s.e.), in
+    ``formats`` (default the user's, :func:`tabsim.plotting.formats.figure_formats`)."""
     f = run.claim.figure
     label = "reduced run" if run.quick else "confirmatory run"
     fig = plot_final(run.data(), metric=f.metric, by=list(f.by), title=f"{run.claim.id} ({label}): {run.verdict.verdict}")
-    return save_figure(fig, stem)
+    return save_figure(fig, stem, formats)
 
 
 def _flow_columns(run: ClaimRun) -> dict[str, str]:
