@@ -177,6 +177,17 @@ def test_a_folder_given_after_programs_were_compiled_is_the_one_used(tmp_path, j
     assert _programs(first) == kept and _programs(second) == in_second
 
 
+def test_a_folder_the_user_gave_jax_is_left_as_it_is(tmp_path, jax_cache, monkeypatch):
+    """A folder set for JAX itself (here in Python; $JAX_COMPILATION_CACHE_DIR arrives the same way) is kept
+    when a run applies tabsim's default, whatever that default is."""
+    import jax
+
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "tabsims"))
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "users"))
+    assert cache.apply_default() is None
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "users")
+
+
 # -- the structure of a stored program's results ------------------------------------------------
 @pytree_dataclass
 class Carry:
