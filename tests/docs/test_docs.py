@@ -19,8 +19,9 @@ Each file runs in its own temporary working directory holding copies of the repo
 those paths and everything they write lands in the temporary folder. The audit calibration cache
 (``TABSIM_CACHE``) is a temporary folder shared by the session.
 
-The README's ``tabsim reproduce --out results/reproduce`` runs at full size (about 10 s): it is the
-project's main job and tests/studies/test_reproduce.py runs only a reduced version of it.
+The README's long commands (:data:`HEAVY_COMMANDS`: the full-size ``tabsim reproduce``, the config file
+of 200 steps, the audit of every shipped table) run with ``-m heavy``, in the README's run of every
+command; its other examples run by default.
 
 The examples of the pages in :data:`HEAVY_PAGES` run with ``-m heavy`` (their commands and functions
 have tests of their own in the default suite).
@@ -194,9 +195,27 @@ HEAVY_PAGES = {"cli.md": "tests/cli, tests/core/test_metrics_config_io.py, tests
                "expected.md": "tests/core/test_expected.py runs the expected flow and the crossover"}
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.heavy) if p.name in HEAVY_PAGES else p
-                                  for p in FILES], ids=[p.name for p in FILES])
-def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries, user_xla_flags):
+# The README's long commands, run with ``-m heavy`` (README.md-every-command); the default run of the README
+# runs its other examples. Each is run at a smaller size or on the same mechanism by a default test:
+HEAVY_COMMANDS = {
+    "README.md": {
+        "tabsim reproduce --out results/reproduce":
+            "tests/studies/test_reproduce.py runs the reproduction reduced; tests/docs/test_install.py (heavy) "
+            "runs this command from the installed wheel",
+        "tabsim run my_study.toml":
+            "quickstart.md's `tabsim run experiments/configs/paper_sweep.toml` runs a config file by default",
+        "tabsim audit experiments/audits":
+            "tests/audit runs the audit on the shipped tables and its calibration",
+    },
+}
+README = ROOT / "README.md"
+
+
+@pytest.mark.parametrize("path, every_command", [
+    *((pytest.param(p, False, marks=pytest.mark.heavy, id=p.name) if p.name in HEAVY_PAGES else
+       pytest.param(p, False, id=p.name)) for p in FILES),
+    pytest.param(README, True, marks=pytest.mark.heavy, id="README.md-every-command")])
+def test_examples_run(path, every_command, tmp_path, monkeypatch, cache_dir, registries, user_xla_flags):
     for rel in COPIED:
         shutil.copytree(ROOT / rel, tmp_path / rel)
     monkeypatch.chdir(tmp_path)
@@ -204,8 +223,9 @@ def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries, user_x
     namespace: dict = {"__name__": "__docs__"}
     t0 = time.perf_counter()
     n_run, slow = 0, []
+    left_out = {} if every_command else dict(HEAVY_COMMANDS.get(path.name, {}))
     try:
-        n_run = _run_blocks(path, tmp_path, namespace, slow, user_xla_flags)
+        n_run = _run_blocks(path, tmp_path, namespace, slow, user_xla_flags, left_out)
     finally:
         import matplotlib.pyplot as plt
 
@@ -214,9 +234,12 @@ def test_examples_run(path, tmp_path, monkeypatch, cache_dir, registries, user_x
     print(f"\n{path.name}: {n_run} examples in {time.perf_counter() - t0:.1f} s{note}")
 
 
-def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list, xla_flags: str = "") -> int:
-    """Write, execute and run the blocks of one file in order; returns the number of examples run."""
-    n_run = 0
+def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list, xla_flags: str = "",
+                left_out: dict | None = None) -> int:
+    """Write, execute and run the blocks of one file in order; returns the number of examples run.
+
+    A command that starts with a key of ``left_out`` is not run; every key must match a command of the file."""
+    n_run, left_out, unseen = 0, left_out or {}, set(left_out or {})
     for b in blocks(path):
         where = f"{path.name}:{b['line']}"
         t_block = time.perf_counter()
@@ -233,7 +256,10 @@ def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list, xla_fla
             n_run += 1
         elif b["lang"] in RUN_LANGS:
             for line, cmd in commands(b):
-                if cmd.startswith("tabsim "):
+                skipped = [k for k in left_out if cmd.startswith(k)]
+                if skipped:
+                    unseen.difference_update(skipped)
+                elif cmd.startswith("tabsim "):
                     _run_cli(cmd, f"{path.name}:{line}", xla_flags)
                     n_run += 1
                 elif not cmd.startswith(SKIP_PREFIXES):
@@ -241,6 +267,7 @@ def _run_blocks(path: Path, tmp_path: Path, namespace: dict, slow: list, xla_fla
                                 f"run it, allow-list it there, or show it in a ```text block", pytrace=False)
         if time.perf_counter() - t_block > 2.0:
             slow.append(f"line {b['line']}: {time.perf_counter() - t_block:.1f} s")
+    assert not unseen, f"{path.name}: no command starts with {sorted(unseen)} (HEAVY_COMMANDS)"
     return n_run
 
 
