@@ -71,9 +71,17 @@ def test_there_are_six_numbered_notebooks():
     numbers = {int(p.name[:2]) for p in PATHS}
     assert set(range(1, 7)) <= numbers, f"missing notebooks: {sorted(set(range(1, 7)) - numbers)}"
     assert len(numbers) == len(PATHS), "two notebooks share a number"
+    assert DEFAULT_EXECUTED in {p.stem for p in PATHS}, f"{DEFAULT_EXECUTED}: the notebook the default run executes"
 
 
-@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+# The default run executes one short notebook (the kernel, jupytext, nbclient and the written copy the site
+# publishes); the others run with ``-m heavy``. Their static checks below run by default, and the site's build
+# (tests/docs/test_site.py) executes any notebook whose copy in build/notebooks is missing or older than its source.
+DEFAULT_EXECUTED = "05_preregistered_study"
+
+
+@pytest.mark.parametrize("path", [p if p.stem == DEFAULT_EXECUTED else pytest.param(p, marks=pytest.mark.heavy)
+                                  for p in PATHS], ids=[p.stem for p in PATHS])
 def test_notebook_executes(path, tmp_path, monkeypatch, optimized_xla, notebook_cache):
     assert "# %% [markdown]" in path.read_text(), f"{path.name}: not a jupytext percent file"
     nb = jupytext.read(path)
@@ -165,7 +173,7 @@ FAST = 1.0  # seconds for one redraw: the computation and the rendered figure
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("stem", sorted(SLIDER_MOVES))
-def test_sliders_redraw_the_figure_quickly(stem, tmp_path, monkeypatch, optimized_xla):
+def test_sliders_redraw_the_figure_quickly(stem, tmp_path, monkeypatch, optimized_xla, notebook_cache):
     nb = jupytext.read(NOTEBOOKS / f"{stem}.py")
     probe = f"""
 import json as _json, time as _time

@@ -2,11 +2,12 @@
 their figures, and fails on a broken link; the built HTML shows no unrendered Markdown and every
 in-page anchor resolves (docs/_site/check_html.py, which ``--strict`` does not check).
 
-The notebooks are not executed here: ``tests/docs/test_notebooks.py`` writes the executed copies to
-``build/notebooks/`` and the site's hook publishes them; a missing copy would be executed by the hook
-(docs/_site/hooks.py). In one process that file runs first (file order); under pytest-xdist, which
-hands out whole files with the most tests first, it starts minutes before this one (40 tests against
-9; in a fresh clone's run the notebooks were done at about 140 s and the site built at about 280 s).
+The notebooks are not executed by this file: ``tests/docs/test_notebooks.py`` writes the executed copies
+to ``build/notebooks/`` (one notebook by default, every one with ``-m heavy``) and the site's hook
+publishes them; a missing copy, or one older than its source, is executed by the hook
+(docs/_site/hooks.py), so a fresh clone's first default run executes the others in this file's build.
+In one process that file runs first (file order); under pytest-xdist, which hands out whole files with
+the most tests first, it starts before this one.
 """
 from __future__ import annotations
 
