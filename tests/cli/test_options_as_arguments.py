@@ -55,6 +55,7 @@ def test_a_user_default_is_read_from_the_environment(monkeypatch):
 
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tabsim"
+TABLE = PACKAGE.parent / "experiments" / "audits" / "ttrl.yaml"  # a shipped table of published results
 
 
 def test_no_module_below_the_commands_reads_a_commands_options_from_a_context():
@@ -96,7 +97,7 @@ def test_audits_options_reach_the_calls_as_arguments(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "disable_compilation_cache", lambda: cached.append("off"))
     _record(monkeypatch, core, "audit", calls)
     def args(out, *more):
-        return ["--no-compile-cache", "audit", "experiments/audits/ttrl.yaml", "--no-calibration", "--no-cache",
+        return ["--no-compile-cache", "audit", str(TABLE), "--no-calibration", "--no-cache",
                 "--device", "cpu", "--precision", "float64", "-q", "--out", str(tmp_path / out), *more]
 
     r = CliRunner().invoke(main, args("a", "--pdf"))
