@@ -10,6 +10,7 @@ life of the process (:mod:`tabsim.runtime.programs`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sys
@@ -33,7 +34,7 @@ from tabsim.sim.params import HYPER_FIELDS, stack_hypers
 from tabsim.stats.partition_terms import TERM_ARMS
 from tabsim.sim.rng import seed_array
 from tabsim.runtime import device as device_mod
-from tabsim.runtime import planning, segments, trackers
+from tabsim.runtime import planning, segments
 from tabsim.runtime import progress as bars
 from tabsim.runtime.cache import apply_default as _apply_default_cache
 from tabsim.runtime.planning import Work
@@ -195,7 +196,7 @@ def run(config: Config | Sweep | dict | None = None, *, progress: bool | None = 
     groups = sweep.groups if sweep is not None else (Group({}, _resolved(config, overrides)),)
     for note in dict.fromkeys(n for n in (expected_note(g.config) for g in groups) if n is not None):
         warnings.warn(note, ExpectedFlowNote, stacklevel=_caller_level())
-    with trackers.session(tracker, tracker_dir, run_name=run_name, terms=TERM_ARMS) as track:
+    with _tracking(tracker, tracker_dir, run_name) as track:
         if track is not None:
             track.log_config(sweep.data if sweep is not None else groups[0].config.model_dump(mode="json"))
         plan = plan_of(sweep or groups[0].config, executor=executor, device=device, progress=progress, build=True,
@@ -232,6 +233,15 @@ def run(config: Config | Sweep | dict | None = None, *, progress: bool | None = 
     return Result(frame=frames[0] if sweep is None else pd.concat(frames, ignore_index=True),
                   config=groups[0].config.model_dump(mode="json") if sweep is None else sweep.data, provenance=prov,
                   prompts=None if not prompts else prompts[0] if sweep is None else pd.concat(prompts, ignore_index=True))
+
+
+def _tracking(tracker, tracker_dir, run_name: str | None):
+    """The trackers of a run as a context (:func:`tabsim.runtime.trackers.session`), or none."""
+    if tracker is None:
+        return contextlib.nullcontext()
+    from tabsim.runtime import trackers  # lazy: a run without a tracker loads no writer-process code
+
+    return trackers.session(tracker, tracker_dir, run_name=run_name, terms=TERM_ARMS)
 
 
 def _assemble(cfg: Config, parts: list) -> tuple[pd.DataFrame, pd.DataFrame | None]:
