@@ -56,7 +56,8 @@ def reference(config, tmp_path_factory):
 
 @pytest.fixture
 def interrupted(config, tmp_path, monkeypatch):
-    """``tabsim run`` stopped (as by Ctrl-C) after all four chunks were saved, before it published."""
+    """``tabsim run`` stopped (as by Ctrl-C) after all four chunks were saved, before it published (no figure:
+    the runs here check the chunks; the verify tests' ``reference`` has one)."""
     out = tmp_path / "o"
 
     def stop(self):
@@ -64,7 +65,7 @@ def interrupted(config, tmp_path, monkeypatch):
 
     with monkeypatch.context() as mp:
         mp.setattr(RunStore, "publish", stop)
-        res = cli("run", config, "--out", out, "-q")
+        res = cli("run", config, "--out", out, "-q", "--no-figure")
     assert res.exit_code == 130, res.output
     names = sorted(entries(out))
     assert len(names) == 4 and (chunk_dir(out) / PACK).is_file()
@@ -109,7 +110,7 @@ def forge(out, name, data: bytes, sha: str | None = None) -> None:
 
 
 def resume(config, out, reference, recomputed: int, reused: int | None = None):
-    res = cli("run", config, "--out", out, "-q", "--resume")
+    res = cli("run", config, "--out", out, "-q", "--resume", "--no-figure")
     assert res.exit_code == 0, res.output
     assert (out / "results.parquet").read_bytes() == (reference / "results.parquet").read_bytes()
     marker = json.loads((out / MARKER).read_text())
@@ -256,7 +257,7 @@ def test_resume_with_a_fifo_in_the_staging_folder_does_not_hang(config, interrup
     os.mkfifo(path)
     fired, done = fifo_watchdog(path)
     try:
-        res = cli("run", config, "--out", out, "-q", "--resume")
+        res = cli("run", config, "--out", out, "-q", "--resume", "--no-figure")
     finally:
         done.set()
     assert not fired.is_set(), "the store waited on a FIFO"
