@@ -22,14 +22,14 @@ from tabsim.cli import main
 from tabsim.runtime.chunklog import PACK, saved_chunks
 from tabsim.runtime.store import MARKER, RunStore, lock_path, staging_path
 
-# 10 conditions in chunks of one (about 0.3 s each on 2 cores, one compiled call). The tests stop the process
+# 10 conditions in chunks of one (about 0.1 s each on 2 cores, one compiled call). The tests stop the process
 # (SIGSTOP) once it has saved the chunks they wait for, so that their signal lands mid-run however busy the
-# machine is, and let it go on (SIGCONT) to receive it.
+# machine is, and let it go on (SIGCONT) to receive it: the chunks need only outlast the 20 ms poll.
 SLOW = """\
 preset = "paper"
 [train]
 seeds = 2
-steps = 1000
+steps = 300
 chunk_conditions = 1
 [sweep]
 prior_strength = [0.2, 0.27, 0.34, 0.41, 0.48, 0.55, 0.62, 0.69, 0.76, 0.8]
