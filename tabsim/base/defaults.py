@@ -143,11 +143,6 @@ def jax_platforms() -> str:
     return _env("JAX_PLATFORMS")
 
 
-def jax_compilation_cache_dir() -> str:
-    """``$JAX_COMPILATION_CACHE_DIR``: a cache folder the user configured for JAX itself (left as it is)."""
-    return _env("JAX_COMPILATION_CACHE_DIR")
-
-
 def xla_flags() -> str:
     """``$XLA_FLAGS`` as this process started with them (they decide the bits a program computes)."""
     return os.environ.get("XLA_FLAGS", "")

@@ -153,11 +153,6 @@ def apply_default() -> Path | None:
         return None
 
 
-def applied() -> bool:
-    """Whether this process has set its compilation cache (:func:`apply_default` ran: a run started)."""
-    return _applied
-
-
 def current_folder() -> Path | None:
     """The compilation cache folder this process uses (``None``: the cache is off)."""
     # lazy: `tabsim --help` imports this module (the group's options); JAX loads on use
