@@ -44,8 +44,7 @@ from tabsim.runtime.executors import Executor, LocalExecutor, using
 from tabsim.runtime.loading import read_prompts, read_run_folder
 from tabsim.runtime.prompts import check_prompt_history, prompt_frame, run_columns, split_prompts
 from tabsim.runtime.store import RunStore, current_store, execute, job_key, writing_into
-# the split into groups lives without JAX (a bad sweep is refused before the engine loads)
-from tabsim.runtime.sweeps import NOT_SWEPT, Group, Sweep, split, static_name  # noqa: F401 (re-exported)
+from tabsim.runtime.sweeps import Group, Sweep, split
 
 
 class ExpectedFlowNote(UserWarning):
