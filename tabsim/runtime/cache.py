@@ -7,9 +7,9 @@ instead of compiling it (about 0.4-1 s of XLA time per program). Where it lives:
 * ``TABSIM_COMPILATION_CACHE=0`` (or ``off``, ``no``, ``false``, ``none``): no cache;
 * otherwise ``$TABSIM_CACHE/jax``, else ``$XDG_CACHE_HOME/tabsim/jax``, else
   ``~/.cache/tabsim/jax``;
-* ``tabsim --compile-cache DIR`` / ``tabsim --no-compile-cache`` give a folder, or none, for one command
-  (:func:`tabsim.base.defaults.given`: the environment is not changed);
-  :func:`enable_compilation_cache` / :func:`disable_compilation_cache` do it in Python.
+* ``tabsim --compile-cache DIR`` / ``tabsim --no-compile-cache`` give a folder, or none: the command
+  passes it to :func:`enable_compilation_cache` / :func:`disable_compilation_cache` before it compiles
+  (the environment is not changed); in Python, call them yourself.
 
 A folder the user configured for JAX itself (``JAX_COMPILATION_CACHE_DIR``, or
 ``jax.config.update("jax_compilation_cache_dir", ...)``) is left as it is. The cache
@@ -48,8 +48,8 @@ _applied = False
 
 
 def default_compilation_cache() -> Path | None:
-    """The folder the cache uses by default (``None``: switched off): the command's ``--compile-cache``, else
-    the environment (:func:`tabsim.base.defaults.compilation_cache`)."""
+    """The folder the cache uses by default (``None``: switched off): the environment's
+    (:func:`tabsim.base.defaults.compilation_cache`)."""
     return defaults.compilation_cache()
 
 
