@@ -97,6 +97,10 @@ USER_ESTIMATOR = textwrap.dedent("""
 """)
 
 
+# heavy: two processes; by default test_a_program_naming_outside_code_is_traced_on_each_call_never_kept (the store's
+# side, in this process) and tests/core/test_registry.py's re-registered estimator (its name in the static key,
+# new numbers) cover it
+@pytest.mark.heavy
 def test_a_users_component_is_traced_in_each_process_never_answered_from_the_store(tmp_path):
     """A program using an estimator registered outside tabsim is never kept: the user's edited estimator (here a
     value it reads when traced) must not get the numbers of the program traced from its earlier version."""
@@ -138,6 +142,9 @@ def test_a_tree_program_keeps_its_compiler_options_through_the_store(tmp_path):
     assert second["same"] and second["stats"] == counts(loaded=1)
 
 
+# heavy: a process of its own; by default test_on_by_default_and_switched_off_by_the_variable checks the switch
+# (no folder), and every in-process run of the suite calls the store with no folder (TABSIM_COMPILATION_CACHE=0)
+@pytest.mark.heavy
 def test_switched_off_keeps_no_programs(tmp_path):
     """With TABSIM_EXECUTABLE_CACHE=0 a new process traces its program and writes no entry (JAX's
     compilation cache still keeps the compiled program)."""
@@ -222,6 +229,21 @@ class _Touch:
 
     def __reduce__(self):
         return (pathlib.Path.touch, (pathlib.Path(self.path),))
+
+
+def test_a_program_naming_outside_code_is_traced_on_each_call_never_kept(tmp_path, store):
+    """A key that names a user's registered component (the part :func:`tabsim.config.static.user_components`
+    adds): the program is traced on each fresh call, never written to the store nor loaded from it."""
+    from tabsim.config.static import USER_COMPONENTS
+
+    program, args = small_program()
+    ref = jax.device_get(program(*args))
+    key = ("outside-code-test", ((USER_COMPONENTS, (("estimator", "scaled_grpo", 1),)),))
+    assert executables.outside_code(key) == ["scaled_grpo"]
+    for _ in range(2):  # as two processes would
+        out, n = store(key, program, *args)
+        assert same_tree(out, ref) and n == counts(compiled=1)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder", "oversized"])
