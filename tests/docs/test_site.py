@@ -100,6 +100,9 @@ def test_notebook_pages_open_figures_full_size_and_link_their_neighbours(site):
             assert f'href="{stems[i + 1]}.html"' in html, f"{stem}: no link to the next notebook"
 
 
+# A second build of the whole site: by default the site is built once (``site``, with --strict) and a broken
+# link in the docs fails tests/docs/test_docs.py::test_relative_links_resolve.
+@pytest.mark.heavy
 def test_strict_build_fails_on_a_broken_link(tmp_path):
     """The same configuration on a copy of docs/ whose index links to a page that does not exist."""
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
