@@ -230,7 +230,7 @@ def show_plan(cfg, command: str, as_json: bool, *, device: str | None = None, ex
     seconds = estimate_seconds(cfg)
     compiling, programs = compile_estimate(cfg)
     choice = device_choice(device)  # once, for every group's plan
-    plans = [plan_of(c, device=choice) for _, c in rows]
+    plans = plan_of(cfg, device=choice).by_program()  # the run's one plan, group by group
     if as_json:  # estimate_seconds: compilation and training; each apart too
         emit({"command": command, "dry_run": True, "conditions": n_cond,
               "estimate_seconds": round(seconds + compiling, 3), "training_seconds": round(seconds, 3),

@@ -288,8 +288,22 @@ class RunPlan:
                 "device": None if dev is None else f"{dev.platform}:{dev.id}", "device_choice": self.device_choice,
                 "chunk_bytes": self.chunk_bytes, "work_units": self.work,
                 "devices": [device_mod.name(d) for d in self.used_devices],
-                **({"programs_chunks": [{"per_chunk": u, "chunks": n, "segment_steps": seg} for u, n, seg in self.sizes]}
+                **({"programs_chunks": [{"per_chunk": u, "chunks": n, "segment_steps": seg}
+                                        for u, n, seg in self.sizes]}
                    if self.sizes else {})}
+
+    def by_program(self) -> list["RunPlan"]:
+        """The plan seen one program at a time (a sweep's groups: each one's conditions, chunks and segment
+        length, on the plan's one device and executor); a plan of one program is itself."""
+        if not self.sizes:
+            return [self]
+        views = []
+        for g, (u, n, seg) in enumerate(self.sizes):
+            parts = tuple((ids, c) for ids, c in self.parts if c.program == g)
+            views.append(dataclasses.replace(self, conditions=sum(len(ids) for ids, _ in parts),
+                                             seeds=len(parts[0][1].seeds), per_chunk=u, chunks=n, segment=seg,
+                                             programs=1, sizes=(), parts=parts))
+        return views
 
     @property
     def used_devices(self) -> tuple:
@@ -378,8 +392,8 @@ def plan(work: Work, *, executor=None, device: DeviceChoice | str | None = None,
         shown = progress if progress is not None else n_chunks > 1
         parts = unit_chunks(work, sizes)
     one = len(set(segments)) == 1
-    return RunPlan(conditions=work.conditions, seeds=seeds[0] if seeds else 1, per_chunk=max(sizes, default=0), chunks=n_chunks,
-                   segment=segments[0] if one else None, executor=executor,
+    return RunPlan(conditions=work.conditions, seeds=seeds[0] if seeds else 1, per_chunk=max(sizes, default=0),
+                   chunks=n_chunks, segment=segments[0] if one else None, executor=executor,
                    threads=executor_threads(executor) if executor is not None else 1, device=dev,
                    device_choice=choice.name, chunk_bytes=chunk_bytes, work=total, programs=len(work.configs),
                    shown=bool(shown), grid=work.grid, devices=spread(executor, n_chunks), parts=tuple(parts),

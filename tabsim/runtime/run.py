@@ -229,9 +229,11 @@ def run(config: Config | Sweep | dict | None = None, *, progress: bool | None = 
                       **device_mod.describe(plan.device, plan.device_choice, plan.used_devices),
                       **precision_mod.describe(precision), plan=plan.as_dict(), **extra,
                       **({"groups": provs} if sweep is not None else {}))
-    return Result(frame=frames[0] if sweep is None else pd.concat(frames, ignore_index=True),
-                  config=groups[0].config.model_dump(mode="json") if sweep is None else sweep.data, provenance=prov,
-                  prompts=None if not prompts else prompts[0] if sweep is None else pd.concat(prompts, ignore_index=True))
+    if sweep is None:
+        return Result(frame=frames[0], config=groups[0].config.model_dump(mode="json"), provenance=prov,
+                      prompts=prompts[0] if prompts else None)
+    return Result(frame=pd.concat(frames, ignore_index=True), config=sweep.data, provenance=prov,
+                  prompts=pd.concat(prompts, ignore_index=True) if prompts else None)
 
 
 def _tracking(tracker, tracker_dir, run_name: str | None):

@@ -61,6 +61,9 @@ def test_a_static_sweep_is_planned_once_and_computed_in_one_pass():
     assert plan.programs == 2 and plan.conditions == 4
     assert [(c.program, c.index, Config.model_validate(c.config).algo.estimator) for _, c in plan.parts] == [
         (0, 0, "grpo"), (1, 1, "rloo")]
+    views = plan.by_program()  # what --dry-run shows group by group: the one plan's chunks, not plans of their own
+    assert [(v.conditions, v.chunks, [c.index for _, c in v.parts]) for v in views] == [(2, 1, [0]), (2, 1, [1])]
+    assert all(v.device is plan.device and v.executor is plan.executor for v in views)
     ex = Counting()
     res = ts.run(cfg, progress=False, executor=ex)
     assert ex.calls == [[0, 1]]
