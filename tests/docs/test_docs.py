@@ -200,8 +200,7 @@ HEAVY_PAGES = {"cli.md": "tests/cli, tests/core/test_metrics_config_io.py, tests
 HEAVY_COMMANDS = {
     "README.md": {
         "tabsim reproduce --out results/reproduce":
-            "tests/studies/test_reproduce.py runs the reproduction reduced; tests/docs/test_install.py (heavy) "
-            "runs this command from the installed wheel",
+            "tests/studies/test_reproduce.py runs the reproduction, reduced, and checks every file it writes",
         "tabsim run my_study.toml":
             "quickstart.md's `tabsim run experiments/configs/paper_sweep.toml` runs a config file by default",
         "tabsim audit experiments/audits":
