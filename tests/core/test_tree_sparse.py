@@ -13,18 +13,22 @@ from tabsim.sim.rng import seed_array
 from tabsim.sim.update import sample_prompts
 
 from f32_tolerance import f32_bound  # tests/core: the float32 error bounds
+from jit_task import init_task  # tests/core: the task from one compiled program
 from update_tolerance import engine_update_tolerance
 
 TREE = {"env": "tree", "n_prompts": 12, "n_answers": 6, "n_correct": 2, "heterogeneity": 8.0,
         "tree": {"depth": 3, "branching": 3, "length_slope_wrong": 1.0}}
 CONFIGS = {
     "grpo-clip-k3-loss": {"preset": "grpo"},
+    # heavy: the clip without a KL runs by default in clip-reuse-sample
     "grpo-clip-nokl": {"preset": "grpo", "algo": {"kl_placement": "none"}},
+    # heavy: another aggregation of the same rows; grpo-clip-k3-loss runs the on-policy row path by default
     "dr_grpo": {"preset": "dr_grpo"},
     "gspo-reuse": {"preset": "gspo", "algo": {"epochs": 3}},
     "cispo-exact-kl-entropy-minibatches": {"preset": "cispo", "algo": {"kl_placement": "loss", "kl": "exact",
                                                                        "beta": 0.05, "ent_coef": 0.01,
                                                                        "epochs": 2, "minibatches": 2}},
+    # heavy: a KL over each visited row's whole distribution runs by default with the exact KL (cispo-exact-...)
     "cispo-ref_ce-kl": {"preset": "cispo", "algo": {"kl_placement": "loss", "kl": "ref_ce", "beta": 0.1}},
     "rloo-reward-kl": {"preset": "rloo"},
     # lr 3 is enough for reuse to clip; each step's Lipschitz constant (lr D 2.5, see update_tolerance) sets
@@ -51,7 +55,10 @@ def _setup(name):
     return c, env, spec, sched, hp
 
 
-@pytest.mark.parametrize("name", list(CONFIGS))
+HEAVY = {"grpo-clip-nokl", "dr_grpo", "cispo-ref_ce-kl"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.heavy if n in HEAVY else ()) for n in CONFIGS])
 def test_sparse_update_equals_dense_update(name):
     """One engine update (rollout, rewards, advantages, epochs x minibatches, optimizer) from the same
     perturbed table through both paths: the same table, optimizer state and clip fraction up to float32
@@ -59,7 +66,7 @@ def test_sparse_update_equals_dense_update(name):
     c, env, spec, sched, hp = _setup(name)
     assert env.sparse_rows and env.n_nodes == 7
     seed = jnp.asarray(seed_array([3])[0])
-    task = env.init_task(seed, hp)
+    task = init_task(env, seed, hp)
     rng = np.random.default_rng(1)
     logits = task.prior_logits + jnp.asarray(rng.normal(scale=0.7, size=task.prior_logits.shape), jnp.float32)
     results = {}
