@@ -110,26 +110,39 @@ def _cached(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*-cache")) if folder.is_dir() else []
 
 
-def test_cache_on_by_default_and_opt_outs(tmp_path):
-    """A fresh process caches its compiled program under $XDG_CACHE_HOME/tabsim/jax with no setting;
-    ``--no-compile-cache`` writes nothing; ``--compile-cache DIR`` reads DIR: a process pointed at the
-    first one's cache loads the program (a cache hit) and gets the same bits."""
+def _fresh_cli(tmp_path: Path, xdg: str, *args: str, **env) -> subprocess.CompletedProcess:
+    """``python -m tabsim.cli ARGS`` with no cache setting but ``XDG_CACHE_HOME=tmp_path/xdg``."""
+    unset = ("TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", "JAX_COMPILATION_CACHE_DIR", "TABSIM_EXECUTABLE_CACHE")
+    return subprocess.run([sys.executable, "-m", "tabsim.cli", *args], capture_output=True, text=True,
+                          timeout=300, env={**{k: v for k, v in os.environ.items() if k not in unset},
+                                            "XDG_CACHE_HOME": str(tmp_path / xdg), **env})
+
+
+# heavy: a process of its own; by default tests/cli/test_options_as_arguments.py checks that the flag disables
+# the cache before anything computes, and tests/runtime/test_cache_files.py that a disabled cache keeps nothing
+@pytest.mark.heavy
+def test_no_compile_cache_writes_nothing(tmp_path):
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY)
-    unset = ("TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", "JAX_COMPILATION_CACHE_DIR", "TABSIM_EXECUTABLE_CACHE")
+    r = _fresh_cli(tmp_path, "b", "--no-compile-cache", "run", str(cfg), "--out", str(tmp_path / "o2"), "-q")
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "b" / "tabsim").exists()
+
+
+def test_cache_on_by_default_and_opt_outs(tmp_path):
+    """A fresh process caches its compiled program under $XDG_CACHE_HOME/tabsim/jax with no setting
+    (``--no-compile-cache``: :func:`test_no_compile_cache_writes_nothing`); ``--compile-cache DIR`` reads DIR:
+    a process pointed at the first one's cache loads the program (a cache hit) and gets the same bits."""
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY)
 
     def cli(xdg: str, *args: str, **env) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tabsim.cli", *args], capture_output=True, text=True,
-                              timeout=300, env={**{k: v for k, v in os.environ.items() if k not in unset},
-                                                "XDG_CACHE_HOME": str(tmp_path / xdg), **env})
+        return _fresh_cli(tmp_path, xdg, *args, **env)
 
     r = cli("a", "run", str(cfg), "--out", str(tmp_path / "o1"), "-q")
     assert r.returncode == 0, r.stderr
     default = tmp_path / "a" / "tabsim" / "jax"
     assert _cached(default)
-    r = cli("b", "--no-compile-cache", "run", str(cfg), "--out", str(tmp_path / "o2"), "-q")
-    assert r.returncode == 0, r.stderr
-    assert not (tmp_path / "b" / "tabsim").exists()
     (exe,) = (default / "tabsim-programs").glob("*.jaxexport")  # the training program, traced
     os.utime(exe, ns=(0, 0))
     r = cli("c", "--compile-cache", str(default), "run", str(cfg), "--out", str(tmp_path / "o3"), "-q",
