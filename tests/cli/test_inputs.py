@@ -452,7 +452,7 @@ def test_seed_without_seeds_says_how_many_seeds_run(tmp_path, monkeypatch, capsy
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.toml").write_text(toml(drop=("train.seeds",), train={"seed": "2"}))
-    res = CliRunner().invoke(main, ["run", "c.toml", "--out", "o", "-q"])
+    res = CliRunner().invoke(main, ["run", "c.toml", "--out", "o", "-q", "--no-figure"])
     assert res.exit_code == 0, res.output
     assert "note: train.seed = 2 is the first seed" in res.output and "train.seeds" in res.output
     from tabsim.cli.run import _note_seed
