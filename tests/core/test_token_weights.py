@@ -13,6 +13,10 @@ from tabsim.sim.algos import AlgoSpec, policy_loss, reads_logp_only
 from tabsim.sim.algos.token_weights import TOKEN_WEIGHTS, masked_quantile, token_weights
 from tabsim.sim.params import Hyper
 
+# one compiled program per call: run eagerly, each of their operations is compiled on its own
+jit_weights = jax.jit(token_weights, static_argnums=0)
+jit_loss = jax.jit(policy_loss, static_argnums=0)
+
 
 def logq_with_entropies(h):
     """``[B, G, T, 2]`` log distributions over two actions whose entropies are ``h`` (each in ``(0, log 2]``)."""
@@ -49,8 +53,8 @@ def test_top_entropy_keeps_the_tokens_at_or_above_the_quantile_by_hand():
     assert float(masked_quantile(jnp.asarray(h, jnp.float32), jnp.asarray(mask), 0.8)) == pytest.approx(0.42)
     logq = logq_with_entropies(h)
     for keep, want in ((0.2, [[0, 0, 0], [0, 1, 0]]), (0.4, [[0, 0, 0], [1, 1, 0]]), (1.0, [[1, 1, 1], [1, 1, 0]])):
-        w = token_weights("top_entropy", logq, jnp.zeros(mask.shape, jnp.int32), jnp.asarray(mask), None,
-                          Hyper(top_entropy_quantile=keep))
+        w = jit_weights("top_entropy", logq, jnp.zeros(mask.shape, jnp.int32), jnp.asarray(mask), None,
+                        Hyper(top_entropy_quantile=keep))
         np.testing.assert_array_equal(np.asarray(w)[0], want)
 
 
@@ -118,8 +122,8 @@ def test_gtpo_conflict_weights_by_hand():
     token, a3 at its first two, a2 nowhere. From the end: the last tokens STOP (a0, a2 and a1) conflict, then 2
     (a0, a2 with a3), then 1 (a0 with a1/a3); a3's last token 1 meets no positive. So a0: w^2 / 3 on each of its
     3 tokens; a1: [0, 1, 0] / 2; a2: [w, w] / 2; a3: [0, 0, 1] / 2."""
-    w = np.asarray(token_weights("gtpo_conflict", None, jnp.asarray(GROUP_TOKENS)[None], jnp.asarray(GROUP_MASK)[None],
-                                 jnp.asarray(GROUP_ADV)[None], Hyper(gtpo_conflict_weight=2.0)))[0]
+    w = np.asarray(jit_weights("gtpo_conflict", None, jnp.asarray(GROUP_TOKENS)[None], jnp.asarray(GROUP_MASK)[None],
+                               jnp.asarray(GROUP_ADV)[None], Hyper(gtpo_conflict_weight=2.0)))[0]
     want = np.array([[4 / 3, 4 / 3, 4 / 3], [0, 0.5, 0], [1, 1, 0], [0, 0, 0.5]])
     np.testing.assert_allclose(w, want, rtol=1e-6)
     np.testing.assert_allclose(w, authors_conflict_weights(GROUP_TOKENS, GROUP_MASK, GROUP_ADV, 2.0), rtol=1e-6)
@@ -133,8 +137,8 @@ def test_gtpo_conflict_is_the_authors_mask_on_random_groups():
     mask = (np.arange(T) < n[..., None]).astype(np.float32)
     tokens = np.where(mask > 0, tokens, 0)
     adv = rng.choice([-1.0, 0.0, 0.5, 1.0], (B, G)).astype(np.float32)
-    got = np.asarray(token_weights("gtpo_conflict", None, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(adv),
-                                   Hyper(gtpo_conflict_weight=3.0)))
+    got = np.asarray(jit_weights("gtpo_conflict", None, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(adv),
+                                 Hyper(gtpo_conflict_weight=3.0)))
     want = np.stack([authors_conflict_weights(tokens[b], mask[b], adv[b], 3.0) for b in range(B)])
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
@@ -157,7 +161,7 @@ def test_policy_loss_weighs_the_surrogate_tokens_only():
     logq, tokens, mask, adv, logp_old = _loss_inputs()
     hp = Hyper(top_entropy_quantile=0.5, beta=0.3, eps_low=0.2, eps_high=0.2)
     spec = AlgoSpec(token_weight="top_entropy", kl_placement="loss", kl="k3", aggregation="token-mean")
-    got = float(policy_loss(spec, logq, tokens, mask, adv, logp_old, jnp.zeros_like(logq) - np.log(3.0), hp)[0])
+    got = float(jit_loss(spec, logq, tokens, mask, adv, logp_old, jnp.zeros_like(logq) - np.log(3.0), hp)[0])
     lq, tk, m = np.asarray(logq, np.float64), np.asarray(tokens), np.asarray(mask)
     logp = np.take_along_axis(lq, tk[..., None], -1)[..., 0]
     h = -(np.exp(lq) * lq).sum(-1)
@@ -176,14 +180,14 @@ def test_keeping_every_token_is_no_weight_and_dropped_tokens_get_no_gradient():
     plain = AlgoSpec(aggregation="token-mean")
     weighted = AlgoSpec(aggregation="token-mean", token_weight="top_entropy")
     args = (tokens, mask, adv, logp_old, None)
-    assert float(policy_loss(weighted, logq, *args, Hyper(top_entropy_quantile=1.0))[0]) == \
-        float(policy_loss(plain, logq, *args, Hyper())[0])
+    assert float(jit_loss(weighted, logq, *args, Hyper(top_entropy_quantile=1.0))[0]) == \
+        float(jit_loss(plain, logq, *args, Hyper())[0])
     # gtpo_conflict reads the sampled tokens only: the loss may be given logp alone; top_entropy needs logq
     assert reads_logp_only(AlgoSpec(token_weight="gtpo_conflict")) and not reads_logp_only(weighted)
     hp = Hyper(top_entropy_quantile=0.3)
-    keep = np.asarray(token_weights("top_entropy", logq, tokens, mask, adv, hp))
+    keep = np.asarray(jit_weights("top_entropy", logq, tokens, mask, adv, hp))
     logp = jnp.take_along_axis(logq, tokens[..., None], -1)[..., 0]
-    g = np.asarray(jax.grad(lambda lp: policy_loss(weighted, logq, *args, hp, logp=lp)[0])(logp))
+    g = np.asarray(jax.jit(jax.grad(lambda lp: policy_loss(weighted, logq, *args, hp, logp=lp)[0]))(logp))
     assert (g[keep == 0] == 0).all() and (g[keep > 0] != 0).all()
 
 
