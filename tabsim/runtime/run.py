@@ -200,40 +200,37 @@ def run(config: Config | Sweep | dict | None = None, *, progress: bool | None = 
             track.log_config(sweep.data if sweep is not None else groups[0].config.model_dump(mode="json"))
         plan = plan_of(sweep or groups[0].config, executor=executor, device=device, progress=progress, build=True,
                        precision=precision)
-        tag = () if precision == precision_mod.DEFAULT else (precision,)
-        jobs = [job_key("run", g.config.digest(), u, *tag) for g, (u, _, _) in zip(groups, _sizes(plan))]
-        # a sweep's chunks under one job, named by its groups and their chunk sizes (not by the segments: a
-        # run cut for a watched bar resumes unwatched)
-        job = jobs[0] if sweep is None else job_key("run", sweep.digest(), [u for u, _, _ in _sizes(plan)], *tag)
+        job, jobs = _jobs(sweep, groups, plan, precision)
         if announce is not None and sweep is not None:
             announce(f"{len(groups)} groups ({'; '.join(g.label for g in groups)}): {plan.conditions} condition(s), "
                      f"{plan.chunks} chunk(s), one compiled program each")
         parts = _compute([g.config for g in groups], plan, job, jobs, store, desc)
-        frames, prompts, provs = [], [], []
-        for i, g in enumerate(groups):
-            frame, per_prompt = _assemble(g.config, [out for (_, c), out in zip(plan.parts, parts) if c.program == i])
-            frames.append(frame if sweep is None else group_frame(sweep, g, frame))
-            if per_prompt is not None:  # train.prompt_metrics: the per-prompt frame, with the same static columns
-                prompts.append(per_prompt if sweep is None else group_frame(sweep, g, per_prompt))
-            provs.append({"values": g.values, "config_hash": g.config.digest(), "n_conditions": len(g.config.grid()),
-                          "n_chunks": sum(c.program == i for _, c in plan.parts)})
+        frames, prompts = zip(*(_assemble(sweep, g, [out for (_, c), out in zip(plan.parts, parts) if c.program == i])
+                                for i, g in enumerate(groups)))
+        prompts = [p for p in prompts if p is not None]
         wall = round(time.perf_counter() - t0, 3)  # the run's own time, without the trackers' writing
         for g, frame in zip(groups, frames) if track is not None else ():
             track.log_frame(frame, list(sweep.factors if sweep is not None else g.config.sweep))
-    cfg = groups[-1].config
-    seeds = [EXPECTED_SEED] if expected(cfg) else run_seeds(cfg)
-    extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
-    prov = provenance(config_hash=cfg.digest() if sweep is None else sweep.digest(), seeds=seeds,
-                      wall_seconds=wall, n_conditions=plan.conditions,
-                      n_chunks=plan.chunks,
-                      **device_mod.describe(plan.device, plan.device_choice, plan.used_devices),
-                      **precision_mod.describe(precision), plan=plan.as_dict(), **extra,
-                      **({"groups": provs} if sweep is not None else {}))
+    prov = _provenance(sweep, groups, plan, wall, precision)
     if sweep is None:
         return Result(frame=frames[0], config=groups[0].config.model_dump(mode="json"), provenance=prov,
                       prompts=prompts[0] if prompts else None)
     return Result(frame=pd.concat(frames, ignore_index=True), config=sweep.data, provenance=prov,
                   prompts=pd.concat(prompts, ignore_index=True) if prompts else None)
+
+
+def _provenance(sweep: Sweep | None, groups, plan: planning.RunPlan, wall: float, precision: str) -> dict:
+    """A run's provenance: its plan, device and precision; a sweep's, each group's too."""
+    cfg = groups[-1].config
+    extra = {"dynamics": "expected", "task_seed": cfg.train.seed} if expected(cfg) else {}
+    if sweep is not None:
+        extra["groups"] = [{"values": g.values, "config_hash": g.config.digest(), "n_conditions": len(g.config.grid()),
+                            "n_chunks": sum(c.program == i for _, c in plan.parts)} for i, g in enumerate(groups)]
+    return provenance(config_hash=cfg.digest() if sweep is None else sweep.digest(),
+                      seeds=[EXPECTED_SEED] if expected(cfg) else run_seeds(cfg), wall_seconds=wall,
+                      n_conditions=plan.conditions, n_chunks=plan.chunks,
+                      **device_mod.describe(plan.device, plan.device_choice, plan.used_devices),
+                      **precision_mod.describe(precision), plan=plan.as_dict(), **extra)
 
 
 def _tracking(tracker, tracker_dir, run_name: str | None):
@@ -245,15 +242,29 @@ def _tracking(tracker, tracker_dir, run_name: str | None):
     return trackers.session(tracker, tracker_dir, run_name=run_name, terms=TERM_ARMS)
 
 
-def _assemble(cfg: Config, parts: list) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """One program's chunk outputs, in order, as its tidy frame and its per-prompt frame (or None)."""
+def _jobs(sweep: Sweep | None, groups, plan: planning.RunPlan, precision: str) -> tuple[str, list[str]]:
+    """The run's job key in its store, and each group's (naming its segments' checkpoints). A sweep's chunks
+    are one job, named by its groups and their chunk sizes (not by the segments: a run cut for a watched
+    bar resumes unwatched); a run of one config keeps the key its chunks always had."""
+    tag = () if precision == precision_mod.DEFAULT else (precision,)
+    jobs = [job_key("run", g.config.digest(), u, *tag) for g, (u, _, _) in zip(groups, _sizes(plan))]
+    return (jobs[0] if sweep is None else job_key("run", sweep.digest(), [u for u, _, _ in _sizes(plan)], *tag)), jobs
+
+
+def _assemble(sweep: Sweep | None, group: Group, parts: list) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """One group's chunk outputs, in order, as its tidy frame and its per-prompt frame (or None), with a
+    column per static field of a sweep in front."""
+    cfg = group.config
     grid = cfg.grid()
     hist = {k: np.concatenate([p[k] for p in parts], axis=0)[:len(grid)] for k in parts[0]}
     steps = list(range(0, cfg.train.steps + 1, cfg.train.eval_every or cfg.train.steps))
     per_prompt = split_prompts(hist)  # train.prompt_metrics: the per-prompt history, out of the means'
     seeds = [EXPECTED_SEED] if expected(cfg) else run_seeds(cfg)
     frame = _tidy(hist, grid, seeds, list(cfg.arms.arms), steps)
-    return frame, (prompt_frame(per_prompt, grid, seeds, list(cfg.arms.arms), steps) if per_prompt else None)
+    prompts = prompt_frame(per_prompt, grid, seeds, list(cfg.arms.arms), steps) if per_prompt else None
+    if sweep is None:
+        return frame, prompts
+    return group_frame(sweep, group, frame), None if prompts is None else group_frame(sweep, group, prompts)
 
 
 def _sizes(plan: planning.RunPlan) -> tuple:
