@@ -45,6 +45,12 @@ def cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+def run_args(config, out, *more):
+    """``tabsim run`` of ``config`` into ``out``: quiet, and no figure (the results' bytes are compared; a
+    figure costs more than the run)."""
+    return ("run", config, "--out", out, "-q", "--no-figure", *more)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     cache = tmp_path_factory.mktemp("jax-cache")
@@ -62,7 +68,7 @@ def config(tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_bytes(config, tmp_path_factory):
     out = tmp_path_factory.mktemp("local") / "out"
-    res = cli("run", config, "--out", out, "-q")
+    res = cli(*run_args(config, out))
     assert res.exit_code == 0, res.output
     return (out / "results.parquet").read_bytes()
 
@@ -73,7 +79,7 @@ def marker(out) -> dict:
 
 def test_cluster_run_equals_local_and_leaves_external_cluster_running(cluster, config, local_bytes, tmp_path):
     out = tmp_path / "dask"
-    res = cli("run", config, "--out", out, "-q", "--executor", "dask", "--scheduler", cluster.address)
+    res = cli(*run_args(config, out, "--executor", "dask", "--scheduler", cluster.address))
     assert res.exit_code == 0, res.output
     assert (out / "results.parquet").read_bytes() == local_bytes
     assert marker(out)["chunks_written"] == N_CHUNKS
@@ -127,7 +133,7 @@ def test_worker_killed_mid_run(cluster, config, local_bytes, tmp_path, monkeypat
 
     monkeypatch.setattr(DaskExecutor, "imap_unordered", killing)
     out = tmp_path / "killed"
-    res = cli("run", config, "--out", out, "-q", "--executor", "dask", "--scheduler", cluster.address)
+    res = cli(*run_args(config, out, "--executor", "dask", "--scheduler", cluster.address))
     monkeypatch.undo()
     assert res.exit_code == 0, res.output
     assert killed.get("keys"), "no worker was seen computing a chunk"
@@ -200,7 +206,7 @@ def test_interrupted_then_resumed(cluster, config, local_bytes, tmp_path, monkey
             yield got
 
     out = tmp_path / "resumed"
-    args = ("run", config, "--out", out, "-q", "--executor", "dask", "--scheduler", cluster.address)
+    args = run_args(config, out, "--executor", "dask", "--scheduler", cluster.address)
     monkeypatch.setattr(DaskExecutor, "imap_unordered", interrupted)
     res = cli(*args)
     monkeypatch.undo()
