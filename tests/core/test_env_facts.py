@@ -3,6 +3,7 @@
 filtered_kl, root_mass)."""
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from tabsim.config.static import make_env, static_key
 from tabsim.sim.envs.base import optional_metrics
 from tabsim.sim.params import Hyper
 
+from jit_task import init_task  # tests/core: the task from one compiled program
+
 SEED = jnp.asarray([0, 1], jnp.uint32)
 
 
@@ -19,7 +22,7 @@ def task_of(**task):
     cfg = resolve({"task": {"n_prompts": 2, "n_answers": 6, "n_correct": 3, "format_boost": 0.0, **task},
                    "train": {"batch_size": 2}})
     env = make_env(cfg)
-    return cfg, env, env.init_task(SEED, Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()}))
+    return cfg, env, init_task(env, SEED, Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()}))
 
 
 def test_correct_masses_follow_the_geometric_ratio_by_rank():
@@ -61,7 +64,7 @@ def test_optional_metrics_by_hand():
     q = jnp.log(jnp.asarray([[0.4, 0.1, 0.3, 0.2], [0.4, 0.1, 0.3, 0.2]]))
     correct = jnp.asarray([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
     ref = jnp.log(jnp.full((2, 4), 0.25))
-    out = optional_metrics(("correct_entropy", "filtered_kl", "root_mass"), q, correct, ref, q)
+    out = jax.jit(optional_metrics, static_argnums=0)(("correct_entropy", "filtered_kl", "root_mass"), q, correct, ref, q)
     assert float(out["correct_entropy"][0]) == pytest.approx(0.500402, abs=1e-5)
     assert float(out["filtered_kl"][0]) == pytest.approx(0.192745, abs=1e-5)
     assert np.isnan(float(out["correct_entropy"][1])) and np.isnan(float(out["filtered_kl"][1]))
@@ -77,8 +80,8 @@ def test_the_reference_is_its_own_filtered_model_and_the_metrics_are_recorded_on
     cfg = resolve({"task": task, "train": {"batch_size": 3, "metrics": names}})
     envo = make_env(cfg)
     hp = Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()})
-    t = envo.init_task(SEED, hp)
-    m = envo.evaluate(t.prior_logits, t, hp)
+    t = init_task(envo, SEED, hp)
+    m = jax.jit(envo.evaluate)(t.prior_logits, t, hp)  # one program, not an eager compilation per operation
     assert float(m["filtered_kl"]) == pytest.approx(0.0, abs=1e-6)
     q = np.asarray(envo.answer_distribution(t.prior_logits), np.float64)
     c = np.asarray(t.correct) > 0
@@ -89,7 +92,7 @@ def test_the_reference_is_its_own_filtered_model_and_the_metrics_are_recorded_on
     assert len(roots) == envo.branching if env == "tree" else len(roots) == 5
     assert sum(float(m[k]) for k in roots) == pytest.approx(1.0, abs=1e-6)
     default = make_env(resolve({"task": task, "train": {"batch_size": 3}}))
-    plain = default.evaluate(t.prior_logits, t, hp)
+    plain = jax.jit(default.evaluate)(t.prior_logits, t, hp)
     assert not {"correct_entropy", "filtered_kl"} & set(plain) and not any(k.startswith("root") for k in plain)
     assert resolve({"train": {"metrics": ["root_mass", "pass1"]}}).train.metrics == ["pass1", "root_mass"]
 
@@ -105,7 +108,8 @@ def test_sampled_majority_agrees_with_the_exact_enumeration_within_its_standard_
     correct = np.array([[0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     counts, lmc, credit = majority_tables(7, 4, tie)
     exact = (np.exp(lmc[None, :] + np.log(q) @ counts.T) * (correct @ credit.T)).sum(-1)
-    est, var = sampled_majority(jnp.asarray(q, jnp.float32), jnp.asarray(correct, jnp.float32), 7, 20000, tie)
+    est, var = jax.jit(sampled_majority, static_argnums=(2, 3, 4))(jnp.asarray(q, jnp.float32),
+                                                                   jnp.asarray(correct, jnp.float32), 7, 20000, tie)
     se = np.sqrt(np.asarray(var))
     assert (se > 0).all() and (se < 0.005).all()
     assert (np.abs(np.asarray(est) - exact) < 4 * se).all(), (np.asarray(est), exact, se)
@@ -119,6 +123,6 @@ def test_maj_draws_lets_a_maj_k_above_the_cap_through_and_is_unwritten_when_unse
     assert env.maj_sampled == (64,) and set(env._maj) == {5}
     assert "maj_draws" not in resolve({}).model_dump()["train"] and ("maj_draws", 500) == static_key(cfg)[-2:]
     hp = Hyper(**{k: np.float32(v) for k, v in cfg.hyper_values().items()})
-    t = env.init_task(SEED, hp)
-    m = env.evaluate(t.prior_logits, t, hp)
+    t = init_task(env, SEED, hp)
+    m = jax.jit(env.evaluate)(t.prior_logits, t, hp)
     assert 0 < float(m["maj@64"]) <= 1 and 0 < float(m["maj@64_se"]) < 0.05 and "maj@5_se" not in m
