@@ -45,7 +45,7 @@ def _figure_formats(ctx, param, pdf: bool) -> None:
     # variable is refused before anything runs) and passed to the figures as an argument (chosen("figure_formats"))
     if ctx.resilient_parsing:
         return
-    from tabsim.plotting.formats import figure_formats  # light: the ground floor only, no matplotlib
+    from tabsim.plotting.formats import figure_formats  # lazy: the option's callback only; the ground floor, no matplotlib
 
     try:
         give(ctx, figure_formats=("png", "pdf") if pdf else figure_formats(user_formats()))
