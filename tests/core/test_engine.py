@@ -14,6 +14,7 @@ from tabsim.sim.params import Hyper
 from tabsim.sim.rng import seed_array, seed_words
 
 from f32_tolerance import EPS32, f32_bound, f64_bound  # tests/core: the float32 error bounds
+from jit_task import init_task  # tests/core: the task from one compiled program
 
 PAPER_ALGO = AlgoSpec(estimator="grpo", surrogate="reinforce", aggregation="group-sum", kl="ref_ce",
                       kl_placement="loss")
@@ -75,7 +76,8 @@ def _jax_update(logits, ref, answers, rewards, hp):
         logq = jnp.broadcast_to(jax.nn.log_softmax(lg)[:, None, None, :], (B, G, 1, K))
         return policy_loss(PAPER_ALGO, logq, tokens, mask * valid[:, None, None], adv, logp_old, logq_ref, hp)[0]
 
-    return loss, jnp.asarray(logits) - hp.lr * jax.grad(loss)(jnp.asarray(logits))
+    # compiled: run eagerly, each operation of the loss and its gradient is compiled on its own
+    return jax.jit(loss), jnp.asarray(logits) - hp.lr * jax.jit(jax.grad(loss))(jnp.asarray(logits))
 
 
 @pytest.mark.parametrize("filt", [0.0, 1.0])
@@ -119,7 +121,7 @@ def test_engine_step_matches_reference_update():
     hp = Hyper(**cfg.hyper_values({"prior_strength": 0.5}))
     hp = jax.tree_util.tree_map(jnp.asarray, hp)
     seed = seed_words(3)
-    task = env.init_task(seed, hp)
+    task = init_task(env, seed, hp)
     update = jax.jit(make_update(env, PAPER_ALGO, schedule(cfg)), static_argnums=2)
     state = TrainState(logits=task.prior_logits, opt_state=(), seed=seed, step=jnp.zeros((), jnp.int32))
     arm = arms_mod.arm_id("true")
@@ -128,9 +130,9 @@ def test_engine_step_matches_reference_update():
     from tabsim.sim import rng as R
     idx = np.asarray(jax.lax.top_k(R.uniform(seed, (env.n_prompts,), step=0, tag=R.BATCH), 16)[1])
     lb = np.asarray(task.prior_logits)[idx]
-    roll = env.rollout(seed, 0, jnp.asarray(lb), 8)
+    roll = jax.jit(env.rollout, static_argnums=3)(seed, 0, jnp.asarray(lb), 8)
     task_b = jax.tree_util.tree_map(lambda x: x[idx], task)
-    rew = np.asarray(arms_mod.rewards(arm, seed, 0, env, task_b, roll.answers, hp))
+    rew = np.asarray(jax.jit(lambda *a: arms_mod.rewards(arm, *a[:2], env, *a[2:]))(seed, 0, task_b, roll.answers, hp))
     ref_new = np.asarray(task.prior_logits).copy()
     ref_new[idx] = np_tabular_update(lb, lb, np.asarray(roll.answers), rew, lr=0.05, beta=0.01, eps=1e-8, filt=True)
     np.testing.assert_allclose(np.asarray(new_state.logits), ref_new, rtol=EPS32, atol=update_tolerance(8, 0.05, 0.01))
@@ -181,11 +183,13 @@ def test_arms_share_sampling_randomness():
     env = ts.make_env(cfg)
     hp = Hyper(**cfg.hyper_values())
     seed = seed_words(0)
-    task = env.init_task(seed, hp)
-    r1 = env.rollout(seed, 0, task.prior_logits[:16], 8).answers
-    r2 = env.rollout(seed, 0, task.prior_logits[:16], 8).answers
+    task = init_task(env, seed, hp)
+    rollout = jax.jit(env.rollout, static_argnums=3)
+    r1 = rollout(seed, 0, task.prior_logits[:16], 8).answers
+    r2 = rollout(seed, 0, task.prior_logits[:16], 8).answers
     assert (np.asarray(r1) == np.asarray(r2)).all()
-    allr = np.asarray(arms_mod.all_rewards(seed, 0, env, jax.tree_util.tree_map(lambda x: x[:16], task), r1, hp))
+    all_rewards = jax.jit(lambda seed, step, *a: arms_mod.all_rewards(seed, step, env, *a))
+    allr = np.asarray(all_rewards(seed, 0, jax.tree_util.tree_map(lambda x: x[:16], task), r1, hp))
     assert allr.shape == (len(arms_mod.ARMS), 16, 8)
 
 
