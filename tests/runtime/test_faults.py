@@ -63,9 +63,9 @@ def slow_config(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(slow_config, tmp_path_factory):
-    """The uninterrupted run's folder (written in-process)."""
+    """The uninterrupted run's folder (written in-process; its results are compared, so no figure)."""
     out = tmp_path_factory.mktemp("ref") / "ref"
-    res = cli("run", slow_config, "--out", out, "-q")
+    res = cli("run", slow_config, "--out", out, "-q", "--no-figure")
     assert res.exit_code == 0, res.output
     return out
 
@@ -102,12 +102,12 @@ def hold(proc, out: Path, n: int) -> int:
 # -- an existing --out ------------------------------------------------------------------------
 def test_complete_run_refused_then_overwritten_atomically(tmp_path):
     out = tmp_path / "o"
-    assert cli(*TINY, "--out", out).exit_code == 0
+    assert cli(*TINY, "--out", out, "--no-figure").exit_code == 0  # (a figure costs more than the run)
     first = tree_bytes(out)
     assert MARKER in first and "results.parquet" in first
     assert_clean_refusal(cli(*TINY, "--out", out), "complete tabsim run", "--overwrite")
     assert tree_bytes(out) == first
-    res = cli(*TINY, "--steps", "20", "--out", out, "--overwrite")
+    res = cli(*TINY, "--steps", "20", "--out", out, "--overwrite", "--no-figure")
     assert res.exit_code == 0, res.output
     assert tree_bytes(out)["results.parquet"] != first["results.parquet"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # no staging, lock or old copy left behind
@@ -136,7 +136,7 @@ def test_resume_and_overwrite_together_refused(tmp_path):
 
 def test_resume_of_a_complete_run_does_nothing(tmp_path):
     out = tmp_path / "o"
-    assert cli(*TINY, "--out", out).exit_code == 0
+    assert cli(*TINY, "--out", out, "--no-figure").exit_code == 0
     first = tree_bytes(out)
     res = cli(*TINY, "--out", out, "--resume")
     assert res.exit_code == 0 and "nothing to resume" in res.output
@@ -164,6 +164,9 @@ def test_unwritable_target_one_line(tmp_path):
 
 
 # -- concurrent writers -----------------------------------------------------------------------
+# heavy: a process of its own; test_sigkill_then_resume_is_byte_identical makes the same refusals of a second
+# writer while its stopped run holds the lock, and its resume takes over after the kill
+@pytest.mark.heavy
 def test_second_writer_is_refused(slow_config, tmp_path):
     out = tmp_path / "o"
     proc = spawn("run", slow_config, "--out", out, "-q")
@@ -217,11 +220,16 @@ def test_sigint_stops_with_one_line_keeps_chunks_and_resume_is_byte_identical(sl
 def test_sigkill_then_resume_is_byte_identical(slow_config, reference, tmp_path):
     out = tmp_path / "o"
     proc = spawn("run", slow_config, "--out", out, "-q")
-    hold(proc, out, 3)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    try:
+        hold(proc, out, 3)  # stopped, it holds the lock: a second writer is refused, even asked to overwrite
+        assert_clean_refusal(cli("run", slow_config, "--out", out, "-q"), "another tabsim process", f"pid {proc.pid}")
+        assert_clean_refusal(cli("run", slow_config, "--out", out, "-q", "--overwrite"), "another tabsim process")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not out.exists()  # nothing that looks complete
+    assert lock_path(out).exists()  # the kernel released the lock: the resume below takes over
     # truncated checkpoints (as a power cut could leave them) are recomputed
     pack = staging_path(out) / "chunks" / PACK
     pack.write_bytes(pack.read_bytes()[:100])
@@ -255,7 +263,7 @@ def spawn_limited(nbytes, *args):
 
 def test_disk_full_while_writing_one_line_and_old_results_intact(tmp_path):
     out = tmp_path / "o"
-    assert cli(*TINY, "--out", out).exit_code == 0
+    assert cli(*TINY, "--out", out, "--no-figure").exit_code == 0
     first = tree_bytes(out)
     # every file tabsim writes is larger than 2 kB except the small JSON ones: the results frame fails
     proc = spawn_limited(2048, *TINY, "--steps", "20", "--out", out, "--overwrite")
