@@ -80,13 +80,14 @@ def test_run_with_overrides_then_rerun_its_config_json(small, tmp_path):
     """``--preset``, ``--set``, ``--vary`` and ``--arms`` on ``run``; its ``config.json`` reruns the same config."""
     first = one_object(cli("run", small, "--preset", "grpo", "--set", "algo.lr=0.1", "--set", "train.eval_every=1",
                            "--vary", "prior_strength=0.3,0.6", "--arms", "frozen,true", "--out", tmp_path / "o",
-                           "-q", "--json"))
+                           "-q", "--json", "--no-figure"))  # (a figure costs more than the run)
     cfg = json.loads((tmp_path / "o" / "config.json").read_text())
     assert cfg["preset"] == "grpo" and cfg["algo"]["lr"] == 0.1 and cfg["train"]["eval_every"] == 1
     assert cfg["sweep"] == {"prior_strength": [0.3, 0.6]} and cfg["arms"]["arms"] == ["frozen", "true"]
     assert first["factors"] == ["prior_strength"] and len(first["final"]) == 4
     assert {"prior_strength", "arm", "mean", "sem", "n"} <= set(first["final"][0])
-    again = one_object(cli("run", tmp_path / "o" / "config.json", "--out", tmp_path / "o2", "-q", "--json"))
+    again = one_object(cli("run", tmp_path / "o" / "config.json", "--out", tmp_path / "o2", "-q", "--json",
+                           "--no-figure"))
     assert again["config_digest"] == first["config_digest"]
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "o" / "results.parquet"),
                                   pd.read_parquet(tmp_path / "o2" / "results.parquet"))
