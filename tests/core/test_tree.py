@@ -1,5 +1,6 @@
 """Tree-MDP: bandit equivalence at depth 1, exact DP against Monte Carlo, token-level gradients, masks,
 prior structure, config validation, and the run / partition tools on tree results."""
+import functools
 import itertools
 import math
 
@@ -15,6 +16,7 @@ from tabsim.sim.params import Hyper
 from tabsim.sim.rng import seed_words
 
 from f32_tolerance import f32_bound, f64_bound  # tests/core: the float32 error bounds
+from jit_task import init_task  # tests/core: the task from one compiled program
 
 PAPER_CHECK_KEYS = ("entropy", "kl_ref", "format_mass", "mode_correct", "maj@4", "pass@4")
 
@@ -231,21 +233,22 @@ def test_token_gradients_equal_numpy_reference(ratio):
     with jax.enable_x64(True):
         key = jax.random.key(0)
         logits = jax.random.normal(key, (3, env.n_nodes, 3), dtype=jnp.float64)
-        ro = env.rollout(seed_words(2), 0, logits.astype(jnp.float32), 5)
+        ro = jax.jit(env.rollout, static_argnums=3)(seed_words(2), 0, logits.astype(jnp.float32), 5)
         assert len(np.unique(np.asarray(ro.lengths))) == 3  # lengths 1, 2 and 3 all present
         old = logits + 0.4 * jax.random.normal(jax.random.key(1), logits.shape, dtype=jnp.float64)
         ref = logits + 0.3 * jax.random.normal(jax.random.key(2), logits.shape, dtype=jnp.float64)
         adv = jax.random.normal(jax.random.key(3), (3, 5), dtype=jnp.float64)
         mask = ro.mask.astype(jnp.float64).at[1].set(0.0)  # one group removed by the filter
-        logp_old = take_logp(env.token_logq(old, ro), ro.tokens)
-        logq_ref = env.token_logq(ref, ro)
+        logp_old, logq_ref = jax.jit(lambda old, ref, ro: (take_logp(env.token_logq(old, ro), ro.tokens),
+                                                           env.token_logq(ref, ro)))(old, ref, ro)
         hp = jax.tree_util.tree_map(lambda x: jnp.float64(x), Hyper(eps_low=0.2, eps_high=0.2, beta=0.05))
         # float64 on both sides: a node's entry sums up to B G T tokens' d loss / d logp (onehot - q), each
         # through about 8 roundings (ratio, clip, k3, weights) and D log-softmaxes of 3 A; a token's term is
         # at most its ratio times |A| plus beta |1 - e^(l_ref - l)|, and the weights sum to <= B
-        lp = np.asarray(take_logp(env.token_logq(logits, ro), ro.tokens))
+        lp, lp_ref = (np.asarray(x) for x in jax.jit(lambda lg, ro, lq: (take_logp(env.token_logq(lg, ro), ro.tokens),
+                                                                          take_logp(lq, ro.tokens)))(logits, ro, logq_ref))
         term = (np.exp(np.abs(lp - np.asarray(logp_old)).max()) * np.abs(np.asarray(adv)).max()
-                + 0.05 * np.exp(np.abs(np.asarray(take_logp(logq_ref, ro.tokens)) - lp).max()))
+                + 0.05 * np.exp(np.abs(lp_ref - lp).max()))
         B, G, T = ro.tokens.shape
         tol = 2 * f64_bound(B * G * T + 8 + 3 * 3 * env.depth, B * term)
         for aggregation in AGGREGATIONS:
@@ -257,7 +260,7 @@ def test_token_gradients_equal_numpy_reference(ratio):
             g = np.asarray(jax.jit(jax.grad(loss))(logits))
             expect = np_policy_grad(np.asarray(logits), np.asarray(ro.nodes), np.asarray(ro.tokens),
                                     np.asarray(mask), np.asarray(adv), np.asarray(logp_old),
-                                    np.asarray(take_logp(logq_ref, ro.tokens)), ratio=ratio,
+                                    lp_ref, ratio=ratio,
                                     aggregation=aggregation, eps=0.2, beta=0.05)
             np.testing.assert_allclose(g, expect, rtol=0, atol=tol, err_msg=aggregation)
             assert np.abs(expect).max() > 1e-3
@@ -265,17 +268,29 @@ def test_token_gradients_equal_numpy_reference(ratio):
 
 
 # -- masks -------------------------------------------------------------------------------------
+MASK_ENV = TreeEnv(n_prompts=2, n_answers=4, depth=5, branching=3)  # one compiled rollout for every length
+mask_rollout = jax.jit(MASK_ENV.rollout, static_argnums=3)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def mask_gradient(spec, lg, ro, adv):
+    env = MASK_ENV
+    logp_old = take_logp(env.token_logq(lg, ro), ro.tokens)
+    return jax.grad(lambda x: policy_loss(spec, env.token_logq(x, ro), ro.tokens, ro.mask, adv, logp_old,
+                                          env.token_logq(lg, ro), Hyper())[0])(lg)
+
+
 @pytest.mark.parametrize("length", [1, 2, 3, 4, 5])
 def test_masks_every_length(length):
     """Force STOP at depth ``length - 1``: every answer has exactly that length, and the padding
     carries no gradient under any aggregation."""
     D = 5
-    env = TreeEnv(n_prompts=2, n_answers=4, depth=D, branching=3)
+    env = MASK_ENV
     depth = env.node_depth
     stop_bias = np.where(depth == length - 1, 30.0, -30.0)
     logits = np.zeros((2, env.n_nodes, 3), np.float32)
     logits[:, :, STOP] = stop_bias
-    ro = env.rollout(seed_words(7), 3, jnp.asarray(logits), 16)
+    ro = mask_rollout(seed_words(7), 3, jnp.asarray(logits), 16)
     tok, mask, nodes = np.asarray(ro.tokens), np.asarray(ro.mask), np.asarray(ro.nodes)
     np.testing.assert_array_equal(np.asarray(ro.lengths), length)
     np.testing.assert_array_equal(mask, np.broadcast_to(np.arange(D) < length, mask.shape))
@@ -289,11 +304,8 @@ def test_masks_every_length(length):
     assert np.all(env.terminal[last])
     adv = jnp.linspace(-1.0, 1.0, 32).reshape(2, 16)
     lg = jnp.asarray(logits)
-    logp_old = take_logp(env.token_logq(lg, ro), ro.tokens)
     for aggregation in AGGREGATIONS:
-        spec = AlgoSpec(surrogate="reinforce", aggregation=aggregation)
-        g = jax.grad(lambda x: policy_loss(spec, env.token_logq(x, ro), ro.tokens, ro.mask, adv, logp_old,
-                                           env.token_logq(lg, ro), Hyper())[0])(lg)
+        g = mask_gradient(AlgoSpec(surrogate="reinforce", aggregation=aggregation), lg, ro, adv)
         touched = np.zeros(env.n_nodes, bool)
         touched[np.unique(nodes[..., :length])] = True
         assert np.all(np.asarray(g)[:, ~touched] == 0.0)
@@ -347,7 +359,7 @@ def test_tree_runs_through_run_and_partition():
     # a node's reach, <= D nodes a path
     r = ts.resolve(cfg)
     env = ts.make_env(r)
-    prior = np.concatenate([np.asarray(env.init_task(seed_words(s), Hyper(
+    prior = np.concatenate([np.asarray(init_task(env, seed_words(s), Hyper(
         **r.hyper_values({"prior_strength": p}))).prior_logits) for s in range(4) for p in (0.3, 0.6)])
     tol = env.depth * f32_bound(prior.shape[-1] + 4, 1 + np.abs(prior).max())
     np.testing.assert_allclose(frozen.kl_ref, 0.0, rtol=0, atol=tol)
