@@ -23,6 +23,7 @@ from tabsim.sim.params import Hyper
 from tabsim.sim.rng import seed_words
 
 from f32_tolerance import f32_bound  # tests/core: the float32 error bounds
+from jit_task import init_task  # tests/core: the task from one compiled program
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "presets.md"
 
@@ -128,9 +129,10 @@ def test_tree_engine_uses_returns_to_go_for_reinforce_pp(monkeypatch):
     sched = Schedule(steps=1, batch_size=4, group_size=4, eval_every=1)
     seed = jnp.asarray(seed_words(3))
     hp = Hyper(beta=0.5, lr=1.0, filter=0.0, prior_strength=0.5)
-    task = env.init_task(seed, hp)
+    task = init_task(env, seed, hp)
     # the policy moved away from the reference, so the KL terms are not zero
-    logits = task.prior_logits + jax.random.normal(jax.random.key(0), task.prior_logits.shape)
+    noise = jax.jit(jax.random.normal, static_argnums=1)(jax.random.key(0), task.prior_logits.shape)
+    logits = task.prior_logits + noise
     state = TrainState(logits=logits, opt_state=(), seed=seed, step=jnp.zeros((), jnp.int32))
 
     def step():
