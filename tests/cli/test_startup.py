@@ -110,12 +110,16 @@ def _cached(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*-cache")) if folder.is_dir() else []
 
 
+def _fresh_env(tmp_path: Path, xdg: str, **env) -> dict:
+    """This process's environment with no cache setting but ``XDG_CACHE_HOME=tmp_path/xdg``."""
+    unset = ("TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", "JAX_COMPILATION_CACHE_DIR", "TABSIM_EXECUTABLE_CACHE")
+    return {**{k: v for k, v in os.environ.items() if k not in unset}, "XDG_CACHE_HOME": str(tmp_path / xdg), **env}
+
+
 def _fresh_cli(tmp_path: Path, xdg: str, *args: str, **env) -> subprocess.CompletedProcess:
     """``python -m tabsim.cli ARGS`` with no cache setting but ``XDG_CACHE_HOME=tmp_path/xdg``."""
-    unset = ("TABSIM_COMPILATION_CACHE", "TABSIM_CACHE", "JAX_COMPILATION_CACHE_DIR", "TABSIM_EXECUTABLE_CACHE")
     return subprocess.run([sys.executable, "-m", "tabsim.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={**{k: v for k, v in os.environ.items() if k not in unset},
-                                            "XDG_CACHE_HOME": str(tmp_path / xdg), **env})
+                          timeout=300, env=_fresh_env(tmp_path, xdg, **env))
 
 
 # heavy: a process of its own; by default tests/cli/test_options_as_arguments.py checks that the flag disables
@@ -130,17 +134,25 @@ def test_no_compile_cache_writes_nothing(tmp_path):
 
 
 def test_cache_on_by_default_and_opt_outs(tmp_path):
-    """A fresh process caches its compiled program under $XDG_CACHE_HOME/tabsim/jax with no setting
-    (``--no-compile-cache``: :func:`test_no_compile_cache_writes_nothing`); ``--compile-cache DIR`` reads DIR:
-    a process pointed at the first one's cache loads the program (a cache hit) and gets the same bits."""
+    """Two fresh processes at once cache their compiled program under $XDG_CACHE_HOME/tabsim/jax with no
+    setting, sharing it: both succeed without a cache warning and give the same bits (as
+    :func:`test_concurrent_processes_share_one_cache`, here by default; ``--no-compile-cache``:
+    :func:`test_no_compile_cache_writes_nothing`); ``--compile-cache DIR`` reads DIR: a process pointed at
+    their cache loads the program (a cache hit) and gets the same bits."""
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY)
 
     def cli(xdg: str, *args: str, **env) -> subprocess.CompletedProcess:
         return _fresh_cli(tmp_path, xdg, *args, **env)
 
-    r = cli("a", "run", str(cfg), "--out", str(tmp_path / "o1"), "-q")
-    assert r.returncode == 0, r.stderr
+    procs = [subprocess.Popen([sys.executable, "-m", "tabsim.cli", "run", str(cfg), "--out", str(tmp_path / o), "-q"],
+                              env=_fresh_env(tmp_path, "a"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for o in ("o1", "o2")]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert "cache" not in err.lower(), err
+    assert (tmp_path / "o1" / "results.parquet").read_bytes() == (tmp_path / "o2" / "results.parquet").read_bytes()
     default = tmp_path / "a" / "tabsim" / "jax"
     assert _cached(default)
     (exe,) = (default / "tabsim-programs").glob("*.jaxexport")  # the training program, traced
@@ -156,6 +168,9 @@ def test_cache_on_by_default_and_opt_outs(tmp_path):
     assert r.exit_code != 0 and "--compile-cache" in r.output and "is a file" in r.output
 
 
+# heavy: two processes of their own; test_cache_on_by_default_and_opt_outs starts its two first processes at once
+# on one cache, and tests/runtime/test_cache_files.py checks a folder holding a program written without a size bound
+@pytest.mark.heavy
 def test_concurrent_processes_share_one_cache(tmp_path):
     """Two processes compile the same program into one cache at once: both succeed without a cache
     warning, and their results are the same bits. The cache already holds a program written without a
