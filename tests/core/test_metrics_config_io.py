@@ -15,6 +15,7 @@ from tabsim.sim.params import Hyper
 from tabsim.sim.rng import seed_words
 
 from f32_tolerance import f32_bound  # tests/core: the float32 error bounds
+from jit_task import init_task  # tests/core: the task from one compiled program
 
 
 def test_compositions_count_and_sum():
@@ -26,9 +27,10 @@ def test_compositions_count_and_sum():
 def test_exact_pass_and_maj_match_monte_carlo(tie):
     env = BanditEnv(n_prompts=6, n_answers=5, n_correct=2, tie=tie, pass_k=(3,), maj_k=(4,))
     hp = Hyper(prior_strength=0.45, format_boost=0.5)
-    task = env.init_task(seed_words(1), hp)
-    logits = task.prior_logits + jax.random.normal(jax.random.key(0), task.prior_logits.shape)
-    exact = {k: float(v) for k, v in env.evaluate(logits, task, hp).items()}
+    task = init_task(env, seed_words(1), hp)
+    noise = jax.jit(jax.random.normal, static_argnums=1)(jax.random.key(0), task.prior_logits.shape)
+    logits = task.prior_logits + noise
+    exact = {k: float(v) for k, v in jax.jit(env.evaluate)(logits, task, hp).items()}
     rng = np.random.default_rng(0)
     p = np.asarray(jax.nn.softmax(logits))
     corr = np.asarray(task.correct)
@@ -57,7 +59,7 @@ def test_exact_pass_and_maj_match_monte_carlo(tie):
 def test_heterogeneous_prior_has_requested_mean_and_spread():
     env = BanditEnv(n_prompts=4000, n_answers=8, n_correct=2, heterogeneous=True)
     hp = Hyper(prior_strength=0.3, heterogeneity=10.0)
-    task = env.init_task(seed_words(0), hp)
+    task = init_task(env, seed_words(0), hp)
     p = np.asarray(task.prompt_strength)
     # Beta(3, 7): mean 0.3, var = 0.21 / 11; s.e. of the mean = sqrt(var / 4000) ~ 0.0022
     assert abs(p.mean() - 0.3) < 4 * np.sqrt(0.21 / 11 / 4000)
