@@ -20,6 +20,8 @@ from tabsim.sim.params import Hyper
 from tabsim.sim.rng import seed_array
 from tabsim.runtime.run import algo_spec, make_env, schedule
 
+from jit_task import init_task  # tests/core: the task from one compiled program
+
 N_MC = 4096
 BANDIT_PRESETS = ["paper", "grpo", "dr_grpo", "dapo", "gspo", "cispo", "sapo", "rloo", "gpg"]
 
@@ -31,7 +33,7 @@ def _mc_one_step(cfg, logits, seeds):
     hp = Hyper(**cfg.hyper_values())
     update = make_update(env, algo, sched, arms)
     words = jnp.asarray(seed_array([cfg.train.seed])[0])
-    task = env.init_task(words, hp)
+    task = init_task(env, words, hp)
 
     def one(seed, arm):
         st = TrainState(logits=logits, opt_state=(), seed=seed, step=jnp.zeros((), jnp.int32))
@@ -46,8 +48,8 @@ def _assert_mc_mean_is_the_expected_step(cfg, seed: int, key: int):
     """From the task's prior perturbed by ``key``: each arm's mean of N_MC sampled one-step tables against
     the exact expected step, every entry within 5 Monte Carlo standard errors (sd / sqrt(N_MC)).
     Returns the sampled tables ``[seeds, arms, N, K]`` and the starting logits."""
-    prior = make_env(cfg).init_task(jnp.asarray(seed_array([seed])[0]), Hyper(**cfg.hyper_values())).prior_logits
-    logits = prior + jax.random.normal(jax.random.key(key), prior.shape) * 0.5
+    prior = init_task(make_env(cfg), jnp.asarray(seed_array([seed])[0]), Hyper(**cfg.hyper_values())).prior_logits
+    logits = prior + jax.jit(jax.random.normal, static_argnums=1)(jax.random.key(key), prior.shape) * 0.5
     sampled, env, algo, sched, task, hp = _mc_one_step(cfg, logits, range(N_MC))
     for a, arm in enumerate(cfg.arms.arms):
         want = np.asarray(E.expected_update(env, algo, sched, arm, task, logits, hp))
