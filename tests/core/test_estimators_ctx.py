@@ -16,6 +16,8 @@ from tabsim.sim.expected import check
 from tabsim.sim.params import Hyper
 from tabsim.sim.update import Schedule
 
+from jit_task import init_task  # tests/core: the task from one compiled program
+
 BESSEL = Hyper(std_ddof=1.0, std_eps=1e-6)  # NGRPO's released trainer: torch.std, eps 1e-6
 
 
@@ -151,12 +153,14 @@ def test_context_fields_on_a_bandit_by_hand():
     """One node per prompt: an answer's seq_logp is log pi(a), its entropy the node's, p0 the prior's mass on the
     correct answers; only the declared fields are computed."""
     env = BanditEnv(n_prompts=3, n_answers=4, n_correct=1, offline_samples=0)
-    task = env.init_task(jnp.asarray([0, 1], jnp.uint32), Hyper())
+    task = init_task(env, jnp.asarray([0, 1], jnp.uint32), Hyper())
     logits = jnp.asarray(np.random.default_rng(0).normal(size=(3, 4)), jnp.float32)
     idx = jnp.asarray([2, 0])
-    rollout = env.rollout(jnp.asarray([0, 1], jnp.uint32), 0, logits[idx], 5)
-    ctx = estimator_context(env, batch.CONTEXT_FIELDS, task=task, idx=idx, every=False, logits=logits,
-                            rollout=rollout)
+    # compiled: run eagerly, each operation is compiled on its own
+    rollout = jax.jit(env.rollout, static_argnums=3)(jnp.asarray([0, 1], jnp.uint32), 0, logits[idx], 5)
+    ctx = jax.jit(lambda task, idx, logits, rollout: estimator_context(
+        env, batch.CONTEXT_FIELDS, task=task, idx=idx, every=False, logits=logits, rollout=rollout))(
+        task, idx, logits, rollout)
     logpi = np.asarray(jax.nn.log_softmax(logits[idx], -1))
     answers = np.asarray(rollout.answers)
     np.testing.assert_array_equal(np.asarray(ctx["answers"]), answers)
@@ -168,7 +172,7 @@ def test_context_fields_on_a_bandit_by_hand():
                                rtol=1e-6)
     p0 = (np.exp(np.asarray(task.prior_logits)) * np.asarray(task.correct)).sum(-1)
     np.testing.assert_allclose(ctx["p0"], p0[[2, 0]], rtol=1e-6)
-    np.testing.assert_allclose(reference_success(env, task), p0, rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(lambda t: reference_success(env, t))(task), p0, rtol=1e-6)
     only = estimator_context(env, ("p0",), task=task, idx=idx, every=False, logits=logits, rollout=rollout)
     assert set(only) == {"p0"}
 
