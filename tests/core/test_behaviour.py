@@ -19,6 +19,8 @@ from tabsim.sim.update import make_update
 from tabsim.sim.rng import seed_words
 from tabsim.config.static import algo_spec
 
+from jit_task import init_task  # tests/core: the task from one compiled program
+
 # one batch of 2 prompts x 2 answers x 3 tokens: policy-at-batch-start and sampler log-probs, the last token of
 # the second answer padding
 LOGP_OLD = np.log(np.array([[[0.5, 0.4, 0.9], [0.2, 0.3, 0.7]], [[0.6, 0.1, 0.5], [0.9, 0.8, 0.2]]]))
@@ -161,14 +163,19 @@ def test_hints_redraw_only_the_all_wrong_groups():
     spec, env = algo_spec(cfg), ts.make_env(cfg)
     hp = Hyper(**cfg.hyper_values())
     seed = seed_words(3)
-    task = env.init_task(seed, hp)
+    task = init_task(env, seed, hp)
     correct = np.asarray(task.correct)
     logits = jnp.asarray(np.where(correct > 0, np.array([[-30.0], [30.0]]), 0.0), jnp.float32)
     plan = update_plan(env, spec, Schedule(batch_size=2, group_size=4), ("true",), None)
-    mu = behaviour.table(spec, logits, task, None, seed, 0, hp)
     idx = jnp.arange(2)
-    _, rollout, logq_old, _, _, logq_mu = behaviour_roll_out(env, spec, plan, logits, mu, task, idx, seed, 0)
-    first = roll_out(env, spec, plan, logits, task, idx, seed, 0)[1]
+
+    @jax.jit  # one program: run eagerly, each operation is compiled on its own
+    def draw(logits, task, seed, hp):
+        mu = behaviour.table(spec, logits, task, None, seed, 0, hp)
+        _, rollout, logq_old, _, _, logq_mu = behaviour_roll_out(env, spec, plan, logits, mu, task, idx, seed, 0)
+        return rollout, logq_old, logq_mu, roll_out(env, spec, plan, logits, task, idx, seed, 0)[1]
+
+    rollout, logq_old, logq_mu, first = draw(logits, task, seed, hp)
     ans = np.asarray(rollout.answers)
     assert correct[0, ans[0]].all()  # redrawn from the hint
     np.testing.assert_array_equal(ans[1], np.asarray(first.answers)[1])  # the policy's draw, kept
@@ -219,7 +226,8 @@ def test_stale_engine_step_replayed():
     spec = algo_spec(cfg)
     hp = jax.tree_util.tree_map(jnp.asarray, Hyper(**cfg.hyper_values()))
     seed = seed_words(7)
-    task, state = init_state(env, spec, seed, hp)
+    # compiled programs throughout: run eagerly, each operation is compiled on its own
+    task, state = jax.jit(lambda seed, hp: init_state(env, spec, seed, hp))(seed, hp)
     update = jax.jit(make_update(env, spec, schedule(cfg), ("true",)), static_argnums=2)
     arm = 0
     s1, _ = update(state, task, arm, hp)
@@ -227,9 +235,10 @@ def test_stale_engine_step_replayed():
     pi0, pi1 = np.asarray(state.logits, np.float64), np.asarray(s1.logits, np.float64)
     np.testing.assert_array_equal(np.asarray(s2.behaviour[0]), np.asarray(s1.logits))  # the ring holds pi_1
     # replay step 1: every prompt in order (B = N), answers from pi_0's rows
-    roll = env.rollout(seed, 1, jnp.asarray(pi0, jnp.float32), 4)
+    roll = jax.jit(env.rollout, static_argnums=3)(seed, 1, jnp.asarray(pi0, jnp.float32), 4)
     ans = np.asarray(roll.answers)
-    r = np.asarray(arms_mod.rewards(arm, seed, 1, env, task, roll.answers, hp, ("true",)))
+    r = np.asarray(jax.jit(lambda seed, task, answers, hp: arms_mod.rewards(arm, seed, 1, env, task, answers, hp,
+                                                                            ("true",)))(seed, task, roll.answers, hp))
     adv = np_grpo_adv(r)
     lsm = lambda z: z - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True)) - z.max(-1, keepdims=True)  # noqa: E731
     l0, l1 = lsm(pi0), lsm(pi1)
