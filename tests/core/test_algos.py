@@ -856,8 +856,8 @@ def test_batch_surrogate_value_and_gradient_match_numpy(name):
         def loss(lp):
             return batch.surrogate(name, (lp - old) * m, lp, adv[..., None], hyper(**hp), mask=m, logp_old=old)
 
-        got = loss(jnp.asarray(b["logp"]))
-        grad = jax.grad(lambda lp: (loss(lp) * m).sum())(jnp.asarray(b["logp"]))
+        got = jax.jit(loss)(jnp.asarray(b["logp"]))  # compiled: eagerly, each operation is compiled on its own
+        grad = jax.jit(jax.grad(lambda lp: (loss(lp) * m).sum()))(jnp.asarray(b["logp"]))
     np.testing.assert_allclose(np.asarray(got) * mask, want * mask, **TOL)
     np.testing.assert_allclose(np.asarray(grad), want_grad * mask, **TOL)
 
@@ -1039,7 +1039,7 @@ def test_gmpo_equals_grpo_when_every_answer_is_one_token(T):
         out = {}
         for name, hp in hps.items():
             spec = AlgoSpec(surrogate=name, aggregation="seq-mean-token-mean")
-            out[name] = jax.value_and_grad(lambda x: _bandit_loss(spec, x, *args[1:], hp))(args[0])  # noqa: B023
+            out[name] = jax.jit(jax.value_and_grad(lambda x: _bandit_loss(spec, x, *args[1:], hp)))(args[0])  # noqa: B023
     l_tok = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits, -1)) - old_logq, tokens[..., 0], -1)
     held = ((adv > 0) & (l_tok > eps)) | ((adv < 0) & (l_tok < -eps))
     np.testing.assert_allclose(out["gmpo"][0], out["clip"][0], **TOL)
@@ -1166,8 +1166,9 @@ def test_take_logp_shared_node_path_equals_one_hot(A, G, T):
         lq = shared(logits)
         np.testing.assert_array_equal(np.asarray(jax.jit(take_logp)(lq, tokens)),
                                       np.asarray((jax.nn.one_hot(tokens, A, dtype=lq.dtype) * lq).sum(-1)))
-        g_fast = jax.grad(lambda lg: (take_logp(shared(lg), tokens) * w).sum())(logits)
-        g_ref = jax.grad(lambda lg: (one_hot(lg) * w).sum())(logits)
+        # compiled: run eagerly, each operation (of every shape here) is compiled on its own
+        g_fast = jax.jit(jax.grad(lambda lg: (take_logp(shared(lg), tokens) * w).sum()))(logits)
+        g_ref = jax.jit(jax.grad(lambda lg: (one_hot(lg) * w).sum()))(logits)
         # float64, each gradient in its own order: the counts sum G T weights (sum|w| per prompt), then
         # log-softmax's backward c - pi sum(c) sums A of them, its pi = exp(log pi) off by (A + 3) |log pi| u
         log_pi = np.asarray(jax.nn.log_softmax(logits, -1))
