@@ -121,17 +121,18 @@ def test_estimate_reads_the_last_sixteen_or_the_last_large_group():
 
     s = A.init(Algo, Env)
     idx = jnp.asarray([0])
-    s = A.record(s, idx, jnp.asarray([[1.0] * 8 + [0.0] * 24]), jnp.asarray([8]))  # 8 allotted, all right
+    record = jax.jit(A.record)  # compiled: run eagerly, each operation is compiled on its own
+    s = record(s, idx, jnp.asarray([[1.0] * 8 + [0.0] * 24]), jnp.asarray([8]))  # 8 allotted, all right
     assert float(s.rate[0]) == 1.0 and int(s.seen[0]) == 8 and int(s.held[0]) == 8
-    s = A.record(s, idx, jnp.asarray([[0.0] * 12 + [1.0] * 20]), jnp.asarray([12]))  # 12 allotted, all wrong
+    s = record(s, idx, jnp.asarray([[0.0] * 12 + [1.0] * 20]), jnp.asarray([12]))  # 12 allotted, all wrong
     assert float(s.rate[0]) == pytest.approx(4 / 16) and int(s.seen[0]) == 20  # the window: 4 rights, 12 wrongs
     assert np.asarray(s.window[0]).tolist() == [1.0] * 4 + [0.0] * 12
-    s = A.record(s, idx, jnp.asarray([[1.0] * 5 + [0.0] * 15 + [1.0] * 12]), jnp.asarray([20]))  # 20 >= 16 allotted
+    s = record(s, idx, jnp.asarray([[1.0] * 5 + [0.0] * 15 + [1.0] * 12]), jnp.asarray([20]))  # 20 >= 16 allotted
     assert float(s.rate[0]) == pytest.approx(0.25) and int(s.held[0]) == 16  # the group's own share, 5 / 20
     # advance reads the answers allotted from the state before the step: known (40 seen) at p = 0.25, alone in its
     # batch (B n = 8): base 2, cost floor(log 0.1 / log 0.75) = 8 >= the rest 6, so the programme gives it all 8;
     # the window then holds the last 8 wrongs of the 20 and the 8 new rights
-    s2 = A.advance(Algo, s, idx, jnp.asarray([[1.0] * 32]), 32)
+    s2 = jax.jit(A.advance, static_argnums=(0, 4))(Algo, s, idx, jnp.asarray([[1.0] * 32]), 32)
     assert int(s2.seen[0]) == 48 and float(s2.rate[0]) == pytest.approx(8 / 16)
 
 
