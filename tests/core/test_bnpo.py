@@ -10,10 +10,12 @@ from tabsim.sim.algos import ESTIMATORS
 
 
 def bnpo(rewards, valid=None):
+    import jax
     import jax.numpy as jnp
     r = jnp.asarray(rewards, jnp.float32)
     v = jnp.ones(r.shape[0]) if valid is None else jnp.asarray(valid, jnp.float32)
-    return np.asarray(ESTIMATORS["bnpo"](r, lengths=jnp.ones_like(r), valid=v, hp=None))
+    # compiled: run eagerly, each operation (of each batch shape here) is compiled on its own
+    return np.asarray(jax.jit(lambda r, v: ESTIMATORS["bnpo"](r, lengths=jnp.ones_like(r), valid=v, hp=None))(r, v))
 
 
 def test_bnpo_by_hand():
