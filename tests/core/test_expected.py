@@ -180,12 +180,20 @@ CASES = {  # name: (AlgoSpec, aggregation for the reference, KL, epochs, surroga
 }
 
 
-def _small_task(tie="lowest", K=3, seed=0):
+@functools.cache
+def _small_env_task(tie, K, seed):
+    """One environment object per setting: expected_update's compiled program is keyed by the environment
+    object, so the tests of one case and arm (float32 here and in the float64 test) share it."""
     env = BanditEnv(n_prompts=3, n_answers=K, n_correct=1, tie=tie, offline_samples=3)
     hp = Hyper(prior_strength=0.45, format_boost=0.3)
     task = env.init_task(jnp.asarray(seed_array([seed])[0]), hp)
     z = np.asarray(task.prior_logits, np.float64) + np.random.default_rng(seed).normal(0, 0.4, (3, K))
     return env, task, z
+
+
+def _small_task(tie="lowest", K=3, seed=0):
+    env, task, z = _small_env_task(tie, K, seed)
+    return env, task, z.copy()
 
 
 ARM_CASES = [("true", "lowest", 3), ("majority", "lowest", 3), ("majority", "random", 3), ("format", "lowest", 3),
