@@ -2,12 +2,13 @@
 their figures, and fails on a broken link; the built HTML shows no unrendered Markdown and every
 in-page anchor resolves (docs/_site/check_html.py, which ``--strict`` does not check).
 
-The notebooks are not executed by this file: ``tests/docs/test_notebooks.py`` writes the executed copies
-to ``build/notebooks/`` (one notebook by default, every one with ``-m heavy``) and the site's hook
-publishes them; a missing copy, or one older than its source, is executed by the hook
-(docs/_site/hooks.py), so a fresh clone's first default run executes the others in this file's build.
-In one process that file runs first (file order); under pytest-xdist, which hands out whole files with
-the most tests first, it starts before this one.
+The notebooks are not executed by the default build: the ``site`` fixture publishes copies of them
+without outputs (jupytext's conversion, in the build folder the site's hook reads,
+``TABSIM_NOTEBOOK_BUILD``), so the pages, bars, links and scripts are checked in seconds.
+``tests/docs/test_notebooks.py`` executes the notebooks (one by default, every one with ``-m heavy``); the
+checks of the executed pages (their figures, the sliders' notes) build with the executed copies in
+``build/notebooks/`` (``executed_site``, ``-m heavy``), where the hook executes a missing or stale copy
+itself (docs/_site/hooks.py).
 """
 from __future__ import annotations
 
@@ -31,18 +32,36 @@ sys.path.insert(0, str(ROOT / "docs" / "_site"))
 from check_html import html_problems  # noqa: E402  (docs/_site is not a package)
 
 
-def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
+def _build(config: Path, site: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
-                          capture_output=True, text=True, timeout=600, env={**__import__("os").environ,
-                                                                             "NO_MKDOCS_2_WARNING": "1"})
+                          capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1", **(env or {})})
+
+
+def _build_site(out: Path, notebooks: Path | None = None) -> Path:
+    env = {"TABSIM_NOTEBOOK_BUILD": str(notebooks)} if notebooks else {}
+    r = _build(ROOT / "mkdocs.yml", out, env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    out = tmp_path_factory.mktemp("site")
-    r = _build(ROOT / "mkdocs.yml", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out
+    """The site with the notebooks published unexecuted (nothing runs a kernel)."""
+    import jupytext
+
+    notebooks = tmp_path_factory.mktemp("build") / "notebooks"  # the hook publishes from a folder so named
+    notebooks.mkdir()
+    for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
+        jupytext.write(jupytext.read(src), notebooks / f"{src.stem}.ipynb")  # newer than its source: not executed
+    return _build_site(tmp_path_factory.mktemp("site"), notebooks)
+
+
+@pytest.fixture(scope="module")
+def executed_site(tmp_path_factory):
+    """The site as ``mkdocs build`` makes it: the executed notebooks of build/notebooks/ (executing any
+    missing or stale copy)."""
+    return _build_site(tmp_path_factory.mktemp("executed-site"))
 
 
 def test_site_has_every_docs_page_and_the_readme(site):
@@ -52,7 +71,9 @@ def test_site_has_every_docs_page_and_the_readme(site):
     assert (site / "notebooks" / "index.html").is_file()  # notebooks/README.md
 
 
-def test_site_publishes_every_notebook_executed_with_figures(site):
+@pytest.mark.heavy
+def test_site_publishes_every_notebook_executed_with_figures(executed_site):
+    site = executed_site
     for src in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")):
         page = site / "notebooks" / f"{src.stem}.html"
         assert page.is_file(), src.name
@@ -73,8 +94,11 @@ def test_every_script_a_page_loads_is_a_file_of_the_site(site):
     assert not bad, bad[:10]
 
 
-def test_notebook_pages_open_figures_full_size_and_link_their_neighbours(site):
-    """Figures are files a click opens; each page has the bar (previous, next, the .ipynb to download)."""
+@pytest.mark.parametrize("built", ["site", pytest.param("executed_site", marks=pytest.mark.heavy)])
+def test_notebook_pages_open_figures_full_size_and_link_their_neighbours(built, request):
+    """Figures are files a click opens; each page has the bar (previous, next, the .ipynb to download).
+    By default on the unexecuted pages (the bar and links; no figures), with ``-m heavy`` on the executed."""
+    site = request.getfixturevalue(built)
     stems = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))]
     for i, stem in enumerate(stems):
         html = (site / "notebooks" / f"{stem}.html").read_text()
@@ -173,7 +197,9 @@ def test_science_page_carries_the_interactive_figure_and_its_data(site):
         assert js in html and (site / js).is_file(), js
 
 
-def test_slider_widgets_show_on_the_site_as_the_figure_they_drew(site):
+@pytest.mark.heavy
+def test_slider_widgets_show_on_the_site_as_the_figure_they_drew(executed_site):
+    site = executed_site
     """The site runs no kernel: a notebook's sliders become a note naming them above the figure they drew."""
     for stem in ("01_one_grpo_step", "02_self_consistency_crossover", "03_random_rewards_and_clipping"):
         html = (site / "notebooks" / f"{stem}.html").read_text()
