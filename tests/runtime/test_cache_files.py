@@ -114,9 +114,17 @@ def test_an_unusable_compilation_cache_is_one_tabsim_line(tmp_path, monkeypatch,
     monkeypatch.setenv(cache.ENV, str(target))
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     monkeypatch.setattr(cache, "_applied", False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert cache.apply_default() is None
+    # no folder given to JAX itself in this process (an earlier test of the same worker may have set one)
+    import jax
+
+    before = jax.config.jax_compilation_cache_dir
+    jax.config.update("jax_compilation_cache_dir", None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert cache.apply_default() is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"tabsim: {cache.ENV} ignored (") and str(target) in err
     assert "Warning" not in err and ".py:" not in err
