@@ -116,8 +116,8 @@ LONGEST_FIRST = (
     "tests/core/test_algos.py",
     "tests/core/test_expected.py",
     "tests/core/test_engine.py",
-    "tests/docs/test_notebooks.py",
     "tests/docs/test_docs.py",
+    "tests/core/test_tree.py",
     "tests/runtime/test_dask.py",
 )
 
